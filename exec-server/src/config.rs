@@ -1,0 +1,151 @@
+//! Command-line flags and their environment twins. Doc comments here are the `--help` text.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Runs commands for sidecar-exec clients: a small HTTP server for builder containers.
+///
+/// Every command runs in its own process group with a timeout that ends the whole tree, output is bounded, and an
+/// optional bearer token (EXEC_SERVER_TOKEN or --token-file) guards every endpoint but /health. Single-dash long
+/// flags (`-port 8080 -cwd /workspace`, `-healthcheck`) are accepted as orchestrators pass them. No EXEC_SERVER_*
+/// variable is ever passed on to a command.
+#[derive(Debug, Clone, Parser)]
+#[command(version, about, long_about)]
+pub struct Config {
+    /// TCP port to listen on.
+    #[arg(long, env = "EXEC_SERVER_PORT", default_value_t = 8080)]
+    pub port: u16,
+
+    /// Address to listen on. A builder is reached over a private network, so the default is every interface.
+    #[arg(long, env = "EXEC_SERVER_HOST", default_value = "0.0.0.0")]
+    pub host: String,
+
+    /// Workspace root: relative request cwds resolve against it, and a cwd outside it is refused.
+    #[arg(long, env = "EXEC_SERVER_CWD", default_value = "/workspace")]
+    pub cwd: PathBuf,
+
+    /// Runtime name reported by /info (node, python, java, go, rust, …).
+    #[arg(long, env = "EXEC_SERVER_RUNTIME", default_value = "unknown")]
+    pub runtime: String,
+
+    /// Read the bearer token from this file (for mounted secrets; surrounding whitespace is ignored).
+    /// EXEC_SERVER_TOKEN sets the token directly; it has no flag so the token never shows in `ps`.
+    #[arg(long, env = "EXEC_SERVER_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// Probe a running server: GET http://127.0.0.1:PORT/health with a 3 s timeout; exit 0 on 200, else 1.
+    #[arg(long)]
+    pub healthcheck: bool,
+
+    /// Commands that may run at once; more get 503 with Retry-After.
+    #[arg(long, env = "EXEC_SERVER_MAX_CONCURRENT", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent: u32,
+
+    /// Seconds between SIGTERM and SIGKILL when a command is stopped (timeout, client gone, shutdown).
+    #[arg(long, env = "EXEC_SERVER_GRACE", default_value = "5", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub grace: Duration,
+
+    /// Seconds to keep reading output that a background descendant still writes after the command itself exited.
+    #[arg(long, env = "EXEC_SERVER_DRAIN", default_value = "0.25", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub drain: Duration,
+
+    /// Largest timeout granted, in seconds (at most 3600); larger requests are cut to it.
+    #[arg(long, env = "EXEC_SERVER_MAX_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub max_timeout: u64,
+
+    /// Bytes of stdout and of stderr kept by POST /exec; the rest is read and dropped (`output_truncated`).
+    #[arg(long, env = "EXEC_SERVER_MAX_OUTPUT", default_value_t = 16 * 1024 * 1024, value_name = "BYTES")]
+    pub max_output: usize,
+
+    /// Allow request cwds outside the workspace root.
+    #[arg(long, env = "EXEC_SERVER_ALLOW_ANY_CWD")]
+    pub allow_any_cwd: bool,
+
+    /// Seconds between SSE keep-alive comments on /exec/stream (clients time out reads after 60 s).
+    #[arg(long, env = "EXEC_SERVER_KEEPALIVE", default_value = "15", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub keepalive: Duration,
+
+    /// Log level: error, warn, info (one line per command), debug.
+    #[arg(long, env = "EXEC_SERVER_LOG", default_value = "info")]
+    pub log: tracing::Level,
+
+    /// The bearer token itself (from EXEC_SERVER_TOKEN; see --token-file).
+    #[arg(skip)]
+    pub token: Option<String>,
+}
+
+/// Long flags that may be written with one dash, as the Go `flag` package allows.
+const LONG_FLAGS: &[&str] = &[
+    "port", "host", "cwd", "runtime", "token-file", "healthcheck", "max-concurrent", "grace", "drain",
+    "max-timeout", "max-output", "allow-any-cwd", "keepalive", "log", "help", "version",
+];
+
+/// Rewrites `-port 8080` and `-port=8080` to `--port …` for every known long flag; leaves everything else alone.
+pub fn normalize_single_dash<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Vec<std::ffi::OsString> {
+    args.into_iter()
+        .map(|arg| {
+            let Some(text) = arg.to_str() else { return arg };
+            let Some(rest) = text.strip_prefix('-').filter(|r| !r.starts_with('-')) else { return arg };
+            let name = rest.split('=').next().unwrap_or_default();
+            if LONG_FLAGS.contains(&name) {
+                format!("-{text}").into()
+            } else {
+                arg
+            }
+        })
+        .collect()
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(0.0..=86_400.0).contains(&seconds) {
+        return Err(format!("{text} seconds is out of range (0 to 86400)"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+impl Config {
+    /// The token in force: EXEC_SERVER_TOKEN (already in `token`) or the token file. An empty token file is an error
+    /// rather than a silently open server.
+    pub fn resolve_token(&self) -> Result<Option<String>, String> {
+        if let Some(token) = self.token.as_deref().filter(|t| !t.is_empty()) {
+            return Ok(Some(token.to_owned()));
+        }
+        let Some(path) = &self.token_file else { return Ok(None) };
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| format!("cannot read token file {}: {err}", path.display()))?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(format!("token file {} is empty: put the token in it, or drop --token-file", path.display()));
+        }
+        Ok(Some(token.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Config {
+        Config::try_parse_from(normalize_single_dash(args.iter().map(Into::into))).unwrap()
+    }
+
+    #[test]
+    fn single_dash_long_flags_work() {
+        let config = parse(&["exec-server", "-port", "9000", "-cwd=/w", "-grace", "0.5", "-allow-any-cwd"]);
+        assert_eq!(config.port, 9000);
+        assert_eq!(config.cwd, PathBuf::from("/w"));
+        assert_eq!(config.grace, Duration::from_millis(500));
+        assert!(config.allow_any_cwd);
+        assert!(parse(&["exec-server", "-healthcheck"]).healthcheck);
+    }
+
+    #[test]
+    fn unknown_single_dash_words_are_left_for_clap_to_refuse() {
+        assert_eq!(normalize_single_dash(["-x".into(), "-portx".into()]), ["-x", "-portx"]);
+        assert!(Config::try_parse_from(["exec-server", "--max-timeout", "7200"]).is_err());
+        assert!(Config::try_parse_from(["exec-server", "--grace", "soon"]).is_err());
+    }
+}

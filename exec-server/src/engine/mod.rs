@@ -1,0 +1,296 @@
+//! The process engine: runs one argv in its own process group, enforces its timeout and cancellation, and collects
+//! or streams its output. It knows nothing of HTTP or files: every transport builds a [`Job`], calls
+//! [`Engine::run`], and turns the [`Outcome`] (or the stream of chunks) into its own format.
+
+mod group;
+mod output;
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use protocol::StreamKind;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+pub use group::become_subreaper;
+pub use output::{Captured, Output, OutputChunk, READ_SIZE};
+
+/// How the engine treats every command.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Between SIGTERM and SIGKILL when a command is stopped (timeout, cancellation, shutdown).
+    pub grace: Duration,
+    /// After the leader exits, how long to keep reading pipes that a background descendant still holds open.
+    pub drain: Duration,
+}
+
+/// One command to run.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Program and arguments; never run through a shell.
+    pub argv: Vec<OsString>,
+    /// Working directory (already resolved and confined by the transport).
+    pub cwd: PathBuf,
+    /// The complete environment of the command.
+    pub env: Vec<(OsString, OsString)>,
+    /// Bytes for stdin; `None` means `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    pub timeout: Duration,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The exit code; 128+N when a signal ended it; 124 when it timed out.
+    pub exit_code: i32,
+    /// The signal that ended the leader, if one did.
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Stopped because its transport asked (client gone, server shutting down).
+    pub cancelled: bool,
+    pub duration: Duration,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+/// The command never started: no such program, a working directory that is not there, …
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartError(pub String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "failed to start command: {}", self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Runs commands. Cheap to clone; every clone shares the set of live process groups and the shutdown switch.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    policy: Policy,
+    live_groups: Mutex<HashSet<i32>>,
+    shutdown: CancellationToken,
+    next_id: AtomicU64,
+}
+
+enum Ending {
+    Exited(std::io::Result<ExitStatus>),
+    TimedOut,
+    Cancelled,
+}
+
+impl Engine {
+    pub fn new(policy: Policy) -> Self {
+        Engine {
+            inner: Arc::new(Inner {
+                policy,
+                live_groups: Mutex::new(HashSet::new()),
+                shutdown: CancellationToken::new(),
+                next_id: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// How many process groups are alive (running commands and leftovers being terminated).
+    pub fn live_groups(&self) -> usize {
+        self.inner.live_groups.lock().unwrap().len()
+    }
+
+    /// Stops every running command by the policy, and refuses none: transports stop accepting work themselves.
+    pub fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+    }
+
+    /// Last resort when the process is about to exit: SIGKILL to every group still known.
+    pub fn kill_all(&self) {
+        for pgid in self.inner.live_groups.lock().unwrap().iter() {
+            group::signal_group(*pgid, Signal::SIGKILL);
+        }
+    }
+
+    /// Runs `job` to its end. `cancel` stops it early (TERM → grace → KILL to its whole group), as does
+    /// [`Engine::shutdown`]. Returns once the leader is reaped and the output is read; leftover members of the group
+    /// are terminated in the background by the same policy.
+    ///
+    /// Transports should run this in its own task, so that the timeout is enforced even while the transport is
+    /// blocked on a slow peer, and so that dropping the transport's future (a client gone) can only cancel, never
+    /// abandon, a command.
+    pub async fn run(&self, job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let program = job.argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let started = Instant::now();
+        let grace = self.inner.policy.grace;
+
+        let mut command = Command::new(job.argv.first().ok_or_else(|| StartError("empty command".into()))?);
+        command
+            .args(&job.argv[1..])
+            .current_dir(&job.cwd)
+            .env_clear()
+            .envs(job.env.iter().map(|(k, v)| (k, v)))
+            .process_group(0)
+            .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(|err| start_error(&job, &program, &err))?;
+        let pgid = child.id().and_then(|pid| i32::try_from(pid).ok()).unwrap_or_default();
+        let guard = GroupGuard::register(self.clone(), pgid);
+
+        if let (Some(bytes), Some(mut stdin)) = (job.stdin, child.stdin.take()) {
+            // A command that exits without reading its stdin is not an error.
+            tokio::spawn(async move {
+                let _ = stdin.write_all(&bytes).await;
+            });
+        }
+        let stop_reading = CancellationToken::new();
+        let sink = output::Sink::from(&output);
+        drop(output);
+        let stdout = child.stdout.take().map(|pipe| {
+            tokio::spawn(output::read_pipe(pipe, StreamKind::Stdout, sink.clone(), stop_reading.clone()))
+        });
+        let stderr = child.stderr.take().map(|pipe| {
+            tokio::spawn(output::read_pipe(pipe, StreamKind::Stderr, sink, stop_reading.clone()))
+        });
+
+        let ending = tokio::select! {
+            status = child.wait() => Ending::Exited(status),
+            () = tokio::time::sleep(job.timeout) => Ending::TimedOut,
+            () = cancel.cancelled() => Ending::Cancelled,
+            () = self.inner.shutdown.cancelled() => Ending::Cancelled,
+        };
+        let (status, timed_out, cancelled, group_done) = match ending {
+            Ending::Exited(status) => (status, false, false, false),
+            Ending::TimedOut => (group::terminate_group(&mut child, pgid, grace).await, true, false, true),
+            Ending::Cancelled => (group::terminate_group(&mut child, pgid, grace).await, false, true, true),
+        };
+        let leader_gone = Instant::now();
+
+        // Pipes held open by a background descendant must not hold the result: drain briefly, then stop reading.
+        let drain = self.inner.policy.drain;
+        let stop_after_drain = {
+            let stop = stop_reading.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(drain).await;
+                stop.cancel();
+            })
+        };
+        let stdout = join_reader(stdout).await;
+        let stderr = join_reader(stderr).await;
+        stop_after_drain.abort();
+        let duration = leader_gone.duration_since(started);
+
+        if group_done {
+            guard.release();
+        } else {
+            // The leader exited by itself: whatever it left in its group is terminated by the same policy.
+            tokio::spawn(async move {
+                group::terminate_leftovers(pgid, grace).await;
+                guard.release();
+            });
+        }
+
+        let (exit_code, signal) = match &status {
+            Ok(status) => exit_code_of(*status),
+            Err(_) => (-1, None),
+        };
+        let exit_code = if timed_out { protocol::EXIT_TIMED_OUT } else { exit_code };
+        tracing::info!(
+            id,
+            program,
+            cwd = %job.cwd.display(),
+            exit_code,
+            signal,
+            timed_out,
+            cancelled,
+            duration_ms = duration.as_millis() as u64,
+            stdout_bytes = stdout.total,
+            stderr_bytes = stderr.total,
+            "command finished"
+        );
+        Ok(Outcome { exit_code, signal, timed_out, cancelled, duration, stdout, stderr })
+    }
+}
+
+async fn join_reader(reader: Option<tokio::task::JoinHandle<Captured>>) -> Captured {
+    match reader {
+        Some(handle) => handle.await.unwrap_or_default(),
+        None => Captured::default(),
+    }
+}
+
+/// The exit code as a shell reports it: the code, or 128+N for signal N (and N itself).
+pub fn exit_code_of(status: ExitStatus) -> (i32, Option<i32>) {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (code, None),
+        (None, Some(signal)) => (128 + signal, Some(signal)),
+        (None, None) => (-1, None),
+    }
+}
+
+fn start_error(job: &Job, program: &str, err: &std::io::Error) -> StartError {
+    if !job.cwd.is_dir() {
+        let what = if job.cwd.exists() { "is not a directory" } else { "does not exist" };
+        return StartError(format!("working directory {} {what}", job.cwd.display()));
+    }
+    match err.kind() {
+        std::io::ErrorKind::NotFound => StartError(format!("{program}: not found (is it installed and on PATH?)")),
+        std::io::ErrorKind::PermissionDenied => StartError(format!("{program}: permission denied")),
+        _ => StartError(format!("{program}: {err}")),
+    }
+}
+
+/// Keeps a process group in the engine's live set until its members are gone; if the run is abandoned before
+/// that (its task dropped at runtime shutdown), SIGKILLs the group so nothing outlives us unnoticed.
+struct GroupGuard {
+    engine: Engine,
+    pgid: i32,
+    released: bool,
+}
+
+impl GroupGuard {
+    fn register(engine: Engine, pgid: i32) -> Self {
+        engine.inner.live_groups.lock().unwrap().insert(pgid);
+        GroupGuard { engine, pgid, released: false }
+    }
+
+    fn release(mut self) {
+        self.released = true;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if !self.released {
+            group::signal_group(self.pgid, Signal::SIGKILL);
+        }
+        self.engine.inner.live_groups.lock().unwrap().remove(&self.pgid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        assert_eq!(exit_code_of(ExitStatus::from_raw(3 << 8)), (3, None));
+        assert_eq!(exit_code_of(ExitStatus::from_raw(9)), (137, Some(9)));
+    }
+}

@@ -1,0 +1,91 @@
+//! Where a command's output goes: collected with a cap, or streamed chunk by chunk with backpressure.
+
+use protocol::StreamKind;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes per read from a pipe: one frame's worth at most, and the unit of backpressure.
+pub const READ_SIZE: usize = 64 * 1024;
+
+/// What the engine does with a command's output.
+#[derive(Debug)]
+pub enum Output {
+    /// Keep up to `cap` bytes of each of stdout and stderr; read and drop the rest so the command never blocks.
+    Collect { cap: usize },
+    /// Send every chunk as it is read. The channel is bounded: when the receiver is slow, reading stops, the pipe
+    /// fills and the command blocks in `write`, so memory stays bounded whatever the command prints.
+    Stream(mpsc::Sender<OutputChunk>),
+}
+
+/// A piece of output read from one pipe.
+#[derive(Debug)]
+pub struct OutputChunk {
+    pub kind: StreamKind,
+    pub bytes: Vec<u8>,
+}
+
+/// What was kept of one pipe.
+#[derive(Debug, Default, Clone)]
+pub struct Captured {
+    /// The kept bytes (always empty when streaming).
+    pub bytes: Vec<u8>,
+    /// Whether bytes were dropped because of the cap.
+    pub truncated: bool,
+    /// Every byte read, kept or not.
+    pub total: u64,
+}
+
+/// Reads `pipe` to its end, or until `stop` fires (the drain window after the leader exited has passed).
+pub async fn read_pipe<R: AsyncRead + Unpin>(
+    mut pipe: R,
+    kind: StreamKind,
+    sink: Sink,
+    stop: CancellationToken,
+) -> Captured {
+    let mut captured = Captured::default();
+    let mut buf = vec![0u8; READ_SIZE];
+    loop {
+        let read = tokio::select! {
+            read = pipe.read(&mut buf) => read,
+            () = stop.cancelled() => break,
+        };
+        let n = match read {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        captured.total += n as u64;
+        match &sink {
+            Sink::Collect { cap } => {
+                let room = cap.saturating_sub(captured.bytes.len());
+                captured.bytes.extend_from_slice(&buf[..n.min(room)]);
+                captured.truncated |= n > room;
+            }
+            Sink::Stream(tx) => {
+                let chunk = OutputChunk { kind, bytes: buf[..n].to_vec() };
+                tokio::select! {
+                    // A closed receiver means the transport is gone and cancellation follows: keep draining.
+                    _ = tx.send(chunk) => {}
+                    () = stop.cancelled() => break,
+                }
+            }
+        }
+    }
+    captured
+}
+
+/// The per-pipe form of [`Output`].
+#[derive(Debug, Clone)]
+pub enum Sink {
+    Collect { cap: usize },
+    Stream(mpsc::Sender<OutputChunk>),
+}
+
+impl From<&Output> for Sink {
+    fn from(output: &Output) -> Self {
+        match output {
+            Output::Collect { cap } => Sink::Collect { cap: *cap },
+            Output::Stream(tx) => Sink::Stream(tx.clone()),
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The HTTP transport: routes, shared state, and the pieces that turn requests into engine jobs and outcomes back
+//! into replies or frames.
+
+mod auth;
+mod error;
+mod exec;
+mod request;
+pub use request::inherited_env;
+mod stream;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use protocol::{Health, Info};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::engine::Engine;
+pub use error::AppError;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Engine,
+    /// Canonical workspace root.
+    pub root: PathBuf,
+    pub allow_any_cwd: bool,
+    pub token: Option<Arc<str>>,
+    pub runtime: String,
+    pub permits: Arc<Semaphore>,
+    pub max_concurrent: usize,
+    pub max_timeout: u64,
+    pub max_output: usize,
+    pub keepalive: Duration,
+    /// The server's own environment minus its EXEC_SERVER_* settings: what every command starts from.
+    pub base_env: Arc<Vec<(OsString, OsString)>>,
+}
+
+impl AppState {
+    /// A slot for one more running command, or 503.
+    fn permit(&self) -> Result<OwnedSemaphorePermit, AppError> {
+        self.permits.clone().try_acquire_owned().map_err(|_| {
+            AppError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "too many commands running (limit {}, set by --max-concurrent); retry shortly",
+                    self.max_concurrent
+                ),
+            )
+        })
+    }
+
+    fn running(&self) -> usize {
+        self.max_concurrent - self.permits.available_permits()
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/info", get(info))
+        .route("/exec", post(exec::exec))
+        .route("/exec/stream", post(stream::exec_stream))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
+        .layer(DefaultBodyLimit::max(protocol::MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn health() -> impl IntoResponse {
+    axum::Json(Health { status: "ok".into() })
+}
+
+async fn info(State(state): State<AppState>) -> impl IntoResponse {
+    axum::Json(Info {
+        cwd: state.root.display().to_string(),
+        runtime: state.runtime.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        max_timeout: Some(state.max_timeout),
+        max_concurrent: Some(state.max_concurrent),
+        running: Some(state.running()),
+    })
+}
+
+const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream";
+
+async fn not_found(method: Method, uri: Uri) -> Response {
+    AppError::new(StatusCode::NOT_FOUND, format!("no such endpoint: {method} {}; the endpoints are {ENDPOINTS}", uri.path()))
+        .into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    AppError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}; the endpoints are {ENDPOINTS}", uri.path()),
+    )
+    .into_response()
+}

@@ -1,0 +1,133 @@
+//! From a request body to an engine job: parsing, validation, cwd confinement, environment and timeout rules.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use protocol::ExecRequest;
+
+use super::{AppError, AppState};
+use crate::engine::{Job, StartError};
+use crate::workspace::{resolve_cwd, CwdError};
+
+/// A request that passed validation: a job to run, or the contract's start failure (missing cwd) to report.
+pub struct Prepared {
+    pub job: Result<Job, StartError>,
+    /// The timeout granted, in whole seconds, for messages.
+    pub timeout_secs: u64,
+}
+
+/// Turns a body into a job, or a 400 that names what is wrong.
+pub fn prepare(state: &AppState, body: &[u8]) -> Result<Prepared, AppError> {
+    let request: ExecRequest = serde_json::from_slice(body).map_err(|err| {
+        AppError::bad_request(format!(
+            "invalid request body: {err}; expected JSON like {{\"cmd\": [\"npm\", \"test\"], \"cwd\": \"sub/dir\", \
+             \"timeout\": 600, \"env\": {{\"NAME\": \"value\"}}}}"
+        ))
+    })?;
+    validate_cmd(&request.cmd)?;
+    let timeout_secs = grant_timeout(request.timeout, state.max_timeout);
+    let stdin = match (&request.stdin_b64, &request.stdin) {
+        (Some(b64), _) => Some(
+            protocol::text::from_base64(b64)
+                .map_err(|err| AppError::bad_request(format!("stdin_b64 is not valid base64: {err}")))?,
+        ),
+        (None, Some(text)) => Some(text.clone().into_bytes()),
+        (None, None) => None,
+    };
+    let env = build_env(&state.base_env, request.env.iter().flatten())?;
+    let cwd = match resolve_cwd(&state.root, request.cwd.as_deref(), state.allow_any_cwd) {
+        Ok(cwd) => cwd,
+        Err(missing @ CwdError::Missing { .. }) => {
+            return Ok(Prepared { job: Err(StartError(missing.to_string())), timeout_secs })
+        }
+        Err(err) => return Err(AppError::bad_request(err.to_string())),
+    };
+    let job = Job {
+        argv: request.cmd.into_iter().map(OsString::from).collect(),
+        cwd,
+        env,
+        stdin,
+        timeout: Duration::from_secs(timeout_secs),
+    };
+    Ok(Prepared { job: Ok(job), timeout_secs })
+}
+
+fn validate_cmd(cmd: &[String]) -> Result<(), AppError> {
+    match cmd.first() {
+        None => {
+            return Err(AppError::bad_request(
+                "cmd is empty: it must hold at least the program to run, e.g. {\"cmd\": [\"npm\", \"test\"]}",
+            ))
+        }
+        Some(program) if program.is_empty() => {
+            return Err(AppError::bad_request("cmd[0] is empty: it must name the program to run"))
+        }
+        Some(_) => {}
+    }
+    if let Some(index) = cmd.iter().position(|arg| arg.contains('\0')) {
+        return Err(AppError::bad_request(format!("cmd[{index}] contains a NUL byte, which no argument can hold")));
+    }
+    Ok(())
+}
+
+/// The contract's rule: absent or ≤ 0 → the default (600, or the cap when that is lower); above the cap → the cap.
+pub fn grant_timeout(requested: Option<i64>, max: u64) -> u64 {
+    match requested {
+        Some(secs) if secs > 0 => u64::try_from(secs).unwrap_or(max).min(max),
+        _ => protocol::DEFAULT_TIMEOUT_SECS.min(max),
+    }
+}
+
+/// The server's environment (already stripped of EXEC_SERVER_*) with the request's variables laid over it.
+fn build_env<'a>(
+    base: &[(OsString, OsString)],
+    extra: impl Iterator<Item = (&'a String, &'a String)>,
+) -> Result<Vec<(OsString, OsString)>, AppError> {
+    let mut env = base.to_vec();
+    for (name, value) in extra {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            return Err(AppError::bad_request(format!(
+                "env name {name:?} is invalid: names must be non-empty and hold no '=' or NUL"
+            )));
+        }
+        if value.contains('\0') {
+            return Err(AppError::bad_request(format!("env value of {name} contains a NUL byte")));
+        }
+        env.retain(|(existing, _)| existing != name.as_str());
+        env.push((name.into(), value.into()));
+    }
+    Ok(env)
+}
+
+/// The environment a server passes on: its own, minus its own settings (the token above all).
+pub fn inherited_env() -> Vec<(OsString, OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| !name.to_string_lossy().starts_with("EXEC_SERVER_"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_follow_the_contract() {
+        assert_eq!(grant_timeout(None, 3600), 600);
+        assert_eq!(grant_timeout(Some(0), 3600), 600);
+        assert_eq!(grant_timeout(Some(-5), 3600), 600);
+        assert_eq!(grant_timeout(Some(7), 3600), 7);
+        assert_eq!(grant_timeout(Some(99_999), 3600), 3600);
+        assert_eq!(grant_timeout(None, 60), 60);
+    }
+
+    #[test]
+    fn request_env_overrides_and_bad_names_are_refused() {
+        let base = vec![("A".into(), "1".into()), ("B".into(), "2".into())];
+        let a = "A".to_string();
+        let three = "3".to_string();
+        let env = build_env(&base, [(&a, &three)].into_iter()).unwrap();
+        assert_eq!(env, [("B".into(), "2".into()), ("A".into(), "3".into())]);
+        let bad = "X=Y".to_string();
+        assert!(build_env(&base, [(&bad, &three)].into_iter()).is_err());
+    }
+}

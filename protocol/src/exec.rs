@@ -1,0 +1,126 @@
+//! The bodies of `/exec`, `/health`, `/info` and of every error reply.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /exec` and `POST /exec/stream` body. Unknown fields are ignored, as the contract requires.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// The argv, run without a shell. Must hold at least the program.
+    pub cmd: Vec<String>,
+    /// Working directory; relative paths resolve against the server's workspace root. Absent: the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Seconds; absent or ≤ 0 means the default (600), larger than the server's cap means the cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<i64>,
+    /// Variables laid over the server's environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Extension: text fed to the command's stdin (otherwise stdin is `/dev/null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
+    /// Extension: exact bytes for stdin, base64 (wins over `stdin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_b64: Option<String>,
+}
+
+/// `POST /exec` reply: the contract's four fields plus our extensions.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExecReply {
+    /// The command's exit code; 128+N when killed by signal N; 124 on timeout; -1 when it never started.
+    pub exit_code: i32,
+    /// stdout as text (lossy when it is not valid UTF-8; then `output_b64` holds the exact bytes).
+    #[serde(default)]
+    pub output: String,
+    /// stderr as text (lossy when it is not valid UTF-8; then `stderr_b64` holds the exact bytes).
+    #[serde(default)]
+    pub stderr: String,
+    /// Set when the command could not start or timed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub timed_out: bool,
+    /// The signal that ended the command, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub output_truncated: bool,
+    #[serde(default)]
+    pub stderr_truncated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_b64: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_b64: Option<String>,
+}
+
+impl ExecReply {
+    /// The exact stdout bytes.
+    pub fn stdout_bytes(&self) -> Result<Vec<u8>, base64::DecodeError> {
+        crate::text::decode(&self.output, self.output_b64.as_deref())
+    }
+
+    /// The exact stderr bytes.
+    pub fn stderr_bytes(&self) -> Result<Vec<u8>, base64::DecodeError> {
+        crate::text::decode(&self.stderr, self.stderr_b64.as_deref())
+    }
+}
+
+/// `GET /health` reply.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Health {
+    pub status: String,
+}
+
+/// `GET /info` reply. Never carries any environment.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Info {
+    pub cwd: String,
+    pub runtime: String,
+    pub version: String,
+    /// Extension: the largest timeout the server grants, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_timeout: Option<u64>,
+    /// Extension: how many commands may run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent: Option<usize>,
+    /// Extension: how many commands run right now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<usize>,
+}
+
+/// Body of every 4xx/5xx reply: one message that names the problem and what to do.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract_request_parses_and_ignores_unknown_fields() {
+        let req: ExecRequest =
+            serde_json::from_str(r#"{"cmd":["ls","-l"],"cwd":"sub","timeout":5,"env":{"A":"1"},"x":true}"#).unwrap();
+        assert_eq!(req.cmd, ["ls", "-l"]);
+        assert_eq!(req.timeout, Some(5));
+        assert_eq!(req.env.unwrap()["A"], "1");
+    }
+
+    #[test]
+    fn reply_from_an_old_server_parses() {
+        let reply: ExecReply = serde_json::from_str(r#"{"exit_code":-1,"output":"","stderr":"","error":"command timed out after 1s"}"#).unwrap();
+        assert_eq!(reply.exit_code, -1);
+        assert!(!reply.timed_out);
+    }
+
+    #[test]
+    fn reply_leaves_out_empty_extensions() {
+        let json = serde_json::to_string(&ExecReply { exit_code: 0, ..Default::default() }).unwrap();
+        assert!(!json.contains("error") && !json.contains("signal") && !json.contains("b64"), "{json}");
+    }
+}

@@ -1,0 +1,25 @@
+//! Wire types shared by `exec-server` and `sidecar-exec`: the exec request and reply, the stream frames with their
+//! encoder, the health/info bodies, and the one runtime → commands table.
+//!
+//! Everything here is a compatible superset of the build-sidecar HTTP contract: fields that older peers do not know
+//! are optional on the way in and additive on the way out.
+
+pub mod exec;
+pub mod frames;
+pub mod runtimes;
+pub mod text;
+
+pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info};
+pub use frames::{Frame, FrameEncoder, StreamKind};
+pub use runtimes::{commands_for, RUNTIMES};
+
+/// Upper bound for a request body, in bytes (the contract's 1 MiB).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Timeout used when a request gives none, or gives zero or less (the contract's rule).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
+/// The hard ceiling on a command's timeout; a server may be configured lower, never higher.
+pub const MAX_TIMEOUT_SECS: u64 = 3600;
+/// Exit code reported for a command that ran out of time (as coreutils `timeout` does).
+pub const EXIT_TIMED_OUT: i32 = 124;
+/// Exit code reported for a command that never started (the contract's value).
+pub const EXIT_NOT_STARTED: i32 = -1;
