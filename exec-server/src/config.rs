@@ -78,8 +78,22 @@ pub struct Config {
 
 /// Long flags that may be written with one dash, as the Go `flag` package allows.
 const LONG_FLAGS: &[&str] = &[
-    "port", "host", "cwd", "runtime", "token-file", "healthcheck", "max-concurrent", "grace", "drain",
-    "max-timeout", "max-output", "allow-any-cwd", "keepalive", "log", "help", "version",
+    "port",
+    "host",
+    "cwd",
+    "runtime",
+    "token-file",
+    "healthcheck",
+    "max-concurrent",
+    "grace",
+    "drain",
+    "max-timeout",
+    "max-output",
+    "allow-any-cwd",
+    "keepalive",
+    "log",
+    "help",
+    "version",
 ];
 
 /// Rewrites `-port 8080` and `-port=8080` to `--port …` for every known long flag; leaves everything else alone.
@@ -114,8 +128,8 @@ impl Config {
             return Ok(Some(token.to_owned()));
         }
         let Some(path) = &self.token_file else { return Ok(None) };
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read token file {}: {err}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|err| format!("cannot read token file {}: {err}", path.display()))?;
         let token = text.trim();
         if token.is_empty() {
             return Err(format!("token file {} is empty: put the token in it, or drop --token-file", path.display()));

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod local;
 pub mod workspace;
 
 use std::future::Future;

@@ -44,7 +44,11 @@ pub fn resolve_cwd(root: &Path, requested: Option<&str>, allow_any: bool) -> Res
             // the root learns nothing about what exists there.
             let lexical = normalize_lexically(&joined);
             if !allow_any && !lexical.starts_with(root) {
-                return Err(CwdError::Escapes { requested: requested.to_owned(), resolved: lexical, root: root.into() });
+                return Err(CwdError::Escapes {
+                    requested: requested.to_owned(),
+                    resolved: lexical,
+                    root: root.into(),
+                });
             }
             return Err(CwdError::Missing { path: joined, why: "does not exist" });
         }
@@ -110,8 +114,14 @@ mod tests {
     #[test]
     fn missing_and_non_directories_are_start_failures() {
         let (_dir, root) = root();
-        assert!(matches!(resolve_cwd(&root, Some("nope"), false), Err(CwdError::Missing { why: "does not exist", .. })));
-        assert!(matches!(resolve_cwd(&root, Some("file"), false), Err(CwdError::Missing { why: "is not a directory", .. })));
+        assert!(matches!(
+            resolve_cwd(&root, Some("nope"), false),
+            Err(CwdError::Missing { why: "does not exist", .. })
+        ));
+        assert!(matches!(
+            resolve_cwd(&root, Some("file"), false),
+            Err(CwdError::Missing { why: "is not a directory", .. })
+        ));
         assert!(matches!(resolve_cwd(&root, Some("a\0b"), false), Err(CwdError::Invalid(_))));
     }
 }

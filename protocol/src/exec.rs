@@ -113,7 +113,9 @@ mod tests {
 
     #[test]
     fn reply_from_an_old_server_parses() {
-        let reply: ExecReply = serde_json::from_str(r#"{"exit_code":-1,"output":"","stderr":"","error":"command timed out after 1s"}"#).unwrap();
+        let reply: ExecReply =
+            serde_json::from_str(r#"{"exit_code":-1,"output":"","stderr":"","error":"command timed out after 1s"}"#)
+                .unwrap();
         assert_eq!(reply.exit_code, -1);
         assert!(!reply.timed_out);
     }

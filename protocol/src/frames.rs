@@ -21,7 +21,9 @@ pub enum Frame {
     Stdout(Chunk),
     Stderr(Chunk),
     /// A message about the command (start failure, timeout); never command output.
-    Error { data: String },
+    Error {
+        data: String,
+    },
     /// Always the last frame: the exit code, as in the `/exec` reply.
     Exit {
         data: i32,

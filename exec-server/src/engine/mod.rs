@@ -162,12 +162,14 @@ impl Engine {
         let stop_reading = CancellationToken::new();
         let sink = output::Sink::from(&output);
         drop(output);
-        let stdout = child.stdout.take().map(|pipe| {
-            tokio::spawn(output::read_pipe(pipe, StreamKind::Stdout, sink.clone(), stop_reading.clone()))
-        });
-        let stderr = child.stderr.take().map(|pipe| {
-            tokio::spawn(output::read_pipe(pipe, StreamKind::Stderr, sink, stop_reading.clone()))
-        });
+        let stdout = child
+            .stdout
+            .take()
+            .map(|pipe| tokio::spawn(output::read_pipe(pipe, StreamKind::Stdout, sink.clone(), stop_reading.clone())));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|pipe| tokio::spawn(output::read_pipe(pipe, StreamKind::Stderr, sink, stop_reading.clone())));
 
         let ending = tokio::select! {
             status = child.wait() => Ending::Exited(status),

@@ -92,8 +92,11 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
 const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream";
 
 async fn not_found(method: Method, uri: Uri) -> Response {
-    AppError::new(StatusCode::NOT_FOUND, format!("no such endpoint: {method} {}; the endpoints are {ENDPOINTS}", uri.path()))
-        .into_response()
+    AppError::new(
+        StatusCode::NOT_FOUND,
+        format!("no such endpoint: {method} {}; the endpoints are {ENDPOINTS}", uri.path()),
+    )
+    .into_response()
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {

@@ -101,9 +101,7 @@ fn build_env<'a>(
 
 /// The environment a server passes on: its own, minus its own settings (the token above all).
 pub fn inherited_env() -> Vec<(OsString, OsString)> {
-    std::env::vars_os()
-        .filter(|(name, _)| !name.to_string_lossy().starts_with("EXEC_SERVER_"))
-        .collect()
+    std::env::vars_os().filter(|(name, _)| !name.to_string_lossy().starts_with("EXEC_SERVER_")).collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,201 @@
+//! The HTTP surface: auth, request validation, limits, endpoints.
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+async fn error_of(response: reqwest::Response) -> String {
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    body["error"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_and_info_follow_the_contract() {
+    let server = server().arg("--runtime", "python").start().await;
+    let client = server.client();
+    let health: Value = client.get(format!("{}/health", server.url)).send().await.unwrap().json_value().await;
+    assert_eq!(health, json!({"status": "ok"}));
+    let info: Value = client.get(format!("{}/info", server.url)).send().await.unwrap().json_value().await;
+    assert_eq!(info["runtime"], "python");
+    assert_eq!(info["cwd"], server.workspace.path().canonicalize().unwrap().display().to_string());
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
+    assert!(info.get("env").is_none());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auth_matrix() {
+    let server = server().token("s3cret-token").start().await;
+    let client = server.client();
+    let url = |path: &str| format!("{}{path}", server.url);
+    let exec_body = json!({"cmd": ["true"]}).to_string();
+
+    // /health never needs the token.
+    assert_eq!(client.get(url("/health")).send().await.unwrap().status(), 200);
+
+    for path in ["/info", "/exec", "/exec/stream", "/nope"] {
+        let cases: [(Option<&str>, u16); 7] = [
+            (None, 401),
+            (Some("Bearer wrong"), 401),
+            (Some("Basic s3cret-token"), 401),
+            (Some("s3cret-token"), 401),
+            (Some("Bearer s3cret-token"), if path == "/nope" { 404 } else { 200 }),
+            (Some("bearer s3cret-token"), if path == "/nope" { 404 } else { 200 }),
+            (Some("BEARER s3cret-token"), if path == "/nope" { 404 } else { 200 }),
+        ];
+        for (header, status) in cases {
+            let mut request =
+                if path == "/info" { client.get(url(path)) } else { client.post(url(path)).body(exec_body.clone()) };
+            if let Some(header) = header {
+                request = request.header("authorization", header);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status().as_u16(), status, "{path} with {header:?}");
+            if status == 401 {
+                assert!(response.headers()["www-authenticate"].to_str().unwrap().starts_with("Bearer"));
+                let message = error_of(response).await;
+                assert!(message.contains("Bearer") || message.contains("token"), "{message}");
+            } else {
+                let _ = response.bytes().await;
+            }
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_get_400_with_a_message_and_run_nothing() {
+    let server = server().start().await;
+    let canary = server.workspace.path().join("canary");
+    let canary_cmd = format!("touch {}", canary.display());
+    let cases: Vec<(String, &str)> = vec![
+        ("{not json".into(), "invalid request body"),
+        ("".into(), "invalid request body"),
+        (json!({"cmd": "sh -c true"}).to_string(), "invalid type"),
+        (json!({"cmd": []}).to_string(), "cmd is empty"),
+        (json!({"cmd": [""]}).to_string(), "cmd[0] is empty"),
+        (json!({"cmd": null}).to_string(), "invalid type"),
+        (json!({"cwd": "x"}).to_string(), "missing field `cmd`"),
+        (json!({"cmd": ["sh", "-c", canary_cmd], "timeout": "10"}).to_string(), "invalid type"),
+        (json!({"cmd": ["sh", "-c", canary_cmd], "timeout": 1e30}).to_string(), "invalid type"),
+        (json!({"cmd": ["sh", "-c", canary_cmd], "env": {"A=B": "1"}}).to_string(), "env name"),
+        (json!({"cmd": ["sh", "-c", canary_cmd], "env": ["A"]}).to_string(), "invalid type"),
+        (json!({"cmd": ["sh", "-c", canary_cmd, "a\u{0}b"]}).to_string(), "NUL"),
+        (json!({"cmd": ["sh", "-c", canary_cmd], "stdin_b64": "***"}).to_string(), "base64"),
+        (json!({"cmd": ["sh", "-c", canary_cmd], "cwd": ".."}).to_string(), "outside the workspace root"),
+        (json!({"cmd": ["sh", "-c", canary_cmd], "cwd": "/etc"}).to_string(), "outside the workspace root"),
+        (r#"{"cmd": ["sh", "-c", "\ud800"]}"#.into(), "invalid request body"),
+    ];
+    for path in ["/exec", "/exec/stream"] {
+        for (body, expected) in &cases {
+            let response = server.post(path, body.clone()).send().await.unwrap();
+            assert_eq!(response.status(), 400, "{path} {body}");
+            let message = error_of(response).await;
+            assert!(message.contains(expected), "{path} {body}: {message}");
+        }
+    }
+    // Invalid UTF-8 in the body itself.
+    let response = server.post("/exec", b"{\"cmd\": [\"\xff\"]}".to_vec()).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(!canary.exists(), "a rejected request ran a command");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_root_error_names_the_root() {
+    let server = server().start().await;
+    let root = server.workspace.path().canonicalize().unwrap();
+    std::os::unix::fs::symlink("/", root.join("escape")).unwrap();
+    let response =
+        server.post("/exec", json!({"cmd": ["true"], "cwd": "escape/tmp"}).to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(error_of(response).await.contains(&root.display().to_string()));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oversized_bodies_get_413() {
+    let server = server().start().await;
+    let big = json!({"cmd": ["true"], "stdin": "x".repeat(2 * 1024 * 1024)}).to_string();
+    for path in ["/exec", "/exec/stream"] {
+        let response = server.post(path, big.clone()).send().await.unwrap();
+        assert_eq!(response.status(), 413, "{path}");
+        assert!(error_of(response).await.contains("1 MiB"));
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_paths_and_methods_are_named() {
+    let server = server().start().await;
+    let client = server.client();
+    let response = client.get(format!("{}/nope", server.url)).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    assert!(error_of(response).await.contains("POST /exec"));
+    let response = client.get(format!("{}/exec", server.url)).send().await.unwrap();
+    assert_eq!(response.status(), 405);
+    assert!(error_of(response).await.contains("GET is not allowed on /exec"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn too_many_running_commands_get_503_with_retry_after() {
+    let server = server().arg("--max-concurrent", "1").start().await;
+    let marker = marker();
+    let mut first = raw_post(
+        server.addr,
+        "/exec/stream",
+        &json!({"cmd": ["sh", "-c", format!("echo up; {}", sleeper(&marker))]}).to_string(),
+    );
+    read_until(&mut first, "up");
+    let response = server.post("/exec", json!({"cmd": ["true"]}).to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+    assert!(error_of(response).await.contains("--max-concurrent"));
+    drop(first);
+    assert_no_survivors(&marker, std::time::Duration::from_secs(5));
+    // The slot comes back once the cancelled command is gone.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let response = server.post("/exec", json!({"cmd": ["true"]}).to_string()).send().await.unwrap();
+        if response.status() == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "slot never freed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn env_and_cwd() {
+    let server = server().start().await;
+    std::fs::create_dir_all(server.workspace.path().join("sub/dir")).unwrap();
+    let reply = server
+        .exec(json!({"cmd": ["sh", "-c", "pwd; echo \"$GREETING\"; echo \"${HOME:+home-set}\""], "cwd": "sub/dir",
+                     "env": {"GREETING": "hello world"}}))
+        .await;
+    let root = server.workspace.path().canonicalize().unwrap();
+    assert_eq!(reply.output, format!("{}\nhello world\nhome-set\n", root.join("sub/dir").display()));
+    // Absolute paths inside the root work too; a missing one is the contract's start failure.
+    let reply = server.exec(json!({"cmd": ["pwd"], "cwd": root.join("sub").display().to_string()})).await;
+    assert_eq!(reply.output.trim(), root.join("sub").display().to_string());
+    let reply = server.exec(json!({"cmd": ["pwd"], "cwd": "missing"})).await;
+    assert_eq!(reply.exit_code, -1);
+    assert!(reply.error.unwrap().starts_with("failed to start command: working directory"));
+    let frames = server.stream(json!({"cmd": ["pwd"], "cwd": "missing"})).await;
+    assert!(matches!(&frames[0], protocol::Frame::Error { data } if data.contains("does not exist")));
+    assert_eq!(exit_frame(&frames).0, -1);
+    server.stop().await;
+}
+
+trait JsonValue {
+    async fn json_value(self) -> Value;
+}
+
+impl JsonValue for reqwest::Response {
+    async fn json_value(self) -> Value {
+        serde_json::from_slice(&self.bytes().await.unwrap()).unwrap()
+    }
+}

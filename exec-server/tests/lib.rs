@@ -1,0 +1,7 @@
+//! exec-server integration tests: the real server on 127.0.0.1:0 (in-process or the real binary), real processes.
+
+mod api;
+mod cli;
+mod output;
+mod process;
+mod support;

@@ -1,0 +1,118 @@
+//! Output: exact bytes on both endpoints, CR and missing newlines, caps, stdin, and what old clients print.
+
+use std::io::{BufRead, Read};
+
+use protocol::Frame;
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn random_binary_output_is_byte_exact_on_both_endpoints() {
+    let server = server().start().await;
+    let bytes = random_bytes(700_000, 7);
+    std::fs::write(server.workspace.path().join("blob"), &bytes).unwrap();
+    let request = json!({"cmd": ["sh", "-c", "cat blob; cat blob >&2"]});
+
+    let reply = server.exec(request.clone()).await;
+    assert!(reply.output_b64.is_some() && reply.stderr_b64.is_some());
+    assert!(reply.stdout_bytes().unwrap() == bytes, "stdout differs");
+    assert!(reply.stderr_bytes().unwrap() == bytes, "stderr differs");
+
+    let frames = server.stream(request).await;
+    assert!(rebuild(&frames, true) == bytes, "streamed stdout differs");
+    assert!(rebuild(&frames, false) == bytes, "streamed stderr differs");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crlf_and_a_missing_final_newline_are_kept() {
+    let server = server().start().await;
+    let request = json!({"cmd": ["printf", "one\\r\\ntwo\\r\\n\\nthree"]});
+    let reply = server.exec(request.clone()).await;
+    assert_eq!(reply.output, "one\r\ntwo\r\n\nthree");
+    assert!(reply.output_b64.is_none());
+    let frames = server.stream(request).await;
+    assert_eq!(rebuild(&frames, true), b"one\r\ntwo\r\n\nthree");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_beyond_the_cap_is_dropped_and_flagged() {
+    let server = server().arg("--max-output", "1000").start().await;
+    let reply = server.exec(json!({"cmd": ["sh", "-c", "head -c 300000 /dev/zero; echo small >&2"]})).await;
+    assert_eq!(reply.exit_code, 0, "the command was not blocked by the cap");
+    assert_eq!(reply.output.len(), 1000);
+    assert!(reply.output_truncated);
+    assert_eq!((reply.stderr.as_str(), reply.stderr_truncated), ("small\n", false));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdin_bytes_reach_the_command() {
+    let server = server().start().await;
+    let reply = server.exec(json!({"cmd": ["cat"], "stdin": "line one\nline two"})).await;
+    assert_eq!(reply.output, "line one\nline two");
+    let binary = random_bytes(5000, 3);
+    let reply = server.exec(json!({"cmd": ["cat"], "stdin_b64": protocol::text::to_base64(&binary)})).await;
+    assert!(reply.stdout_bytes().unwrap() == binary);
+    // Without stdin the command reads /dev/null and does not hang.
+    let reply = server.exec(json!({"cmd": ["cat"], "timeout": 5})).await;
+    assert_eq!((reply.exit_code, reply.output.as_str()), (0, ""));
+    server.stop().await;
+}
+
+/// The contract's client prints each frame's `data` and a newline; for line output that is exact.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_raw_sse_client_that_prints_data_lines_reproduces_line_output() {
+    let server = server().start().await;
+    let text = "first line\n  indented\n\nafter a blank line\nwith ünïcode ✓\nlast\n";
+    std::fs::write(server.workspace.path().join("lines.txt"), text).unwrap();
+    let mut connection = raw_post(server.addr, "/exec/stream", &json!({"cmd": ["cat", "lines.txt"]}).to_string());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        connection.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: text/event-stream"), "{head}");
+    let mut body = String::new();
+    connection.read_to_string(&mut body).unwrap();
+    let mut printed = String::new();
+    let mut exit = None;
+    for line in body.lines().filter_map(|line| line.split_once("data: ").map(|(_, data)| data)) {
+        let frame: serde_json::Value = serde_json::from_str(line).unwrap();
+        match frame["type"].as_str().unwrap() {
+            "stdout" => {
+                printed.push_str(frame["data"].as_str().unwrap());
+                printed.push('\n');
+            }
+            "exit" => exit = frame["data"].as_i64(),
+            other => panic!("unexpected frame {other}"),
+        }
+    }
+    assert_eq!(printed, text);
+    assert_eq!(exit, Some(0));
+    server.stop().await;
+}
+
+/// A prompt without a newline is sent once it has waited a moment, not held until the command ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partial_line_is_sent_before_the_command_ends() {
+    let server = server().start().await;
+    let mut connection = raw_post(
+        server.addr,
+        "/exec/stream",
+        &json!({"cmd": ["sh", "-c", "printf 'Password: '; sleep 2; echo"]}).to_string(),
+    );
+    let started = std::time::Instant::now();
+    read_until(&mut connection, r#"{"type":"stdout","data":"Password: ","nl":false}"#);
+    assert!(started.elapsed() < std::time::Duration::from_millis(1500));
+    let frames = parse_sse(&read_all(&mut connection));
+    assert!(matches!(&frames[..], [Frame::Stdout(c), Frame::Exit { data: 0, .. }] if c.data.is_empty() && c.nl));
+    server.stop().await;
+}

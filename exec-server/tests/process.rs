@@ -1,0 +1,139 @@
+//! Processes: exit codes, timeouts of whole trees, background descendants, disconnects, shutdown.
+
+use std::time::{Duration, Instant};
+
+use protocol::Frame;
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_on_both_endpoints() {
+    let server = server().start().await;
+    let cases = [
+        (json!({"cmd": ["true"]}), 0, None),
+        (json!({"cmd": ["sh", "-c", "exit 3"]}), 3, None),
+        (json!({"cmd": ["sh", "-c", "kill -9 $$"]}), 137, Some(9)),
+        (json!({"cmd": ["sh", "-c", "kill -TERM $$"]}), 143, Some(15)),
+        (json!({"cmd": ["no-such-program-xyz"]}), -1, None),
+    ];
+    for (request, code, signal) in cases {
+        let reply = server.exec(request.clone()).await;
+        assert_eq!((reply.exit_code, reply.signal), (code, signal), "{request}");
+        let frames = server.stream(request.clone()).await;
+        let (stream_code, timed_out, stream_signal) = exit_frame(&frames);
+        assert_eq!((stream_code, stream_signal, timed_out), (code, signal, false), "{request}");
+    }
+    let reply = server.exec(json!({"cmd": ["no-such-program-xyz"]})).await;
+    assert_eq!(
+        reply.error.unwrap(),
+        "failed to start command: no-such-program-xyz: not found (is it installed and on PATH?)"
+    );
+    server.stop().await;
+}
+
+/// A group whose leader and grandchild both ignore SIGTERM: the timeout still ends it, within the grace period.
+#[tokio::test(flavor = "multi_thread")]
+async fn timeout_kills_a_term_ignoring_tree() {
+    let server = server().start().await;
+    for stream in [false, true] {
+        let marker = marker();
+        let script = format!("trap '' TERM; (trap '' TERM; {sleeper}) & {sleeper}", sleeper = sleeper(&marker));
+        let request = json!({"cmd": ["sh", "-c", script], "timeout": 1});
+        let started = Instant::now();
+        if stream {
+            let frames = server.stream(request).await;
+            assert!(frames.iter().any(|f| matches!(f, Frame::Error { data } if data == "command timed out after 1s")));
+            let (code, timed_out, _) = exit_frame(&frames);
+            assert_eq!((code, timed_out), (124, true));
+        } else {
+            let reply = server.exec(request).await;
+            assert_eq!((reply.exit_code, reply.timed_out), (124, true));
+            assert_eq!(reply.error.as_deref(), Some("command timed out after 1s"));
+            assert_eq!(reply.signal, Some(9), "SIGTERM was ignored, so SIGKILL ended it");
+        }
+        let took = started.elapsed();
+        assert!(took >= Duration::from_secs(1), "{took:?}");
+        // The group is gone by the time the reply arrives.
+        assert!(exec_server::local::processes_matching(&marker).is_empty(), "survivors after timeout");
+    }
+    server.stop().await;
+}
+
+/// A background grandchild that keeps stdout open must neither hold the result nor change it.
+#[tokio::test(flavor = "multi_thread")]
+async fn background_grandchild_holding_stdout_does_not_hang_the_result() {
+    let server = server().start().await;
+    for stream in [false, true] {
+        let marker = marker();
+        let script = format!("{} & echo done; exit 7", sleeper(&marker));
+        let request = json!({"cmd": ["sh", "-c", script]});
+        let started = Instant::now();
+        let (code, output) = if stream {
+            let frames = server.stream(request).await;
+            (exit_frame(&frames).0, rebuild(&frames, true))
+        } else {
+            let reply = server.exec(request).await;
+            (reply.exit_code, reply.output.into_bytes())
+        };
+        assert_eq!((code, output.as_slice()), (7, &b"done\n"[..]));
+        assert!(started.elapsed() < Duration::from_secs(3), "result waited on the grandchild: {:?}", started.elapsed());
+        assert_no_survivors(&marker, Duration::from_secs(5));
+    }
+    server.stop().await;
+}
+
+/// A background process that closed its pipes is still part of the command's group, and is ended with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn leftover_group_members_are_terminated() {
+    let server = server().start().await;
+    let marker = marker();
+    let reply =
+        server.exec(json!({"cmd": ["sh", "-c", format!("{} >/dev/null 2>&1 & exit 0", sleeper(&marker))]})).await;
+    assert_eq!(reply.exit_code, 0);
+    assert_no_survivors(&marker, Duration::from_secs(5));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_disconnect_kills_the_group_on_both_endpoints() {
+    let server = server().start().await;
+    for path in ["/exec/stream", "/exec"] {
+        let marker = marker();
+        let script = format!("trap '' TERM; echo started; ({}) & wait", sleeper(&marker));
+        let mut connection = raw_post(server.addr, path, &json!({"cmd": ["sh", "-c", script]}).to_string());
+        if path == "/exec/stream" {
+            read_until(&mut connection, "started");
+        } else {
+            wait_for_process(&marker);
+        }
+        drop(connection);
+        // grace 0.5 s, then SIGKILL: well within a few seconds.
+        assert_no_survivors(&marker, Duration::from_secs(5));
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_cancels_running_commands_and_leaves_nothing() {
+    let server = server().start().await;
+    let markers: Vec<String> = (0..3).map(|_| marker()).collect();
+    let mut connections = Vec::new();
+    for marker in &markers {
+        let script = format!("trap '' TERM; echo started; {}", sleeper(marker));
+        let mut connection = raw_post(server.addr, "/exec/stream", &json!({"cmd": ["sh", "-c", script]}).to_string());
+        read_until(&mut connection, "started");
+        connections.push(connection);
+    }
+    let started = Instant::now();
+    server.stop().await;
+    assert!(started.elapsed() < Duration::from_millis(1500), "shutdown took {:?}", started.elapsed());
+    for marker in &markers {
+        assert!(exec_server::local::processes_matching(marker).is_empty());
+    }
+    // Each open stream got its ending before the connection closed.
+    for mut connection in connections {
+        let rest = read_all(&mut connection);
+        assert!(rest.contains("cancelled") && rest.contains(r#""type":"exit""#), "{rest}");
+    }
+}

@@ -1,0 +1,192 @@
+//! Test helpers: a server builder, request helpers, a raw SSE reader, process markers.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use exec_server::local::{processes_matching, LocalServer};
+use exec_server::Config;
+use protocol::{ExecReply, Frame};
+
+pub struct TestServer {
+    pub server: Option<LocalServer>,
+    pub url: String,
+    pub addr: std::net::SocketAddr,
+    pub workspace: tempfile::TempDir,
+    pub token: Option<String>,
+}
+
+/// Builder for an in-process server on a fresh temporary workspace.
+pub struct ServerBuilder {
+    args: Vec<String>,
+    token: Option<String>,
+}
+
+pub fn server() -> ServerBuilder {
+    ServerBuilder { args: vec!["--grace".into(), "0.5".into()], token: None }
+}
+
+impl ServerBuilder {
+    pub fn arg(mut self, flag: &str, value: &str) -> Self {
+        self.args.push(flag.into());
+        self.args.push(value.into());
+        self
+    }
+
+    pub fn token(mut self, token: &str) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    pub async fn start(self) -> TestServer {
+        let _ = exec_server::engine::become_subreaper();
+        let workspace = tempfile::tempdir().unwrap();
+        let mut args = vec!["exec-server".to_string(), "--cwd".into(), workspace.path().display().to_string()];
+        args.extend(self.args);
+        let mut config = Config::parse_from(args);
+        config.token = self.token.clone();
+        let server = LocalServer::start(config).await.unwrap();
+        TestServer { url: server.url.clone(), addr: server.addr, server: Some(server), workspace, token: self.token }
+    }
+}
+
+impl TestServer {
+    pub fn client(&self) -> reqwest::Client {
+        reqwest::Client::builder().no_proxy().build().unwrap()
+    }
+
+    pub fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> reqwest::RequestBuilder {
+        let request = self.client().post(format!("{}{path}", self.url)).body(body);
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// POST /exec and the parsed reply (asserting 200).
+    pub async fn exec(&self, request: serde_json::Value) -> ExecReply {
+        let response = self.post("/exec", request.to_string()).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        serde_json::from_slice(&response.bytes().await.unwrap()).unwrap()
+    }
+
+    /// POST /exec/stream and every frame, read to the end.
+    pub async fn stream(&self, request: serde_json::Value) -> Vec<Frame> {
+        let response = self.post("/exec/stream", request.to_string()).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        let body = String::from_utf8(response.bytes().await.unwrap().to_vec()).unwrap();
+        parse_sse(&body)
+    }
+
+    pub async fn stop(mut self) {
+        self.server.take().unwrap().stop().await.unwrap();
+    }
+}
+
+/// Every `data:` line of an SSE body as a frame.
+pub fn parse_sse(body: &str) -> Vec<Frame> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap_or_else(|err| panic!("bad frame {data}: {err}")))
+        .collect()
+}
+
+/// The exact bytes of stdout (or stderr) carried by `frames`.
+pub fn rebuild(frames: &[Frame], want_stdout: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for frame in frames {
+        match (frame, want_stdout) {
+            (Frame::Stdout(chunk), true) | (Frame::Stderr(chunk), false) => chunk.write_bytes(&mut out).unwrap(),
+            _ => {}
+        }
+    }
+    out
+}
+
+pub fn exit_frame(frames: &[Frame]) -> (i32, bool, Option<i32>) {
+    match frames.last() {
+        Some(Frame::Exit { data, timed_out, signal, .. }) => (*data, *timed_out, *signal),
+        other => panic!("last frame is not exit: {other:?}"),
+    }
+}
+
+/// A string unique to one test, to put on a command line and look for in /proc afterwards.
+pub fn marker() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    format!("{}.{:04}{:06}", 1000 + NEXT.fetch_add(1, Ordering::Relaxed), std::process::id() % 10_000, 424_242)
+}
+
+/// `sleep <marker>`: a long sleep whose command line carries the marker (GNU sleep takes fractions).
+pub fn sleeper(marker: &str) -> String {
+    format!("sleep {marker}")
+}
+
+/// Waits until no process carries `marker`; panics with the survivors after `within`.
+pub fn assert_no_survivors(marker: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = processes_matching(marker);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes left behind for {marker}: {left:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until a process carries `marker` (it has started).
+pub fn wait_for_process(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_matching(marker).is_empty() {
+        assert!(Instant::now() < deadline, "no process with {marker} started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A raw HTTP/1.1 POST on a plain socket, for tests that must control the connection itself.
+pub fn raw_post(addr: std::net::SocketAddr, path: &str, body: &str) -> BufReader<TcpStream> {
+    let mut socket = TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        socket,
+        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    BufReader::new(socket)
+}
+
+/// Reads lines until one contains `needle`.
+pub fn read_until(reader: &mut BufReader<TcpStream>, needle: &str) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "connection closed before {needle:?}");
+        if line.contains(needle) {
+            return;
+        }
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift), covering every byte value.
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// Reads a whole chunked or close-delimited HTTP response body from a raw socket (tests only need the text).
+pub fn read_all(reader: &mut BufReader<TcpStream>) -> String {
+    let mut text = String::new();
+    let _ = reader.read_to_string(&mut text);
+    text
+}
