@@ -47,23 +47,3 @@ impl Drop for LocalServer {
         }
     }
 }
-
-/// Pids of live processes whose command line contains `marker` (a test's way to prove nothing it started is left).
-pub fn processes_matching(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            cmdline.contains(marker) && !is_zombie(*pid)
-        })
-        .collect()
-}
-
-fn is_zombie(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The state follows the parenthesised command name, which may itself hold spaces or parentheses.
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) == Some('Z')
-}

@@ -55,7 +55,7 @@ async fn timeout_kills_a_term_ignoring_tree() {
         let took = started.elapsed();
         assert!(took >= Duration::from_secs(1), "{took:?}");
         // The group is gone by the time the reply arrives.
-        assert!(exec_server::local::processes_matching(&marker).is_empty(), "survivors after timeout");
+        assert!(processes_matching(&marker).is_empty(), "survivors after timeout");
     }
     server.stop().await;
 }
@@ -129,7 +129,7 @@ async fn shutdown_cancels_running_commands_and_leaves_nothing() {
     server.stop().await;
     assert!(started.elapsed() < Duration::from_millis(1500), "shutdown took {:?}", started.elapsed());
     for marker in &markers {
-        assert!(exec_server::local::processes_matching(marker).is_empty());
+        assert!(processes_matching(marker).is_empty());
     }
     // Each open stream got its ending before the connection closed.
     for mut connection in connections {

@@ -2,13 +2,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
-use exec_server::local::{processes_matching, LocalServer};
+use exec_server::local::LocalServer;
 use exec_server::Config;
 use protocol::{ExecReply, Frame};
+pub use testkit::*;
 
 pub struct TestServer {
     pub server: Option<LocalServer>,
@@ -113,39 +113,6 @@ pub fn exit_frame(frames: &[Frame]) -> (i32, bool, Option<i32>) {
     }
 }
 
-/// A string unique to one test, to put on a command line and look for in /proc afterwards.
-pub fn marker() -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(1);
-    format!("{}.{:04}{:06}", 1000 + NEXT.fetch_add(1, Ordering::Relaxed), std::process::id() % 10_000, 424_242)
-}
-
-/// `sleep <marker>`: a long sleep whose command line carries the marker (GNU sleep takes fractions).
-pub fn sleeper(marker: &str) -> String {
-    format!("sleep {marker}")
-}
-
-/// Waits until no process carries `marker`; panics with the survivors after `within`.
-pub fn assert_no_survivors(marker: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let left = processes_matching(marker);
-        if left.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "processes left behind for {marker}: {left:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits until a process carries `marker` (it has started).
-pub fn wait_for_process(marker: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_matching(marker).is_empty() {
-        assert!(Instant::now() < deadline, "no process with {marker} started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// A raw HTTP/1.1 POST on a plain socket, for tests that must control the connection itself.
 pub fn raw_post(addr: std::net::SocketAddr, path: &str, body: &str) -> BufReader<TcpStream> {
     let mut socket = TcpStream::connect(addr).unwrap();
@@ -169,19 +136,6 @@ pub fn read_until(reader: &mut BufReader<TcpStream>, needle: &str) {
             return;
         }
     }
-}
-
-/// Deterministic pseudo-random bytes (xorshift), covering every byte value.
-pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
 }
 
 /// Reads a whole chunked or close-delimited HTTP response body from a raw socket (tests only need the text).

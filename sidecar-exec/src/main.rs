@@ -1,1 +1,179 @@
-fn main() {}
+//! sidecar-exec: runs a command in a build sidecar as if it ran here. See `sidecar-exec --help`.
+
+mod config;
+mod forward;
+mod status;
+mod wrappers;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use config::{CallSettings, Sidecars};
+use forward::Ending;
+
+const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
+       sidecar-exec --status
+       sidecar-exec --install-wrappers [DIR]";
+
+fn help() -> String {
+    let mut text = format!(
+        "sidecar-exec {}: runs a command in a build sidecar (a builder container sharing this workspace) and
+reproduces its stdout, stderr and exit code exactly.
+
+{USAGE}
+
+Everything after <runtime> is the command's own: `sidecar-exec node npm -v` runs `npm -v`.
+
+  --status                   each configured sidecar, its URL, whether /health answers, and its /info
+  --install-wrappers [DIR]   write a #!/bin/sh wrapper into DIR (default {}) for each command of each
+                             runtime in BUILD_SIDECARS that is not already on PATH outside DIR; remove
+                             stale ones
+  -h, --help / -V, --version
+
+Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed out; 255 when the sidecar
+could not start it; 1 for configuration or transport errors (with a `sidecar-exec:` line on stderr);
+130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the remote command is cancelled too).
+
+Environment:
+",
+        env!("CARGO_PKG_VERSION"),
+        wrappers::DEFAULT_DIR
+    );
+    for (name, meaning) in config::VARIABLES {
+        text.push_str(&format!("  {name:<24} {meaning}\n"));
+    }
+    text
+}
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let code = match args.first().and_then(|a| a.to_str()) {
+        Some("-h" | "--help") => {
+            print!("{}", help());
+            0
+        }
+        Some("-V" | "--version") => {
+            println!("sidecar-exec {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        Some("--status") => status(),
+        Some("--install-wrappers") => install_wrappers(args.get(1).map(PathBuf::from)),
+        Some(option) if option.starts_with('-') => fail(&format!("unknown option {option}\n{USAGE}")),
+        None => fail(&format!("missing runtime and command\n{USAGE}")),
+        Some(_) if args.len() < 2 => fail(&format!("missing command after the runtime\n{USAGE}")),
+        Some(_) => run(&args),
+    };
+    std::process::exit(code);
+}
+
+fn fail(message: &str) -> i32 {
+    eprintln!("sidecar-exec: {message}");
+    1
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    // One thread: this process lives for one request, and every wrapped call pays its start-up.
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime")
+}
+
+fn run(args: &[OsString]) -> i32 {
+    let runtime_name = args[0].to_string_lossy().into_owned();
+    let mut cmd = Vec::with_capacity(args.len() - 1);
+    for (index, arg) in args[1..].iter().enumerate() {
+        match arg.to_str() {
+            Some(arg) => cmd.push(arg.to_owned()),
+            None => {
+                return fail(&format!("argument {} ({arg:?}) is not valid UTF-8 and cannot be forwarded", index + 1))
+            }
+        }
+    }
+    let prepared = (|| {
+        let target = Sidecars::from_env()?.target(&runtime_name)?;
+        let settings = CallSettings::from_env()?;
+        let stdin = config::read_stdin(settings.forward_stdin_pipe)?;
+        Ok::<_, config::ConfigError>((target, settings, stdin))
+    })();
+    let (target, settings, stdin) = match prepared {
+        Ok(prepared) => prepared,
+        Err(err) => return fail(&err.0),
+    };
+    let (stdin, stdin_b64) = match stdin.map(String::from_utf8) {
+        None => (None, None),
+        Some(Ok(text)) => (Some(text), None),
+        Some(Err(bytes)) => (None, Some(protocol::text::to_base64(bytes.as_bytes()))),
+    };
+    let request = protocol::ExecRequest {
+        cmd,
+        cwd: Some(settings.cwd.clone()),
+        timeout: Some(i64::try_from(settings.timeout_secs).unwrap_or(i64::MAX)),
+        env: Some(settings.env.clone()),
+        stdin,
+        stdin_b64,
+    };
+    let ending = runtime().block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) =
+            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()))
+        else {
+            return Ending::fail("cannot install signal handlers");
+        };
+        // A signal drops the forwarding future, which closes the connection; the server then cancels the command.
+        tokio::select! {
+            ending = forward::forward(&target, &settings, &request) => ending,
+            _ = int.recv() => Ending { code: 130, message: None },
+            _ = term.recv() => Ending { code: 143, message: None },
+            _ = hup.recv() => Ending { code: 129, message: None },
+        }
+    });
+    if let Some(message) = &ending.message {
+        eprintln!("sidecar-exec: {message}");
+    }
+    ending.code
+}
+
+fn status() -> i32 {
+    let sidecars = match Sidecars::from_env() {
+        Ok(sidecars) => sidecars,
+        Err(err) => return fail(&err.0),
+    };
+    if runtime().block_on(status::status(&sidecars)) {
+        0
+    } else {
+        1
+    }
+}
+
+fn install_wrappers(dir: Option<PathBuf>) -> i32 {
+    let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
+    let sidecars = match Sidecars::from_env() {
+        Ok(sidecars) => Some(sidecars),
+        Err(_) if std::env::var("BUILD_SIDECARS").unwrap_or_default().trim().is_empty() => None,
+        Err(err) => return fail(&err.0),
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(err) => return fail(&format!("cannot find this program's own path: {err}")),
+    };
+    let path = std::env::var("PATH").unwrap_or_default();
+    match wrappers::install(&dir, sidecars.as_ref(), &path, &exe) {
+        Ok(report) => {
+            if sidecars.is_none() {
+                eprintln!("sidecar-exec: BUILD_SIDECARS is not set: no wrappers installed in {}", dir.display());
+            }
+            for runtime in &report.unknown_runtimes {
+                eprintln!(
+                    "sidecar-exec: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it"
+                );
+            }
+            eprintln!(
+                "sidecar-exec: wrappers in {}: installed [{}]; native, not wrapped [{}]; removed [{}]",
+                dir.display(),
+                report.installed.join(" "),
+                report.native.join(" "),
+                report.removed.join(" ")
+            );
+            0
+        }
+        Err(message) => fail(&message),
+    }
+}

@@ -1,0 +1,221 @@
+//! Everything the client reads from its environment, parsed once, with a message for every mistake.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The environment variables the client reads, for `--help` and error messages.
+pub const VARIABLES: &[(&str, &str)] = &[
+    ("BUILD_SIDECARS", "required: {\"<runtime>\": {\"internal_url\": \"http://builder-<runtime>:8080\"}, …}; an entry may add \"token\" or \"token_file\""),
+    ("SIDECAR_TIMEOUT", "seconds the command may run (default 600); blocking calls give up 30 s after it"),
+    ("SIDECAR_CWD", "working directory sent to the server (default: the current directory)"),
+    ("SIDECAR_STREAM", "1: stream output as it is produced (server-sent events) instead of one reply at the end"),
+    ("SIDECAR_ENV_PASSTHROUGH", "comma-separated names of variables forwarded to the command (nothing else is)"),
+    ("SIDECAR_TOKEN", "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
+    ("SIDECAR_TOKEN_FILE", "file holding the bearer token (for mounted secrets)"),
+    ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded)"),
+];
+
+/// A configuration mistake: printed as one `sidecar-exec: …` line, exit 1.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One entry of BUILD_SIDECARS. Only `internal_url` is in the contract; the token fields are ours.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SidecarEntry {
+    pub internal_url: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+}
+
+/// BUILD_SIDECARS, parsed.
+#[derive(Debug, Clone)]
+pub struct Sidecars(pub BTreeMap<String, SidecarEntry>);
+
+/// Where one command goes and how.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub runtime: String,
+    /// Base URL without a trailing slash.
+    pub url: String,
+    pub token: Option<String>,
+}
+
+const EXAMPLE: &str = r#"{"node":{"internal_url":"http://builder-node:8080"}}"#;
+
+impl Sidecars {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let text = std::env::var("BUILD_SIDECARS").unwrap_or_default();
+        if text.trim().is_empty() {
+            return Err(ConfigError(format!(
+                "BUILD_SIDECARS is not set: no build sidecar is configured for this container (expected e.g. {EXAMPLE})"
+            )));
+        }
+        Self::parse(&text)
+    }
+
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        serde_json::from_str(text).map(Sidecars).map_err(|err| {
+            ConfigError(format!("BUILD_SIDECARS is not valid ({err}): expected a JSON object like {EXAMPLE}"))
+        })
+    }
+
+    pub fn runtimes(&self) -> String {
+        self.0.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
+
+    /// The sidecar of `runtime`, with its URL checked and its token resolved.
+    pub fn target(&self, runtime: &str) -> Result<Target, ConfigError> {
+        let entry = self.0.get(runtime).ok_or_else(|| {
+            ConfigError(format!("no sidecar available for runtime '{runtime}' (available: {})", self.runtimes()))
+        })?;
+        let url = entry.internal_url.as_deref().unwrap_or("").trim().trim_end_matches('/');
+        if url.is_empty() {
+            return Err(ConfigError(format!("BUILD_SIDECARS entry '{runtime}' has no internal_url")));
+        }
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            return Err(ConfigError(format!(
+                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: it must start with http:// (or https://)"
+            )));
+        }
+        let token = resolve_token(entry.token.as_deref(), entry.token_file.as_deref(), runtime)?;
+        Ok(Target { runtime: runtime.to_owned(), url: url.to_owned(), token })
+    }
+}
+
+fn resolve_token(
+    token: Option<&str>,
+    token_file: Option<&std::path::Path>,
+    runtime: &str,
+) -> Result<Option<String>, ConfigError> {
+    if let Some(token) = token.filter(|t| !t.is_empty()) {
+        return Ok(Some(token.to_owned()));
+    }
+    let (file, source) = match token_file {
+        Some(file) => (Some(file.to_path_buf()), format!("token_file of BUILD_SIDECARS entry '{runtime}'")),
+        None => match std::env::var("SIDECAR_TOKEN").ok().filter(|t| !t.is_empty()) {
+            Some(token) => return Ok(Some(token)),
+            None => (
+                std::env::var_os("SIDECAR_TOKEN_FILE").filter(|f| !f.is_empty()).map(PathBuf::from),
+                "SIDECAR_TOKEN_FILE".into(),
+            ),
+        },
+    };
+    let Some(file) = file else { return Ok(None) };
+    let text = std::fs::read_to_string(&file)
+        .map_err(|err| ConfigError(format!("cannot read the token file {} ({source}): {err}", file.display())))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(ConfigError(format!("the token file {} ({source}) is empty", file.display())));
+    }
+    Ok(Some(token.to_owned()))
+}
+
+/// Per-call settings from SIDECAR_* variables.
+#[derive(Debug, Clone)]
+pub struct CallSettings {
+    pub timeout_secs: u64,
+    pub cwd: String,
+    pub stream: bool,
+    pub env: BTreeMap<String, String>,
+    pub forward_stdin_pipe: bool,
+}
+
+impl CallSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let timeout_secs = match std::env::var("SIDECAR_TIMEOUT") {
+            Err(_) => protocol::DEFAULT_TIMEOUT_SECS,
+            Ok(text) if text.trim().is_empty() => protocol::DEFAULT_TIMEOUT_SECS,
+            Ok(text) => text
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| ConfigError(format!("SIDECAR_TIMEOUT must be a whole number of seconds, got {text:?}")))?,
+        };
+        let cwd = match std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty()) {
+            Some(cwd) => PathBuf::from(cwd),
+            None => std::env::current_dir()
+                .map_err(|err| ConfigError(format!("cannot read the current directory ({err}): set SIDECAR_CWD")))?,
+        };
+        let cwd = cwd
+            .into_os_string()
+            .into_string()
+            .map_err(|cwd| ConfigError(format!("the working directory {cwd:?} is not valid UTF-8: set SIDECAR_CWD")))?;
+        let mut env = BTreeMap::new();
+        for name in std::env::var("SIDECAR_ENV_PASSTHROUGH").unwrap_or_default().split(',') {
+            let name = name.trim();
+            if name.is_empty() {
+                continue;
+            }
+            match std::env::var(name) {
+                Ok(value) => {
+                    env.insert(name.to_owned(), value);
+                }
+                Err(std::env::VarError::NotPresent) => {}
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(ConfigError(format!(
+                        "{name} (listed in SIDECAR_ENV_PASSTHROUGH) is not valid UTF-8 and cannot be forwarded"
+                    )))
+                }
+            }
+        }
+        Ok(CallSettings {
+            timeout_secs,
+            cwd,
+            stream: flag("SIDECAR_STREAM"),
+            env,
+            forward_stdin_pipe: flag("SIDECAR_STDIN"),
+        })
+    }
+
+    /// How long a blocking call waits for its reply: the command's own timeout plus 30 s (the contract's rule).
+    pub fn blocking_deadline(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs.saturating_add(30))
+    }
+}
+
+fn flag(name: &str) -> bool {
+    matches!(std::env::var(name).as_deref().map(str::trim), Ok("1" | "true" | "yes" | "on"))
+}
+
+/// Raw stdin bytes the server can take: the 1 MiB body limit less base64 growth and the rest of the request.
+pub const MAX_STDIN_BYTES: usize = 700 * 1024;
+
+/// stdin to forward: a regular file always (`< input.txt`); a pipe or terminal only when asked (agents often run
+/// us with a pipe that never closes, and reading it would hang).
+pub fn read_stdin(forward_pipe: bool) -> Result<Option<Vec<u8>>, ConfigError> {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let is_file = stdin
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| std::fs::File::from(fd).metadata().ok())
+        .is_some_and(|meta| meta.is_file());
+    if !is_file && !forward_pipe {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    stdin
+        .lock()
+        .take(MAX_STDIN_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| ConfigError(format!("cannot read stdin: {err}")))?;
+    if bytes.len() > MAX_STDIN_BYTES {
+        return Err(ConfigError(format!(
+            "stdin is larger than {MAX_STDIN_BYTES} bytes, more than one request can carry: write it to a file in the \
+             shared workspace and pass the file's path instead"
+        )));
+    }
+    Ok(Some(bytes))
+}

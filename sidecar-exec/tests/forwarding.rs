@@ -1,0 +1,246 @@
+//! Forwarding: exit codes, exact bytes, env, cwd, stdin, tokens, status, and every configuration error.
+
+use std::process::Stdio;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_in_both_modes() {
+    let server = server().await;
+    for stream in [false, true] {
+        let cases: [(&[&str], i32); 6] = [
+            (&["true"], 0),
+            (&["sh", "-c", "exit 3"], 3),
+            (&["sh", "-c", "kill -9 $$"], 137),
+            (&["sh", "-c", "kill -INT $$"], 130),
+            (&["no-such-program-xyz"], 255),
+            (&["sleep", "5"], 124),
+        ];
+        for (cmd, code) in cases {
+            let output =
+                server.client().stream(stream).env("SIDECAR_TIMEOUT", "1").args(["python"]).args(cmd).run().await;
+            assert_eq!(output.status.code(), Some(code), "{cmd:?} stream={stream}: {}", stderr(&output));
+            match code {
+                255 => assert!(stderr(&output).contains("sidecar-exec: failed to start command: no-such-program-xyz")),
+                124 => assert!(stderr(&output).contains("timed out after 1s"), "{}", stderr(&output)),
+                _ => assert_eq!(stderr(&output), ""),
+            }
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_is_byte_exact_in_both_modes() {
+    let server = server().await;
+    let blob = random_bytes(400_000, 11);
+    std::fs::write(server.workspace.path().join("blob"), &blob).unwrap();
+    let cases: [(&[&str], &[u8], &[u8]); 3] = [
+        (&["sh", "-c", "cat blob; cat blob >&2"], &blob, &blob),
+        (&["printf", "a\\r\\nb\\r\\n\\nno final newline"], b"a\r\nb\r\n\nno final newline", b""),
+        (
+            &["sh", "-c", "printf 'progress 10%%\\rprogress 99%%\\r'; printf 'warn' >&2"],
+            b"progress 10%\rprogress 99%\r",
+            b"warn",
+        ),
+    ];
+    for stream in [false, true] {
+        for (cmd, stdout, stderr_bytes) in cases {
+            let output = server.client().stream(stream).args(["python"]).args(cmd).run().await;
+            assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+            assert!(
+                output.stdout == stdout,
+                "stdout of {cmd:?} differs (stream={stream}): {} bytes",
+                output.stdout.len()
+            );
+            assert!(output.stderr == stderr_bytes, "stderr of {cmd:?} differs (stream={stream})");
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_listed_variables_are_forwarded() {
+    let server = server().await;
+    let output = server
+        .client()
+        .env("SIDECAR_ENV_PASSTHROUGH", "NPM_TOKEN, EMPTY,UNSET")
+        .env("NPM_TOKEN", "npm-secret")
+        .env("EMPTY", "")
+        .env("ANTHROPIC_API_KEY", "must-not-cross")
+        .args([
+            "python",
+            "sh",
+            "-c",
+            "echo \"[$NPM_TOKEN][${EMPTY-unset}][${UNSET-unset}][${ANTHROPIC_API_KEY-unset}]\"",
+        ])
+        .run()
+        .await;
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "[npm-secret][][unset][unset]\n");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cwd_follows_the_current_directory_or_sidecar_cwd() {
+    let server = server().await;
+    let root = server.workspace.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("pkg/src")).unwrap();
+    let output = server.client().current_dir(&root.join("pkg")).args(["python", "pwd"]).run().await;
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), root.join("pkg").display().to_string());
+    let output = server.client().env("SIDECAR_CWD", "pkg/src").args(["python", "pwd"]).run().await;
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), root.join("pkg/src").display().to_string());
+    // A directory outside the shared workspace is refused by the server, and the client says so.
+    let output = server.client().env("SIDECAR_CWD", "/").args(["python", "pwd"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("outside the workspace root"), "{}", stderr(&output));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdin_is_forwarded_from_a_file_but_never_read_from_a_pipe_by_default() {
+    let server = server().await;
+    let input = server.workspace.path().join("input.txt");
+    std::fs::write(&input, "from a file\n").unwrap();
+    let output = server.client().stdin(std::fs::File::open(&input).unwrap().into()).args(["python", "cat"]).run().await;
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "from a file\n");
+
+    // A pipe that never closes: the default must not wait on it.
+    let mut child = server.client().stdin(Stdio::piped()).args(["python", "cat"]).spawn();
+    let _open_stdin = child.stdin.take();
+    let output =
+        tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output()).await.unwrap().unwrap();
+    assert_eq!((output.status.code(), output.stdout.len()), (Some(0), 0));
+
+    // With SIDECAR_STDIN=1 a pipe is read to its end and forwarded, binary included.
+    let bytes = random_bytes(10_000, 5);
+    let mut child = server.client().env("SIDECAR_STDIN", "1").stdin(Stdio::piped()).args(["python", "cat"]).spawn();
+    let mut pipe = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await.unwrap();
+    drop(pipe);
+    let output = child.wait_with_output().await.unwrap();
+    assert!(output.stdout == bytes);
+
+    // Too large for one request: a clear error, nothing run.
+    let big = server.workspace.path().join("big");
+    std::fs::write(&big, vec![b'x'; 2 * 1024 * 1024]).unwrap();
+    let output = server.client().stdin(std::fs::File::open(&big).unwrap().into()).args(["python", "cat"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("stdin is larger than"), "{}", stderr(&output));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_from_every_source() {
+    let server = server_with(&[], Some("tok")).await;
+    let output = server.client().args(["python", "true"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.starts_with("sidecar-exec: sidecar at http://") && message.contains("401"), "{message}");
+    assert!(message.contains("SIDECAR_TOKEN"), "{message}");
+
+    assert_eq!(server.client().env("SIDECAR_TOKEN", "tok").args(["python", "true"]).run().await.status.code(), Some(0));
+    let file = server.workspace.path().join("token");
+    std::fs::write(&file, "tok\n").unwrap();
+    let output = server.client().env("SIDECAR_TOKEN_FILE", file.to_str().unwrap()).args(["python", "true"]).run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    // A per-runtime token wins over SIDECAR_TOKEN.
+    let sidecars = format!(r#"{{"python":{{"internal_url":"{}","token":"tok"}}}}"#, server.url);
+    let output = server
+        .client()
+        .env("BUILD_SIDECARS", &sidecars)
+        .env("SIDECAR_TOKEN", "wrong")
+        .args(["python", "true"])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configuration_and_transport_errors_exit_1_with_one_clear_line() {
+    let server = server().await;
+    let url = server.url.clone();
+    let cases: Vec<(Client, &str)> = vec![
+        (Client::new().args(["python", "true"]), "sidecar-exec: BUILD_SIDECARS is not set"),
+        (
+            Client::new().env("BUILD_SIDECARS", "{oops").args(["python", "true"]),
+            "sidecar-exec: BUILD_SIDECARS is not valid",
+        ),
+        (
+            server.client().args(["ruby", "true"]),
+            "sidecar-exec: no sidecar available for runtime 'ruby' (available: python)",
+        ),
+        (
+            server.client().env("SIDECAR_TIMEOUT", "ten").args(["python", "true"]),
+            "sidecar-exec: SIDECAR_TIMEOUT must be a whole number",
+        ),
+        (
+            Client::new()
+                .env("BUILD_SIDECARS", r#"{"python":{"internal_url":"http://127.0.0.1:9"}}"#)
+                .args(["python", "true"]),
+            "sidecar-exec: failed to connect to sidecar at http://127.0.0.1:9",
+        ),
+        (
+            Client::new().env("BUILD_SIDECARS", r#"{"python":{}}"#).args(["python", "true"]),
+            "sidecar-exec: BUILD_SIDECARS entry 'python' has no internal_url",
+        ),
+        (Client::new().args(["python"]), "sidecar-exec: missing command after the runtime"),
+        (Client::new().args(["--bogus"]), "sidecar-exec: unknown option --bogus"),
+    ];
+    for (client, expected) in cases {
+        let output = client.run().await;
+        assert_eq!(output.status.code(), Some(1), "{expected}");
+        let message = stderr(&output);
+        assert!(message.starts_with(expected), "expected {expected:?}, got {message:?}");
+    }
+    let _ = url;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn flags_after_the_runtime_belong_to_the_command() {
+    let server = server().await;
+    let output =
+        server.client().args(["python", "sh", "-c", "echo \"$@\"", "sh", "--status", "-v", "--help"]).run().await;
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "--status -v --help\n");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_lists_every_sidecar() {
+    let server = server_with(&["--runtime", "python"], None).await;
+    let sidecars =
+        format!(r#"{{"python":{{"internal_url":"{}"}},"node":{{"internal_url":"http://127.0.0.1:9"}}}}"#, server.url);
+    let output = Client::new().env("BUILD_SIDECARS", &sidecars).args(["--status"]).run().await;
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "one sidecar is down: {text}");
+    let python = text.lines().find(|l| l.starts_with("python")).unwrap();
+    assert!(python.contains(&server.url) && python.contains("healthy runtime=python version="), "{python}");
+    let node = text.lines().find(|l| l.starts_with("node")).unwrap();
+    assert!(node.contains("unreachable") && node.contains("127.0.0.1:9"), "{node}");
+
+    let only_python = format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url);
+    let output = Client::new().env("BUILD_SIDECARS", &only_python).args(["--status"]).run().await;
+    assert_eq!(output.status.code(), Some(0));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn help_names_every_variable() {
+    let output = Client::new().args(["--help"]).run().await;
+    let help = String::from_utf8_lossy(&output.stdout);
+    for name in [
+        "BUILD_SIDECARS",
+        "SIDECAR_TIMEOUT",
+        "SIDECAR_CWD",
+        "SIDECAR_STREAM",
+        "SIDECAR_ENV_PASSTHROUGH",
+        "SIDECAR_TOKEN",
+        "SIDECAR_TOKEN_FILE",
+        "SIDECAR_STDIN",
+        "--status",
+        "--install-wrappers",
+    ] {
+        assert!(help.contains(name), "--help does not mention {name}");
+    }
+}

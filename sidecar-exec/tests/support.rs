@@ -1,0 +1,103 @@
+//! Test helpers: an in-process exec-server, and a builder that runs the real client binary against it.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use clap::Parser;
+use exec_server::local::LocalServer;
+pub use testkit::*;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sidecar-exec");
+
+pub struct TestServer {
+    pub server: Option<LocalServer>,
+    pub url: String,
+    pub workspace: tempfile::TempDir,
+}
+
+pub async fn server() -> TestServer {
+    server_with(&[], None).await
+}
+
+pub async fn server_with(args: &[&str], token: Option<&str>) -> TestServer {
+    let _ = exec_server::engine::become_subreaper();
+    let workspace = tempfile::tempdir().unwrap();
+    let mut argv = vec!["exec-server", "--grace", "0.5", "--cwd", workspace.path().to_str().unwrap()];
+    argv.extend_from_slice(args);
+    let mut config = exec_server::Config::parse_from(argv);
+    config.token = token.map(str::to_owned);
+    let server = LocalServer::start(config).await.unwrap();
+    TestServer { url: server.url.clone(), server: Some(server), workspace }
+}
+
+impl TestServer {
+    /// A client call for `runtime` "python" pointing at this server, working in the workspace root.
+    pub fn client(&self) -> Client {
+        Client::new()
+            .env("BUILD_SIDECARS", &format!(r#"{{"python":{{"internal_url":"{}/"}}}}"#, self.url))
+            .current_dir(self.workspace.path())
+    }
+
+    pub async fn stop(mut self) {
+        self.server.take().unwrap().stop().await.unwrap();
+    }
+}
+
+/// Builder for one run of the client binary, with a clean environment.
+pub struct Client {
+    command: tokio::process::Command,
+}
+
+impl Client {
+    pub fn new() -> Self {
+        let mut command = tokio::process::Command::new(BIN);
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        Client { command }
+    }
+
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.command.env(name, value);
+        self
+    }
+
+    pub fn stream(self, on: bool) -> Self {
+        if on {
+            self.env("SIDECAR_STREAM", "1")
+        } else {
+            self
+        }
+    }
+
+    pub fn current_dir(mut self, dir: &std::path::Path) -> Self {
+        self.command.current_dir(dir);
+        self
+    }
+
+    pub fn stdin(mut self, stdin: Stdio) -> Self {
+        self.command.stdin(stdin);
+        self
+    }
+
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(mut self, args: I) -> Self {
+        self.command.args(args);
+        self
+    }
+
+    pub async fn run(mut self) -> Output {
+        tokio::time::timeout(Duration::from_secs(60), self.command.output()).await.expect("client hung").unwrap()
+    }
+
+    pub fn spawn(mut self) -> tokio::process::Child {
+        self.command.spawn().unwrap()
+    }
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}

@@ -1,0 +1,141 @@
+//! The wrapper installer and the wrappers it writes.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::support::*;
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+fn fake_tool(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, "#!/bin/sh\necho native\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn native_commands_win_and_stale_wrappers_go() {
+    let scratch = tempfile::tempdir().unwrap();
+    let wrappers = scratch.path().join("wrappers");
+    let native = scratch.path().join("native-bin");
+    fake_tool(&native, "node");
+    fake_tool(&native, "go");
+    // An executable in the wrapper folder itself does not count as native.
+    fake_tool(&wrappers, "npx");
+    let path = format!("{}:{}", wrappers.display(), native.display());
+    let install = |sidecars: &str| {
+        Client::new()
+            .env("PATH", &path)
+            .env("BUILD_SIDECARS", sidecars)
+            .args(["--install-wrappers", wrappers.to_str().unwrap()])
+            .run()
+    };
+    let output = install(r#"{"node":{"internal_url":"http://x:1"},"go":{"internal_url":"http://y:1"}}"#).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    // go and node are native; npx (not ours) was overwritten by our wrapper since it is not native outside DIR.
+    assert_eq!(names(&wrappers), ["gofmt", "npm", "npx", "pnpm", "yarn"]);
+    assert!(stderr(&output).contains("native, not wrapped [go node]"), "{}", stderr(&output));
+
+    // A file of someone else's stays; our wrappers for runtimes no longer configured go.
+    std::fs::write(wrappers.join("README"), "not a wrapper\n").unwrap();
+    let output = install(r#"{"python":{"internal_url":"http://z:1"}}"#).await;
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        names(&wrappers),
+        ["README", "black", "mypy", "pip", "pip3", "poetry", "pytest", "python", "python3", "ruff"]
+    );
+    assert!(stderr(&output).contains("removed [gofmt npm npx pnpm yarn]"), "{}", stderr(&output));
+
+    // No BUILD_SIDECARS at all: every wrapper of ours goes, loudly but successfully.
+    let output = Client::new().env("PATH", &path).args(["--install-wrappers", wrappers.to_str().unwrap()]).run().await;
+    assert_eq!(output.status.code(), Some(0));
+    assert!(stderr(&output).contains("BUILD_SIDECARS is not set"));
+    assert_eq!(names(&wrappers), ["README"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unwritable_folder_is_refused_loudly() {
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let output = Client::new()
+        .env("BUILD_SIDECARS", r#"{"go":{"internal_url":"http://x:1"}}"#)
+        .env("PATH", "/nonexistent")
+        .args(["--install-wrappers", file.join("wrappers").to_str().unwrap()])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).starts_with("sidecar-exec: FATAL: cannot write wrappers to"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("uid"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generated_wrapper_forwards_with_arguments_intact() {
+    let server = server().await;
+    let wrappers = server.workspace.path().join(".wrappers");
+    let empty = tempfile::tempdir().unwrap();
+    let sidecars = format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url);
+    let output = Client::new()
+        .env("PATH", empty.path().to_str().unwrap())
+        .env("BUILD_SIDECARS", &sidecars)
+        .args(["--install-wrappers", wrappers.to_str().unwrap()])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let wrapper = std::fs::read_to_string(wrappers.join("python3")).unwrap();
+    assert!(
+        wrapper.starts_with("#!/bin/sh\n") && wrapper.contains("exec '") && wrapper.contains("python python3 \"$@\"")
+    );
+
+    let tricky = ["a b", "it's", "\"quoted\"", "", "$HOME", "*", "line\nbreak", "-c"];
+    let script = "import json, os, sys; print(json.dumps(sys.argv[1:])); print(os.getcwd())";
+    let output = tokio::process::Command::new(wrappers.join("python3"))
+        .arg("-c")
+        .arg(script)
+        .args(tricky)
+        .env_clear()
+        .env("PATH", format!("{}:{}", wrappers.display(), empty.path().display()))
+        .env("BUILD_SIDECARS", &sidecars)
+        .current_dir(server.workspace.path())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut lines = stdout.lines();
+    let argv: Vec<String> = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(argv, tricky);
+    assert_eq!(lines.next().unwrap(), server.workspace.path().canonicalize().unwrap().display().to_string());
+    server.stop().await;
+}
+
+#[test]
+fn every_runtime_in_the_table_gets_wrappers() {
+    let scratch = tempfile::tempdir().unwrap();
+    let sidecars: String = format!(
+        "{{{}}}",
+        protocol::RUNTIMES
+            .iter()
+            .map(|(runtime, _)| format!(r#""{runtime}":{{"internal_url":"http://builder-{runtime}:8080"}}"#))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let status = std::process::Command::new(BIN)
+        .env_clear()
+        .env("PATH", "/nonexistent")
+        .env("BUILD_SIDECARS", sidecars)
+        .args(["--install-wrappers", scratch.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    let mut expected: Vec<String> =
+        protocol::RUNTIMES.iter().flat_map(|(_, commands)| commands.iter().map(|c| (*c).to_owned())).collect();
+    expected.sort();
+    assert_eq!(names(scratch.path()), expected);
+}

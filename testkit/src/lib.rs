@@ -1,0 +1,72 @@
+//! Helpers shared by the integration tests of every crate: markers that tag the processes a test starts, checks
+//! that none survive, and deterministic test data.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// A string unique to one call in this test process, to put on a command line and look for in /proc afterwards.
+/// It is also a valid number of seconds, so `sleep <marker>` is a long sleep that carries it.
+pub fn marker() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    format!("{}.{:05}{:04}", 1000 + NEXT.fetch_add(1, Ordering::Relaxed), std::process::id() % 100_000, 4242)
+}
+
+/// `sleep <marker>`: a long sleep whose command line carries the marker.
+pub fn sleeper(marker: &str) -> String {
+    format!("sleep {marker}")
+}
+
+/// Pids of live (not zombie) processes whose command line contains `marker`.
+pub fn processes_matching(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(marker) && !is_zombie(*pid)
+        })
+        .collect()
+}
+
+fn is_zombie(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the parenthesised command name, which may itself hold spaces or parentheses.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) == Some('Z')
+}
+
+/// Waits until no process carries `marker`; panics naming the survivors after `within`.
+pub fn assert_no_survivors(marker: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = processes_matching(marker);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes left behind for {marker}: {left:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until a process carries `marker` (it has started); panics after 10 s.
+pub fn wait_for_process(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_matching(marker).is_empty() {
+        assert!(Instant::now() < deadline, "no process with {marker} started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift) covering every byte value.
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
