@@ -139,3 +139,63 @@ fn every_runtime_in_the_table_gets_wrappers() {
     expected.sort();
     assert_eq!(names(scratch.path()), expected);
 }
+
+const ENTRYPOINT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../wrappers/entrypoint.sh");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_entrypoint_installs_wrappers_then_becomes_the_command() {
+    let scratch = tempfile::tempdir().unwrap();
+    let wrappers = scratch.path().join("wrappers");
+    let empty = scratch.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let output = tokio::process::Command::new(ENTRYPOINT)
+        .args(["/bin/sh", "-c", "echo \"$PATH\"; command -v go"])
+        .env_clear()
+        .env("PATH", &empty)
+        .env("BUILD_SIDECARS", r#"{"go":{"internal_url":"http://builder-go:8080"}}"#)
+        .env("SIDECAR_WRAPPERS_DIR", &wrappers)
+        .env("SIDECAR_EXEC", BIN)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut lines = stdout.lines();
+    let canonical = wrappers.canonicalize().unwrap();
+    assert_eq!(lines.next().unwrap(), format!("{}:{}", wrappers.display(), empty.display()));
+    assert_eq!(lines.next().unwrap(), canonical.join("go").display().to_string());
+
+    // A folder that cannot be written stops the container before its command runs.
+    let blocker = scratch.path().join("file");
+    std::fs::write(&blocker, "").unwrap();
+    let output = tokio::process::Command::new(ENTRYPOINT)
+        .args(["echo", "must not run"])
+        .env_clear()
+        .env("BUILD_SIDECARS", r#"{"go":{"internal_url":"http://builder-go:8080"}}"#)
+        .env("SIDECAR_WRAPPERS_DIR", blocker.join("wrappers"))
+        .env("SIDECAR_EXEC", BIN)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    assert!(stderr(&output).contains("FATAL"), "{}", stderr(&output));
+}
+
+/// The entrypoint execs its command: the command replaces the shell (same pid) and gets signals directly.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_entrypoint_execs_rather_than_forks() {
+    let scratch = tempfile::tempdir().unwrap();
+    let child = tokio::process::Command::new(ENTRYPOINT)
+        .args(["sh", "-c", "echo $$"])
+        .env_clear()
+        .env("SIDECAR_WRAPPERS_DIR", scratch.path().join("w"))
+        .env("SIDECAR_EXEC", BIN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let output = child.wait_with_output().await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), pid.to_string());
+}
