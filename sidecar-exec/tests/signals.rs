@@ -13,8 +13,16 @@ async fn signals_to_the_client_cancel_the_remote_group() {
     let cases = [(Signal::SIGINT, 130, true), (Signal::SIGTERM, 143, false), (Signal::SIGHUP, 129, true)];
     for (signal, code, stream) in cases {
         let marker = marker();
-        let script = format!("trap '' TERM; ({} &); {}", sleeper(&marker), sleeper(&marker));
-        let child = server.client().stream(stream).args(["python", "sh", "-c", &script]).spawn();
+        // The marker travels in a forwarded variable, so only the remote sleepers carry it, not the client's argv
+        // (the client must have started forwarding, signal handlers installed, when the sleepers appear).
+        let script = r#"trap '' TERM; (sleep "$MARK" &); sleep "$MARK""#;
+        let child = server
+            .client()
+            .stream(stream)
+            .env("MARK", &marker)
+            .env("SIDECAR_ENV_PASSTHROUGH", "MARK")
+            .args(["python", "sh", "-c", script])
+            .spawn();
         wait_for_process(&marker);
         kill(Pid::from_raw(child.id().unwrap() as i32), signal).unwrap();
         let output = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output()).await.unwrap().unwrap();
