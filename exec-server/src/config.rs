@@ -14,9 +14,9 @@ use clap::Parser;
 #[derive(Debug, Clone, Parser)]
 #[command(version, about, long_about)]
 pub struct Config {
-    /// TCP port to listen on.
-    #[arg(long, env = "EXEC_SERVER_PORT", default_value_t = 8080)]
-    pub port: u16,
+    /// TCP port for the HTTP API [default: 8080]. With --ipc-dir, HTTP is served only when a port is given.
+    #[arg(long, env = "EXEC_SERVER_PORT")]
+    pub port: Option<u16>,
 
     /// Address to listen on. A builder is reached over a private network, so the default is every interface.
     #[arg(long, env = "EXEC_SERVER_HOST", default_value = "0.0.0.0")]
@@ -71,39 +71,48 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_LOG", default_value = "info")]
     pub log: tracing::Level,
 
+    /// Also (or, without --port, only) serve the tool-sidecar file protocol in this folder, e.g. /ipc/tools.
+    #[arg(long, env = "EXEC_SERVER_IPC_DIR", value_name = "DIR")]
+    pub ipc_dir: Option<PathBuf>,
+
+    /// The file whose appearance ends the run (and this server) [default: done beside the --ipc-dir folder].
+    #[arg(long, env = "EXEC_SERVER_IPC_DONE", value_name = "FILE")]
+    pub ipc_done: Option<PathBuf>,
+
+    /// Smallest timeout a file-protocol request gets, in seconds.
+    #[arg(long, env = "EXEC_SERVER_IPC_MIN_TIMEOUT", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub ipc_min_timeout: u64,
+
+    /// Largest timeout a file-protocol request gets, in seconds (the protocol's 120; some deployments use 180 or 300).
+    #[arg(long, env = "EXEC_SERVER_IPC_MAX_TIMEOUT", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub ipc_max_timeout: u64,
+
+    /// File-protocol requests run at once; more wait, unclaimed, for a free slot.
+    #[arg(long, env = "EXEC_SERVER_IPC_PARALLEL", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub ipc_parallel: u32,
+
+    /// This executor's skill pack: file-protocol requests whose `target` names another one are left alone
+    /// (compared lowercase with all whitespace removed; unset takes every request).
+    #[arg(long, env = "SYMPOZIUM_SKILL_PACK", value_name = "NAME")]
+    pub skill_pack: Option<String>,
+
     /// The bearer token itself (from EXEC_SERVER_TOKEN; see --token-file).
     #[arg(skip)]
     pub token: Option<String>,
 }
 
-/// Long flags that may be written with one dash, as the Go `flag` package allows.
-const LONG_FLAGS: &[&str] = &[
-    "port",
-    "host",
-    "cwd",
-    "runtime",
-    "token-file",
-    "healthcheck",
-    "max-concurrent",
-    "grace",
-    "drain",
-    "max-timeout",
-    "max-output",
-    "allow-any-cwd",
-    "keepalive",
-    "log",
-    "help",
-    "version",
-];
-
 /// Rewrites `-port 8080` and `-port=8080` to `--port …` for every known long flag; leaves everything else alone.
 pub fn normalize_single_dash<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Vec<std::ffi::OsString> {
+    // The long flags come from the parser itself, so a new flag gets its single-dash form for free.
+    let command = <Config as clap::CommandFactory>::command();
+    let long_flags: Vec<&str> =
+        command.get_arguments().filter_map(clap::Arg::get_long).chain(["help", "version"]).collect();
     args.into_iter()
         .map(|arg| {
             let Some(text) = arg.to_str() else { return arg };
             let Some(rest) = text.strip_prefix('-').filter(|r| !r.starts_with('-')) else { return arg };
             let name = rest.split('=').next().unwrap_or_default();
-            if LONG_FLAGS.contains(&name) {
+            if long_flags.contains(&name) {
                 format!("-{text}").into()
             } else {
                 arg
@@ -120,7 +129,25 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// The HTTP port when none is given.
+pub const DEFAULT_PORT: u16 = 8080;
+
 impl Config {
+    /// Whether to serve HTTP: always without --ipc-dir (the contract's server), and with it only when a port was
+    /// asked for, so a tool sidecar opens no port it does not need.
+    pub fn serves_http(&self) -> bool {
+        self.ipc_dir.is_none() || self.port.is_some()
+    }
+
+    /// The --ipc-done file: as given, or `done` beside the IPC folder (`/ipc/tools` → `/ipc/done`).
+    pub fn ipc_done_path(&self) -> Option<PathBuf> {
+        let dir = self.ipc_dir.as_ref()?;
+        Some(self.ipc_done.clone().unwrap_or_else(|| match dir.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.join("done"),
+            _ => PathBuf::from("done"),
+        }))
+    }
+
     /// The token in force: EXEC_SERVER_TOKEN (already in `token`) or the token file. An empty token file is an error
     /// rather than a silently open server.
     pub fn resolve_token(&self) -> Result<Option<String>, String> {
@@ -148,11 +175,13 @@ mod tests {
 
     #[test]
     fn single_dash_long_flags_work() {
-        let config = parse(&["exec-server", "-port", "9000", "-cwd=/w", "-grace", "0.5", "-allow-any-cwd"]);
-        assert_eq!(config.port, 9000);
+        let config =
+            parse(&["exec-server", "-port", "9000", "-cwd=/w", "-grace", "0.5", "-allow-any-cwd", "-skill-pack", "x"]);
+        assert_eq!(config.port, Some(9000));
         assert_eq!(config.cwd, PathBuf::from("/w"));
         assert_eq!(config.grace, Duration::from_millis(500));
         assert!(config.allow_any_cwd);
+        assert_eq!(config.skill_pack.as_deref(), Some("x"));
         assert!(parse(&["exec-server", "-healthcheck"]).healthcheck);
     }
 

@@ -1,14 +1,16 @@
-//! exec-server: runs commands for sidecar-exec clients. The engine (processes, groups, output) is transport-free;
-//! `http` is the first transport over it.
+//! exec-server: runs commands for sidecar-exec clients and tool-sidecar agents. The engine (processes, groups,
+//! output) is transport-free; `http` and `ipc` are the two transports over it.
 
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod ipc;
 pub mod local;
 pub mod workspace;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -17,11 +19,22 @@ use tokio_util::sync::CancellationToken;
 pub use config::Config;
 use engine::{Engine, Policy};
 
-/// Serves the HTTP API on `listener` until `shutdown` resolves, then stops accepting, cancels every running command
-/// by the policy (SIGTERM, grace, SIGKILL to its group) and returns within the grace period plus a second.
+/// Serves the HTTP API on `listener` (and the file protocol too when `config.ipc_dir` is set) until `shutdown`
+/// resolves. See [`run`].
 pub async fn serve(
     config: Config,
     listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    run(config, Some(listener), shutdown).await
+}
+
+/// Serves HTTP on `listener` when given, and the file protocol when `config.ipc_dir` is set, on one engine, until
+/// `shutdown` resolves or the IPC `done` file appears. Then it stops accepting work, cancels every running command
+/// by the policy (SIGTERM, grace, SIGKILL to its group) and returns within the grace period plus a second.
+pub async fn run(
+    config: Config,
+    listener: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let root = config.cwd.canonicalize().map_err(|err| {
@@ -30,52 +43,117 @@ pub async fn serve(
             config.cwd.display()
         ))
     })?;
-    let token = config.resolve_token().map_err(std::io::Error::other)?;
-    let engine = Engine::new(Policy { grace: config.grace, drain: config.drain });
-    let max_concurrent = config.max_concurrent as usize;
-    let state = http::AppState {
-        engine: engine.clone(),
-        root,
-        allow_any_cwd: config.allow_any_cwd,
-        token: token.map(Arc::from),
-        runtime: config.runtime.clone(),
-        permits: Arc::new(Semaphore::new(max_concurrent)),
-        max_concurrent,
-        max_timeout: config.max_timeout,
-        max_output: config.max_output,
-        keepalive: config.keepalive,
-        base_env: Arc::new(http::inherited_env()),
-    };
-    tracing::info!(
-        addr = %listener.local_addr()?,
-        root = %state.root.display(),
-        runtime = %state.runtime,
-        auth = state.token.is_some(),
-        "exec-server listening"
-    );
-
-    let stop = CancellationToken::new();
-    let server = axum::serve(listener, http::router(state)).with_graceful_shutdown(stop.clone().cancelled_owned());
-    let server = tokio::spawn(async move { server.await });
-    tokio::pin!(shutdown);
-    let mut server = server;
-    tokio::select! {
-        result = &mut server => return result.map_err(std::io::Error::other)?,
-        () = &mut shutdown => {}
+    if listener.is_none() && config.ipc_dir.is_none() {
+        return Err(std::io::Error::other("nothing to serve: give a port, or --ipc-dir for the file protocol"));
     }
-    tracing::info!(running = engine.live_groups(), "shutting down: cancelling running commands");
+    let engine = Engine::new(Policy { grace: config.grace, drain: config.drain });
+    let base_env = Arc::new(http::inherited_env());
+    let stop = CancellationToken::new();
+
+    let http_task = match listener {
+        Some(listener) => {
+            let token = config.resolve_token().map_err(std::io::Error::other)?;
+            let max_concurrent = config.max_concurrent as usize;
+            let state = http::AppState {
+                engine: engine.clone(),
+                root: root.clone(),
+                allow_any_cwd: config.allow_any_cwd,
+                token: token.map(Arc::from),
+                runtime: config.runtime.clone(),
+                permits: Arc::new(Semaphore::new(max_concurrent)),
+                max_concurrent,
+                max_timeout: config.max_timeout,
+                max_output: config.max_output,
+                keepalive: config.keepalive,
+                base_env: base_env.clone(),
+            };
+            tracing::info!(
+                addr = %listener.local_addr()?,
+                root = %root.display(),
+                runtime = %state.runtime,
+                auth = state.token.is_some(),
+                "exec-server listening"
+            );
+            let server =
+                axum::serve(listener, http::router(state)).with_graceful_shutdown(stop.clone().cancelled_owned());
+            Some(tokio::spawn(async move { server.await }) as Task)
+        }
+        None => None,
+    };
+    let ipc_task = match &config.ipc_dir {
+        Some(dir) => {
+            let settings = ipc::Settings {
+                dir: dir.clone(),
+                done: config.ipc_done_path().unwrap_or_else(|| dir.join("done")),
+                workdir: root.clone(),
+                min_timeout: config.ipc_min_timeout,
+                max_timeout: config.ipc_max_timeout.max(config.ipc_min_timeout),
+                parallel: config.ipc_parallel as usize,
+                skill_pack: config.skill_pack.clone(),
+                base_env: base_env.clone(),
+            };
+            let watcher = ipc::Watcher::start(settings, engine.clone())?;
+            Some(tokio::spawn(watcher.serve(stop.clone())))
+        }
+        None => None,
+    };
+
+    let (mut http_task, mut ipc_task) = (http_task, ipc_task);
+    let (http_early, ipc_early) = {
+        let http_wait = async {
+            match http_task.as_mut() {
+                Some(task) => task.await,
+                None => std::future::pending().await,
+            }
+        };
+        let ipc_wait = async {
+            match ipc_task.as_mut() {
+                Some(task) => task.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown => {
+                tracing::info!(running = engine.live_groups(), "shutting down: cancelling running commands");
+                (None, None)
+            }
+            result = ipc_wait => {
+                tracing::info!(running = engine.live_groups(), "the run is done: cancelling running commands");
+                (None, Some(result))
+            }
+            result = http_wait => (Some(result), None),
+        }
+    };
     stop.cancel();
     engine.shutdown();
     // Open streams end once their commands are gone; do not wait on a client that keeps a connection open.
-    let deadline = config.grace + std::time::Duration::from_millis(500);
-    let result = match tokio::time::timeout(deadline, &mut server).await {
-        Ok(result) => result.map_err(std::io::Error::other)?,
-        Err(_) => {
-            tracing::warn!("connections still open after the grace period; closing them");
-            server.abort();
-            Ok(())
-        }
-    };
+    let deadline = tokio::time::Instant::now() + config.grace + Duration::from_millis(500);
+    let http_result = finish(http_task, http_early, deadline).await;
+    let ipc_result = finish(ipc_task, ipc_early, deadline).await;
     engine.kill_all();
-    result
+    http_result.and(ipc_result)
+}
+
+type Task = tokio::task::JoinHandle<std::io::Result<()>>;
+
+/// The result of a transport's task: the one it already gave, or what it gives by `deadline` (after which it is
+/// aborted: a client holding a connection open must not hold the process).
+async fn finish(
+    task: Option<Task>,
+    early: Option<Result<std::io::Result<()>, tokio::task::JoinError>>,
+    deadline: tokio::time::Instant,
+) -> std::io::Result<()> {
+    let joined = match (early, task) {
+        (Some(joined), _) => joined,
+        (None, None) => return Ok(()),
+        (None, Some(mut task)) => match tokio::time::timeout_at(deadline, &mut task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                tracing::warn!("connections still open after the grace period; closing them");
+                task.abort();
+                return Ok(());
+            }
+        },
+    };
+    joined.map_err(std::io::Error::other)?
 }

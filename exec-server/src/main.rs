@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     let mut config = Config::parse_from(normalize_single_dash(std::env::args_os()));
     config.token = std::env::var("EXEC_SERVER_TOKEN").ok().filter(|token| !token.is_empty());
     if config.healthcheck {
-        return healthcheck(config.port);
+        return healthcheck(config.port.unwrap_or(exec_server::config::DEFAULT_PORT));
     }
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
@@ -26,11 +26,16 @@ fn main() -> ExitCode {
         Err(err) => return fail(&format!("cannot start the async runtime: {err}")),
     };
     let result = runtime.block_on(async {
-        let addr = format!("{}:{}", config.host, config.port);
-        let listener = tokio::net::TcpListener::bind(&addr)
-            .await
-            .map_err(|err| std::io::Error::other(format!("cannot listen on {addr}: {err}")))?;
-        exec_server::serve(config, listener, shutdown_signal()).await
+        let listener = if config.serves_http() {
+            let addr = format!("{}:{}", config.host, config.port.unwrap_or(exec_server::config::DEFAULT_PORT));
+            let listener = tokio::net::TcpListener::bind(&addr)
+                .await
+                .map_err(|err| std::io::Error::other(format!("cannot listen on {addr}: {err}")))?;
+            Some(listener)
+        } else {
+            None
+        };
+        exec_server::run(config, listener, shutdown_signal()).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
