@@ -137,3 +137,23 @@ async fn shutdown_cancels_running_commands_and_leaves_nothing() {
         assert!(rest.contains("cancelled") && rest.contains(r#""type":"exit""#), "{rest}");
     }
 }
+
+/// Descendants that leave the group with `setsid` are found by their job tag and ended with their command.
+#[tokio::test(flavor = "multi_thread")]
+async fn descendants_that_escape_the_group_are_ended_too() {
+    let server = server().start().await;
+    // Exited by itself, leaving a TERM-ignoring daemon in a new session.
+    let daemon = marker();
+    let script = format!("setsid sh -c \"trap '' TERM; {}\" > /dev/null 2>&1 & echo started", sleeper(&daemon));
+    let reply = server.exec(json!({"cmd": ["sh", "-c", script]})).await;
+    assert_eq!((reply.exit_code, reply.output.as_str()), (0, "started\n"));
+    assert_no_survivors(&daemon, Duration::from_secs(5));
+
+    // Timed out, with an escaped child still holding stdout.
+    let marker = marker();
+    let script = format!("setsid {} & {}", sleeper(&marker), sleeper(&marker));
+    let reply = server.exec(json!({"cmd": ["sh", "-c", script], "timeout": 1})).await;
+    assert_eq!(reply.exit_code, 124);
+    assert_no_survivors(&marker, Duration::from_secs(5));
+    server.stop().await;
+}

@@ -2,10 +2,11 @@
 //! or streams its output. It knows nothing of HTTP or files: every transport builds a [`Job`], calls
 //! [`Engine::run`], and turns the [`Outcome`] (or the stream of chunks) into its own format.
 
+mod escaped;
 mod group;
 mod output;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -82,10 +83,14 @@ pub struct Engine {
 #[derive(Debug)]
 struct Inner {
     policy: Policy,
-    live_groups: Mutex<HashSet<i32>>,
+    /// Process group → job id of every command not yet cleaned up.
+    live_groups: Mutex<HashMap<i32, u64>>,
     shutdown: CancellationToken,
-    next_id: AtomicU64,
 }
+
+/// Job ids are unique in the process, not per engine: they tag descendants (see `escaped`), and tests run several
+/// engines in one process.
+static NEXT_JOB: AtomicU64 = AtomicU64::new(1);
 
 enum Ending {
     Exited(std::io::Result<ExitStatus>),
@@ -98,9 +103,8 @@ impl Engine {
         Engine {
             inner: Arc::new(Inner {
                 policy,
-                live_groups: Mutex::new(HashSet::new()),
+                live_groups: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
-                next_id: AtomicU64::new(1),
             }),
         }
     }
@@ -121,8 +125,10 @@ impl Engine {
 
     /// Last resort when the process is about to exit: SIGKILL to every group still known.
     pub fn kill_all(&self) {
-        for pgid in self.inner.live_groups.lock().unwrap().iter() {
-            group::signal_group(*pgid, Signal::SIGKILL);
+        let live: Vec<(i32, u64)> = self.inner.live_groups.lock().unwrap().iter().map(|(g, j)| (*g, *j)).collect();
+        for (pgid, job) in live {
+            group::signal_group(pgid, Signal::SIGKILL);
+            escaped::kill_tagged(&escaped::tag(job));
         }
     }
 
@@ -134,7 +140,7 @@ impl Engine {
     /// blocked on a slow peer, and so that dropping the transport's future (a client gone) can only cancel, never
     /// abandon, a command.
     pub async fn run(&self, job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = NEXT_JOB.fetch_add(1, Ordering::Relaxed);
         let program = job.argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
         let started = Instant::now();
         let grace = self.inner.policy.grace;
@@ -145,13 +151,14 @@ impl Engine {
             .current_dir(&job.cwd)
             .env_clear()
             .envs(job.env.iter().map(|(k, v)| (k, v)))
+            .env(escaped::JOB_VARIABLE, escaped::tag(id))
             .process_group(0)
             .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = command.spawn().map_err(|err| start_error(&job, &program, &err))?;
         let pgid = child.id().and_then(|pid| i32::try_from(pid).ok()).unwrap_or_default();
-        let guard = GroupGuard::register(self.clone(), pgid);
+        let guard = GroupGuard::register(self.clone(), pgid, id);
 
         if let (Some(bytes), Some(mut stdin)) = (job.stdin, child.stdin.take()) {
             // A command that exits without reading its stdin is not an error.
@@ -198,15 +205,15 @@ impl Engine {
         stop_after_drain.abort();
         let duration = leader_gone.duration_since(started);
 
-        if group_done {
-            guard.release();
-        } else {
-            // The leader exited by itself: whatever it left in its group is terminated by the same policy.
-            tokio::spawn(async move {
+        // Whatever the command left behind, in its group or escaped from it, is terminated by the same policy,
+        // after the result is out.
+        tokio::spawn(async move {
+            if !group_done {
                 group::terminate_leftovers(pgid, grace).await;
-                guard.release();
-            });
-        }
+            }
+            escaped::terminate(&escaped::tag(id), grace).await;
+            guard.release();
+        });
 
         let (exit_code, signal) = match &status {
             Ok(status) => exit_code_of(*status),
@@ -267,8 +274,8 @@ struct GroupGuard {
 }
 
 impl GroupGuard {
-    fn register(engine: Engine, pgid: i32) -> Self {
-        engine.inner.live_groups.lock().unwrap().insert(pgid);
+    fn register(engine: Engine, pgid: i32, job: u64) -> Self {
+        engine.inner.live_groups.lock().unwrap().insert(pgid, job);
         GroupGuard { engine, pgid, released: false }
     }
 
