@@ -37,6 +37,24 @@ pub fn tagged(value: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Whether any process could have escaped a finished group. Once a group is gone, every descendant that left it
+/// has lost its parent and, with us as child subreaper, has been re-parented to us. So when we are subreaper and
+/// have no children but the leaders of running commands (`leaders`), nothing escaped and the costly scan of every
+/// process's environment is skipped. Without subreaper (or without /proc/…/children) the scan always runs.
+pub fn may_have_escaped(leaders: &[i32]) -> bool {
+    if !matches!(nix::sys::prctl::get_child_subreaper(), Ok(true)) {
+        return true;
+    }
+    let Ok(threads) = std::fs::read_dir("/proc/self/task") else { return true };
+    for thread in threads.filter_map(Result::ok) {
+        let Ok(children) = std::fs::read_to_string(thread.path().join("children")) else { return true };
+        if children.split_whitespace().filter_map(|pid| pid.parse::<i32>().ok()).any(|pid| !leaders.contains(&pid)) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Ends every process tagged with `value`: SIGTERM, up to `grace`, SIGKILL; reaps those re-parented to us.
 pub async fn terminate(value: &str, grace: Duration) {
     let mut pids = tagged(value);

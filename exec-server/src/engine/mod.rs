@@ -118,6 +118,11 @@ impl Engine {
         self.inner.live_groups.lock().unwrap().len()
     }
 
+    /// Leader pids of the commands still running (their process group ids).
+    fn live_leaders(&self) -> Vec<i32> {
+        self.inner.live_groups.lock().unwrap().keys().copied().collect()
+    }
+
     /// Stops every running command by the policy, and refuses none: transports stop accepting work themselves.
     pub fn shutdown(&self) {
         self.inner.shutdown.cancel();
@@ -211,7 +216,9 @@ impl Engine {
             if !group_done {
                 group::terminate_leftovers(pgid, grace).await;
             }
-            escaped::terminate(&escaped::tag(id), grace).await;
+            if escaped::may_have_escaped(&guard.engine.live_leaders()) {
+                escaped::terminate(&escaped::tag(id), grace).await;
+            }
             guard.release();
         });
 
