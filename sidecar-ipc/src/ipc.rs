@@ -1,0 +1,133 @@
+//! The layout of the shared IPC folder, as the agent-runner expects it, and the names of the files in it.
+
+use std::path::{Path, PathBuf};
+
+/// The environment twin of `--ipc-root`; `run` also sets it for the orchestrator, so nested calls find the folder.
+pub const ROOT_VAR: &str = "SIDECAR_IPC_ROOT";
+
+const REQUEST: &str = "request-";
+const RESULT: &str = "result-";
+const CLEAR: &str = "clear-";
+
+/// The IPC root (`/ipc` in a pod) and every path under it.
+#[derive(Debug, Clone)]
+pub struct Ipc {
+    root: PathBuf,
+}
+
+impl Ipc {
+    pub fn new(root: PathBuf) -> Self {
+        Ipc { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `prompts/`: `request-{id}.json` from the orchestrator, `result-{id}.json` from the agent.
+    pub fn prompts(&self) -> PathBuf {
+        self.root.join("prompts")
+    }
+
+    /// `context/`: `clear-{id}.json` from the orchestrator; never answered.
+    pub fn context(&self) -> PathBuf {
+        self.root.join("context")
+    }
+
+    pub fn request(&self, id: &str) -> PathBuf {
+        self.prompts().join(format!("{REQUEST}{id}.json"))
+    }
+
+    pub fn result(&self, id: &str) -> PathBuf {
+        self.prompts().join(format!("{RESULT}{id}.json"))
+    }
+
+    pub fn clear(&self, id: &str) -> PathBuf {
+        self.context().join(format!("{CLEAR}{id}.json"))
+    }
+
+    /// The run's summary, free-form JSON; the agent surfaces it as the run's result.
+    pub fn run_result(&self) -> PathBuf {
+        self.root.join("run-result.json")
+    }
+
+    /// The end of the run: the agent stops when it appears, so it must come after the run result.
+    pub fn done(&self) -> PathBuf {
+        self.root.join("done")
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done().exists()
+    }
+
+    /// Creates `prompts/` and `context/` (the agent creates them too; whoever starts first wins).
+    pub fn ensure_dirs(&self) -> Result<(), String> {
+        for dir in [self.prompts(), self.context()] {
+            std::fs::create_dir_all(&dir).map_err(|err| {
+                format!(
+                    "cannot create {}: {err} (is the IPC volume mounted and writable? see --ipc-root)",
+                    dir.display()
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The file names in a folder, sorted; an unreadable folder reads as empty (it is re-read on the next change).
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut names: Vec<String> =
+        entries.filter_map(Result::ok).filter_map(|entry| entry.file_name().into_string().ok()).collect();
+    names.sort();
+    names
+}
+
+/// The id in `request-{id}.json`.
+pub fn request_id(name: &str) -> Option<&str> {
+    id_between(name, REQUEST)
+}
+
+/// The id in `result-{id}.json`.
+pub fn result_id(name: &str) -> Option<&str> {
+    id_between(name, RESULT)
+}
+
+/// Whether the agent-runner would take this file as a request: it matches the prefix alone. Temporary files are
+/// never taken here, whatever their name.
+pub fn is_request_name(name: &str) -> bool {
+    name.starts_with(REQUEST) && !name.ends_with(".tmp")
+}
+
+pub fn is_clear_name(name: &str) -> bool {
+    name.starts_with(CLEAR) && !name.ends_with(".tmp")
+}
+
+/// Whether `id` can name a file in the folder: the agent builds `result-{requestId}.json` from a request's own
+/// field, so an id such as `../x` must not be used as it is.
+pub fn is_safe_id(id: &str) -> bool {
+    !id.is_empty() && id != "." && id != ".." && !id.contains(['/', '\0'])
+}
+
+fn id_between<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
+    name.strip_prefix(prefix)?.strip_suffix(".json").filter(|id| !id.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_ids() {
+        let ipc = Ipc::new(PathBuf::from("/ipc"));
+        assert_eq!(ipc.request("7"), Path::new("/ipc/prompts/request-7.json"));
+        assert_eq!(ipc.result("7"), Path::new("/ipc/prompts/result-7.json"));
+        assert_eq!(ipc.clear("7"), Path::new("/ipc/context/clear-7.json"));
+        assert_eq!(request_id("request-7.json"), Some("7"));
+        assert_eq!(request_id("result-7.json"), None);
+        assert_eq!(result_id("result-a-b.json"), Some("a-b"));
+        assert!(is_request_name("request-7.json") && !is_request_name("request-7.json.tmp"));
+        assert!(!is_request_name(".request-7.json.1.tmp"));
+        assert!(is_safe_id("1-2-3") && !is_safe_id("../x") && !is_safe_id(""));
+    }
+}

@@ -1,0 +1,164 @@
+//! `sidecar-ipc prompt`: one LLM call through the agent, answer on stdout.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::failure::{Failure, TIMED_OUT};
+use crate::ids::new_id;
+use crate::ipc::Ipc;
+use crate::schema::{self, SchemaSpec};
+use crate::tolerant::{self, Read as FileRead, Settle};
+use crate::watch::Watcher;
+use crate::wire::{PromptRequest, PromptResult};
+use crate::{atomic, json_arg};
+
+pub struct PromptArgs {
+    pub text: Option<String>,
+    pub schema: Option<String>,
+    pub timeout: Duration,
+}
+
+/// How the wait for a result ended.
+enum Waited {
+    Answered(PromptResult),
+    Unreadable(String),
+    RunEnded,
+    TimedOut,
+}
+
+/// Writes the request, waits for its result, prints the answer. Exit 0, 1 (error answer, unreadable result, run
+/// ended first), 2 (bad arguments) or 124 (no result in time).
+pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), Failure> {
+    let text = prompt_text(args.text)?;
+    let schema = match &args.schema {
+        Some(value) => {
+            let value = json_arg::load("--schema", value).map_err(Failure::usage)?;
+            let spec = SchemaSpec::from_value(&value)
+                .map_err(|err| Failure::usage(format!("--schema: {err}")))?
+                .ok_or_else(|| Failure::usage("--schema: the schema is empty"))?;
+            let validator = spec.validator().map_err(|err| Failure::usage(format!("--schema: {err}")))?;
+            Some((spec, validator))
+        }
+        None => None,
+    };
+    ipc.ensure_dirs()?;
+    if ipc.is_done() {
+        return Err(Failure::new(format!(
+            "the run has already ended ({} exists): no agent is answering prompts any more",
+            ipc.done().display()
+        )));
+    }
+
+    let id = new_id();
+    // Watch before writing: a result written before the first check still wakes the wait.
+    let mut watcher = Watcher::new(&[ipc.prompts(), ipc.root().to_path_buf()]);
+    let request = PromptRequest {
+        request_id: id.clone(),
+        prompt: text,
+        schema: schema.as_ref().map(|(s, _)| s.to_request_field()),
+    };
+    atomic::write_json(&ipc.request(&id), &request)?;
+
+    let deadline = Instant::now() + args.timeout;
+    let result = match wait_for_result(ipc, &id, deadline, &mut watcher).await {
+        Waited::Answered(result) => result,
+        Waited::Unreadable(error) => {
+            return Err(Failure::new(format!("the result of prompt {id} is unreadable: {error}")));
+        }
+        Waited::RunEnded => {
+            return Err(Failure::new(format!(
+                "the run ended ({} appeared) before prompt {id} was answered",
+                ipc.done().display()
+            )));
+        }
+        Waited::TimedOut => {
+            return Err(Failure::with_code(
+                TIMED_OUT,
+                format!(
+                    "no result for prompt {id} after {}s: is an agent (agent-runner in prompt-server mode, or \
+                     `sidecar-ipc prompt-server`) watching {}?",
+                    args.timeout.as_secs_f64(),
+                    ipc.prompts().display()
+                ),
+            ));
+        }
+    };
+    if !result.is_success() {
+        let error = result.error.as_deref().filter(|e| !e.is_empty()).unwrap_or("(no error message)");
+        return Err(Failure::new(format!("the agent answered prompt {id} with an error: {error}")));
+    }
+    let answer = match &schema {
+        Some((_, validator)) => {
+            let parsed = parsed_answer(&result).map_err(|err| Failure::new(format!("prompt {id}: {err}")))?;
+            // The agent-runner only checks that the answer is JSON; the schema is checked here.
+            schema::check(validator, &parsed).map_err(|err| Failure::new(format!("prompt {id}: {err}")))?;
+            let mut line = parsed.to_string();
+            line.push('\n');
+            line
+        }
+        None => {
+            let mut content = result.content.unwrap_or_default();
+            if !content.ends_with('\n') {
+                content.push('\n');
+            }
+            content
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    // A closed stdout (`| head -c1`) is the reader's choice, not our failure.
+    let _ = stdout.write_all(answer.as_bytes()).and_then(|()| stdout.flush());
+    Ok(())
+}
+
+fn prompt_text(text: Option<String>) -> Result<String, Failure> {
+    let text = match text.as_deref() {
+        Some("-") | None => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|err| Failure::usage(format!("cannot read the prompt from stdin: {err}")))?;
+            text
+        }
+        Some(text) => text.to_owned(),
+    };
+    if text.trim().is_empty() {
+        return Err(Failure::usage("the prompt is empty: pass it as an argument, or on stdin with `-`"));
+    }
+    Ok(text)
+}
+
+/// `parsed`, or the content read as JSON when an agent left `parsed` out.
+fn parsed_answer(result: &PromptResult) -> Result<Value, String> {
+    if let Some(parsed) = &result.parsed {
+        return Ok(parsed.clone());
+    }
+    let content = result.content.as_deref().unwrap_or_default();
+    serde_json::from_str(content.trim()).map_err(|err| {
+        format!("a schema was given but the answer is not JSON ({err}): {}", tolerant::excerpt(content.as_bytes()))
+    })
+}
+
+async fn wait_for_result(ipc: &Ipc, id: &str, deadline: Instant, watcher: &mut Watcher) -> Waited {
+    let path = ipc.result(id);
+    let mut settle = Settle::default();
+    loop {
+        let now = Instant::now();
+        match tolerant::read::<PromptResult>(&path) {
+            FileRead::Ready(result) => return Waited::Answered(result),
+            FileRead::Invalid(error) => return Waited::Unreadable(error),
+            // Written in place by the agent: read again when it changes, unless it has stopped changing.
+            FileRead::Incomplete { error, stamp } => {
+                if settle.stalled(stamp) || now >= deadline {
+                    return Waited::Unreadable(error);
+                }
+            }
+            FileRead::Missing if ipc.is_done() => return Waited::RunEnded,
+            FileRead::Missing if now >= deadline => return Waited::TimedOut,
+            FileRead::Missing => {}
+        }
+        watcher.wait(Some(deadline)).await;
+    }
+}

@@ -1,0 +1,255 @@
+//! `sidecar-ipc run -- CMD …`: the orchestrator's supervisor. However the orchestrator ends (exit, crash, signal,
+//! timeout), the run ends properly: a run result exists (the orchestrator's own if it wrote a valid one, otherwise an
+//! error result saying how it ended), and `/ipc/done` is written last, once the orchestrator's whole process group
+//! is gone and no request of it is waiting for its answer (up to `--drain`).
+
+mod group;
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::json;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::time::{sleep_until, Instant};
+
+use crate::failure::TIMED_OUT;
+use crate::finish::{self, SUPERVISED_VAR};
+use crate::ipc::{self, Ipc};
+use crate::tolerant::Stamp;
+use crate::{inflight, run_config};
+
+pub struct RunArgs {
+    pub command: Vec<OsString>,
+    pub timeout: Option<Duration>,
+    pub grace: Duration,
+    pub drain: Duration,
+}
+
+/// How the orchestrator ended.
+struct Ending {
+    /// Our exit code: the orchestrator's, 128+N for signal N, 124 on timeout.
+    code: i32,
+    /// "the orchestrator exited with status 3", for the error result.
+    what: String,
+    started: bool,
+    signal: Option<i32>,
+    timed_out: bool,
+}
+
+impl Ending {
+    fn not_started(code: i32, what: String) -> Self {
+        Ending { code, what, started: false, signal: None, timed_out: false }
+    }
+}
+
+/// Supervises the command and ends the run; returns the exit code.
+pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
+    if let Err(err) = ipc.ensure_dirs() {
+        eprintln!("sidecar-ipc: {err}");
+    }
+    // A result already there (a re-used folder) only counts as the orchestrator's if it is written anew.
+    let before = Stamp::of(&ipc.run_result());
+    let mut signals = match Signals::install() {
+        Ok(signals) => Some(signals),
+        Err(err) => {
+            eprintln!("sidecar-ipc: cannot install signal handlers ({err}); SIGTERM will not be passed on");
+            None
+        }
+    };
+    let ending = match run_config::normalize(std::env::var_os(run_config::VAR).as_deref()) {
+        Ok(config) => supervise(ipc, &args, &config, signals.as_mut()).await,
+        Err(err) => Ending::not_started(1, format!("the orchestrator was not started: {err}")),
+    };
+
+    let pending = tokio::select! {
+        pending = inflight::wait_answered(ipc, args.drain) => pending,
+        signal = Signals::next(signals.as_mut()) => {
+            eprintln!("sidecar-ipc: {signal} while waiting for prompts to be answered; ending the run now");
+            inflight::unanswered(ipc)
+        }
+    };
+    if !pending.is_empty() {
+        eprintln!(
+            "sidecar-ipc: prompts still unanswered after {}s, ending the run anyway: {}",
+            args.drain.as_secs_f64(),
+            pending.join(", ")
+        );
+    }
+    settle_run_result(ipc, before, &ending);
+    if let Err(err) = finish::write_done(ipc) {
+        eprintln!("sidecar-ipc: {err}: the agent will not see the end of the run");
+        return if ending.code == 0 { 1 } else { ending.code };
+    }
+    ending.code
+}
+
+/// Keeps the orchestrator's own valid run result, or writes an error result saying how it ended.
+fn settle_run_result(ipc: &Ipc, before: Option<Stamp>, ending: &Ending) {
+    let now = Stamp::of(&ipc.run_result());
+    let own = now.is_some() && now != before;
+    let message = match (own, finish::check_run_result(ipc)) {
+        (true, Some(Ok(()))) => return,
+        (true, Some(Err(err))) => format!("{}, and its run result is not valid JSON: {err}", ending.what),
+        _ if !ending.started => ending.what.clone(),
+        _ => format!("{} without writing a run result", ending.what),
+    };
+    eprintln!("sidecar-ipc: {message}");
+    let mut value = finish::error_result(&message, ending.code);
+    if let Some(signal) = ending.signal {
+        value["signal"] = json!(signal_name(signal));
+    }
+    if ending.timed_out {
+        value["timedOut"] = json!(true);
+    }
+    if let Err(err) = finish::write_run_result(ipc, &value) {
+        eprintln!("sidecar-ipc: {err}");
+    }
+}
+
+/// What wakes the supervisor while the orchestrator runs.
+enum Event {
+    Signal(Signal),
+    Timeout,
+    Kill,
+}
+
+async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, mut signals: Option<&mut Signals>) -> Ending {
+    group::become_subreaper();
+    let Some((program, rest)) = args.command.split_first() else {
+        return Ending::not_started(2, "no command to run: sidecar-ipc run -- CMD [ARGS…]".to_owned());
+    };
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(rest)
+        .process_group(0)
+        .env(run_config::VAR, config)
+        .env(ipc::ROOT_VAR, ipc.root())
+        .env(SUPERVISED_VAR, "1");
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            // The shell's codes: 127 not found, 126 found but not runnable.
+            let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+            return Ending::not_started(code, format!("cannot start the orchestrator {program:?}: {err}"));
+        }
+    };
+    let pgid = child.id().and_then(|pid| i32::try_from(pid).ok()).unwrap_or_default();
+    let timeout_at = args.timeout.map(|timeout| Instant::now() + timeout);
+    let mut kill_at: Option<Instant> = None;
+    let mut timed_out = false;
+    let mut received: Option<Signal> = None;
+
+    let status = loop {
+        let event = tokio::select! {
+            status = child.wait() => break status,
+            signal = Signals::next(signals.as_deref_mut()) => Event::Signal(signal),
+            () = sleep_until_some(timeout_at), if !timed_out => Event::Timeout,
+            () = sleep_until_some(kill_at) => Event::Kill,
+        };
+        let signal = match event {
+            Event::Signal(signal) => {
+                received.get_or_insert(signal);
+                signal
+            }
+            Event::Timeout => {
+                timed_out = true;
+                Signal::SIGTERM
+            }
+            Event::Kill => {
+                group::signal_group(pgid, Signal::SIGKILL);
+                kill_at = None;
+                continue;
+            }
+        };
+        group::signal_group(pgid, signal);
+        group::signal_group(pgid, Signal::SIGCONT);
+        // Whatever the orchestrator does with the signal, it has `--grace` to end.
+        kill_at.get_or_insert(Instant::now() + args.grace);
+    };
+    // Whatever the leader left in its group goes too: a background `sidecar-ipc prompt` has nobody to answer to.
+    group::end_leftovers(pgid, args.grace).await;
+
+    let (code, signal) = match status {
+        Ok(status) => exit_code_of(status),
+        Err(err) => return Ending { code: 1, what: format!("cannot wait for the orchestrator: {err}"), ..started() },
+    };
+    let mut what = match signal {
+        _ if timed_out => format!(
+            "the orchestrator timed out after {}s and was stopped",
+            args.timeout.unwrap_or_default().as_secs_f64()
+        ),
+        Some(signal) => format!("the orchestrator was killed by signal {signal} ({})", signal_name(signal)),
+        None => format!("the orchestrator exited with status {code}"),
+    };
+    if let Some(received) = received {
+        what = format!("sidecar-ipc run received {received} and passed it on; {what}");
+    }
+    Ending { code: if timed_out { TIMED_OUT } else { code }, what, started: true, signal, timed_out }
+}
+
+fn started() -> Ending {
+    Ending { code: 1, what: String::new(), started: true, signal: None, timed_out: false }
+}
+
+/// The exit code as a shell reports it: the code, or 128+N for signal N (and N).
+fn exit_code_of(status: ExitStatus) -> (i32, Option<i32>) {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (code, None),
+        (None, Some(signal)) => (128 + signal, Some(signal)),
+        (None, None) => (1, None),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    Signal::try_from(signal).map(Signal::as_str).unwrap_or("unknown signal")
+}
+
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The signals passed on to the orchestrator. SIGHUP too: its default action would end us before `/ipc/done`.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal; never, without handlers.
+    async fn next(signals: Option<&mut Self>) -> Signal {
+        let Some(signals) = signals else { return std::future::pending().await };
+        tokio::select! {
+            Some(()) = signals.term.recv() => Signal::SIGTERM,
+            Some(()) = signals.int.recv() => Signal::SIGINT,
+            Some(()) = signals.hup.recv() => Signal::SIGHUP,
+            else => std::future::pending().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        assert_eq!(exit_code_of(ExitStatus::from_raw(3 << 8)), (3, None));
+        assert_eq!(exit_code_of(ExitStatus::from_raw(9)), (137, Some(9)));
+        assert_eq!(signal_name(15), "SIGTERM");
+    }
+}

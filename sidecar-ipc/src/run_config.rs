@@ -1,0 +1,92 @@
+//! SYMPOZIUM_RUN_CONFIG_JSON, the run's parameters: always a JSON object for the orchestrator, and
+//! `sidecar-ipc config KEY` to read one value from a shell.
+
+use std::ffi::OsStr;
+use std::io::Write;
+
+use serde_json::{Map, Value};
+
+use crate::failure::Failure;
+
+pub const VAR: &str = "SYMPOZIUM_RUN_CONFIG_JSON";
+
+/// The value the orchestrator must see. Absent, empty or `null` becomes `{}` (the controller's own rule for empty
+/// parameters); an object is passed on exactly as written; anything else is an error naming what was found.
+pub fn normalize(raw: Option<&OsStr>) -> Result<String, String> {
+    let Some(raw) = raw else { return Ok("{}".to_owned()) };
+    let text = raw.to_str().ok_or_else(|| format!("{VAR} is not valid UTF-8, so it cannot hold JSON"))?;
+    match parse(text)? {
+        None => Ok("{}".to_owned()),
+        Some(_) => Ok(text.to_owned()),
+    }
+}
+
+/// The parameters as an object; `None` for absent, empty or `null`.
+fn parse(text: &str) -> Result<Option<Map<String, Value>>, String> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let value: Value = serde_json::from_str(text)
+        .map_err(|err| format!("{VAR} is not valid JSON ({err}); it must hold a JSON object such as {EXAMPLE}"))?;
+    match value {
+        Value::Null => Ok(None),
+        Value::Object(object) => Ok(Some(object)),
+        other => Err(format!(
+            "{VAR} holds {}, not a JSON object; it must hold an object such as {EXAMPLE}",
+            crate::tolerant::excerpt(other.to_string().as_bytes())
+        )),
+    }
+}
+
+const EXAMPLE: &str = r#"{"inputDir":"/data"}"#;
+
+/// `sidecar-ipc config [KEY] [--default VALUE]`: prints the whole object, or one value (a string as it is, anything
+/// else as compact JSON).
+pub fn print_config(key: Option<&str>, default: Option<&str>) -> Result<(), Failure> {
+    let raw = std::env::var_os(VAR);
+    let config = match raw.as_deref().and_then(OsStr::to_str) {
+        Some(text) => parse(text)?.unwrap_or_default(),
+        None if raw.is_some() => return Err(Failure::new(format!("{VAR} is not valid UTF-8"))),
+        None => Map::new(),
+    };
+    let text = match key {
+        None => Value::Object(config).to_string(),
+        Some(key) => match (config.get(key), default) {
+            (Some(Value::String(text)), _) => text.clone(),
+            (Some(value), _) => value.to_string(),
+            (None, Some(default)) => default.to_owned(),
+            (None, None) => {
+                let mut keys: Vec<&str> = config.keys().map(String::as_str).collect();
+                keys.sort_unstable();
+                return Err(Failure::new(format!(
+                    "{VAR} has no key {key:?} (its keys: [{}]); pass --default VALUE to make it optional",
+                    keys.join(", ")
+                )));
+            }
+        },
+    };
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_empty_and_null_become_an_empty_object() {
+        assert_eq!(normalize(None).unwrap(), "{}");
+        assert_eq!(normalize(Some(OsStr::new(""))).unwrap(), "{}");
+        assert_eq!(normalize(Some(OsStr::new(" null "))).unwrap(), "{}");
+        assert_eq!(normalize(Some(OsStr::new(r#"{"a": "b"}"#))).unwrap(), r#"{"a": "b"}"#);
+    }
+
+    #[test]
+    fn anything_else_is_a_clear_error() {
+        let err = normalize(Some(OsStr::new("[1]"))).unwrap_err();
+        assert!(err.contains("holds \"[1]\", not a JSON object"), "{err}");
+        let err = normalize(Some(OsStr::new("{oops"))).unwrap_err();
+        assert!(err.contains("is not valid JSON"), "{err}");
+    }
+}

@@ -1,0 +1,342 @@
+//! `sidecar-ipc prompt-server`: the agent's side of the protocol, to run orchestrators without a cluster. Like the
+//! agent-runner in prompt-server mode it answers `prompts/request-*.json` one at a time, applies
+//! `context/clear-*.json`, and stops when `/ipc/done` appears, printing the run result. Unlike it, it reads files
+//! that are still being written again later, answers a broken request with an error result instead of dropping it,
+//! skips requests that already have a result (a restart), handles requests and clears in the order they were
+//! written, validates answers against the request's schema, and writes its results atomically.
+
+mod audit;
+mod history;
+mod openai;
+mod replay;
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::time::Instant;
+
+use crate::atomic;
+use crate::failure::Failure;
+use crate::ipc::{self, Ipc};
+use crate::schema::{self, SchemaSpec};
+use crate::tolerant::{self, Read, Settle};
+use crate::watch::Watcher;
+use crate::wire::{ClearContextRequest, Metrics, PromptRequest, PromptResult, ERROR};
+use audit::Audit;
+use history::History;
+
+pub struct ServerArgs {
+    pub backend: BackendArgs,
+    pub audit: Option<PathBuf>,
+    pub system: Option<String>,
+    /// `USE_CONTEXT` as found in the environment.
+    pub use_context: Option<String>,
+}
+
+pub enum BackendArgs {
+    OpenAi { url: String, model: String, key_var: String, timeout: Duration },
+    Replay(PathBuf),
+}
+
+/// What a backend answered: the model's text and what it cost.
+#[derive(Debug)]
+pub struct Reply {
+    pub text: String,
+    pub metrics: Metrics,
+}
+
+enum Backend {
+    OpenAi(openai::OpenAi),
+    Replay(replay::Replay),
+}
+
+impl Backend {
+    async fn complete(
+        &mut self,
+        messages: &[history::Message],
+        prompt: &str,
+        schema: Option<&SchemaSpec>,
+    ) -> Result<Reply, String> {
+        match self {
+            Backend::OpenAi(backend) => backend.complete(messages, schema).await,
+            Backend::Replay(backend) => backend.answer(prompt),
+        }
+    }
+
+    fn describe(&self) -> Value {
+        match self {
+            Backend::OpenAi(backend) => json!({"backend": "openai", "url": backend.url(), "model": backend.model()}),
+            Backend::Replay(backend) => {
+                json!({"backend": "replay", "replay": backend.path(), "answers": backend.count()})
+            }
+        }
+    }
+}
+
+/// Serves until `/ipc/done` (exit 0 with the run result on stdout; 1 if it is missing or unreadable) or until
+/// SIGTERM/SIGINT (exit 0).
+pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
+    ipc.ensure_dirs()?;
+    let audit = Audit::open(args.audit.as_deref()).map_err(Failure::usage)?;
+    let backend = match args.backend {
+        BackendArgs::OpenAi { url, model, key_var, timeout } => {
+            Backend::OpenAi(openai::OpenAi::new(&url, &model, &key_var, timeout).map_err(Failure::usage)?)
+        }
+        BackendArgs::Replay(path) => Backend::Replay(replay::Replay::load(&path).map_err(Failure::usage)?),
+    };
+    let history = History::new(history::use_context_from(args.use_context.as_deref()), args.system);
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        return Err(Failure::new("cannot install signal handlers"));
+    };
+    let mut server =
+        Server { ipc: ipc.clone(), audit, backend, history, seen: HashSet::new(), settling: HashMap::new() };
+    let mut start = server.backend.describe();
+    start["useContext"] = json!(server.history.use_context());
+    start["ipcRoot"] = json!(ipc.root());
+    server.audit.log("start", start);
+    let stopped_by = tokio::select! {
+        ended = server.serve() => return ended,
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    server.audit.log("stop", json!({"signal": stopped_by}));
+    Ok(())
+}
+
+struct Server {
+    ipc: Ipc,
+    audit: Audit,
+    backend: Backend,
+    history: History,
+    /// Files handled (or given up on) for good.
+    seen: HashSet<PathBuf>,
+    /// Files that did not parse yet, to tell "still being written" from "broken".
+    settling: HashMap<PathBuf, Settle>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    // A clear written in the same instant as a request comes first: an orchestrator clears, then asks.
+    Clear,
+    Request,
+}
+
+struct Item {
+    path: PathBuf,
+    name: String,
+    kind: Kind,
+}
+
+impl Server {
+    async fn serve(&mut self) -> Result<(), Failure> {
+        // Watch first, then look: nothing written in between is missed.
+        let mut watcher = Watcher::new(&[self.ipc.prompts(), self.ipc.context(), self.ipc.root().to_path_buf()]);
+        loop {
+            if self.ipc.is_done() {
+                return self.end_of_run().await;
+            }
+            for item in self.pending() {
+                if self.ipc.is_done() {
+                    break;
+                }
+                self.handle(item).await;
+            }
+            watcher.wait(None).await;
+        }
+    }
+
+    /// New requests and clears, in the order they were written (modification time, then name).
+    fn pending(&mut self) -> Vec<Item> {
+        let mut found = Vec::new();
+        for (dir, kind) in [(self.ipc.prompts(), Kind::Request), (self.ipc.context(), Kind::Clear)] {
+            for name in ipc::file_names(&dir) {
+                let wanted = match kind {
+                    Kind::Request => ipc::is_request_name(&name),
+                    Kind::Clear => ipc::is_clear_name(&name),
+                };
+                let path = dir.join(&name);
+                if !wanted || self.seen.contains(&path) {
+                    continue;
+                }
+                if let Some(id) = ipc::request_id(&name).filter(|_| kind == Kind::Request) {
+                    if self.ipc.result(id).exists() {
+                        self.seen.insert(path);
+                        continue;
+                    }
+                }
+                let Ok(meta) = std::fs::metadata(&path) else { continue };
+                let written = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+                found.push((written, kind, Item { path, name, kind }));
+            }
+        }
+        found.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
+        found.into_iter().map(|(_, _, item)| item).collect()
+    }
+
+    async fn handle(&mut self, item: Item) {
+        match item.kind {
+            Kind::Request => {
+                if let Some(request) = self.read::<PromptRequest>(&item) {
+                    self.answer(request, &item).await;
+                }
+            }
+            Kind::Clear => {
+                if let Some(clear) = self.read::<ClearContextRequest>(&item) {
+                    self.history.clear();
+                    self.audit.log("clear", json!({"requestId": clear.request_id, "reason": clear.reason}));
+                }
+            }
+        }
+    }
+
+    /// The file's content once complete; `None` while it may still be written, or when it is broken (then logged,
+    /// and a broken request gets an error result so that its orchestrator does not wait for a timeout).
+    fn read<T: serde::de::DeserializeOwned>(&mut self, item: &Item) -> Option<T> {
+        let error = match tolerant::read::<T>(&item.path) {
+            Read::Ready(value) => {
+                self.seen.insert(item.path.clone());
+                self.settling.remove(&item.path);
+                return Some(value);
+            }
+            Read::Missing => {
+                self.seen.insert(item.path.clone());
+                self.settling.remove(&item.path);
+                return None;
+            }
+            Read::Incomplete { error, stamp } => {
+                if !self.settling.entry(item.path.clone()).or_default().stalled(stamp) {
+                    return None;
+                }
+                error
+            }
+            Read::Invalid(error) => error,
+        };
+        self.seen.insert(item.path.clone());
+        self.settling.remove(&item.path);
+        self.audit.log("invalid", json!({"file": item.path, "error": error}));
+        if let Some(id) = ipc::request_id(&item.name).filter(|id| item.kind == Kind::Request && ipc::is_safe_id(id)) {
+            let result = PromptResult::error(id, format!("the request file {} is unusable: {error}", item.name));
+            self.write_result(&result, Duration::ZERO);
+        }
+        None
+    }
+
+    async fn answer(&mut self, request: PromptRequest, item: &Item) {
+        // The result is named after the request's own id, as the agent-runner names it; an id that is not a plain
+        // name falls back to the one in the file name.
+        let id = if ipc::is_safe_id(&request.request_id) {
+            request.request_id.clone()
+        } else if let Some(id) = ipc::request_id(&item.name).filter(|id| ipc::is_safe_id(id)) {
+            id.to_owned()
+        } else {
+            self.audit.log("invalid", json!({"file": item.path, "error": "no usable requestId"}));
+            return;
+        };
+        self.audit.log(
+            "request",
+            json!({"requestId": id, "prompt": request.prompt, "schema": request.schema,
+                   "history": self.history.earlier_messages()}),
+        );
+        let started = Instant::now();
+        let result = self.result_for(&id, &request).await;
+        self.write_result(&result, started.elapsed());
+    }
+
+    async fn result_for(&mut self, id: &str, request: &PromptRequest) -> PromptResult {
+        if request.prompt.trim().is_empty() {
+            return PromptResult::error(id, "prompt is empty");
+        }
+        let schema = match request.schema.as_ref().map(SchemaSpec::from_value).transpose() {
+            Ok(schema) => schema.flatten(),
+            Err(err) => return PromptResult::error(id, format!("the request's schema is unusable: {err}")),
+        };
+        let validator = match schema.as_ref().map(SchemaSpec::validator).transpose() {
+            Ok(validator) => validator,
+            Err(err) => return PromptResult::error(id, format!("the request's schema is unusable: {err}")),
+        };
+        let messages = self.history.messages_for(&request.prompt);
+        let reply = match self.backend.complete(&messages, &request.prompt, schema.as_ref()).await {
+            Ok(reply) => reply,
+            Err(err) => return PromptResult::error(id, err),
+        };
+        // The model did say it, valid or not: it stays in the history, as in the agent-runner.
+        self.history.record(&request.prompt, &reply.text);
+        let mut result = PromptResult {
+            request_id: id.to_owned(),
+            status: crate::wire::SUCCESS.to_owned(),
+            content: Some(reply.text.clone()).filter(|text| !text.is_empty()),
+            parsed: None,
+            error: None,
+            metrics: reply.metrics,
+        };
+        if let Some(validator) = validator {
+            let checked = serde_json::from_str::<Value>(reply.text.trim())
+                .map_err(|err| {
+                    format!(
+                        "a schema was given but the answer is not valid JSON ({err}): {}",
+                        tolerant::excerpt(reply.text.as_bytes())
+                    )
+                })
+                .and_then(|parsed| schema::check(&validator, &parsed).map(|()| parsed));
+            match checked {
+                Ok(parsed) => result.parsed = Some(parsed),
+                Err(err) => {
+                    result.status = ERROR.to_owned();
+                    result.error = Some(err);
+                }
+            }
+        }
+        result
+    }
+
+    fn write_result(&mut self, result: &PromptResult, took: Duration) {
+        let written = atomic::write_json(&self.ipc.result(&result.request_id), result);
+        let mut line = serde_json::to_value(result).unwrap_or_default();
+        line["ms"] = json!(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+        if let Err(err) = written {
+            line["writeError"] = json!(err);
+        }
+        self.audit.log("result", line);
+    }
+
+    /// `/ipc/done` is there: print the run result and stop.
+    async fn end_of_run(&mut self) -> Result<(), Failure> {
+        let path = self.ipc.run_result();
+        let mut settle = Settle::default();
+        let unused = match &self.backend {
+            Backend::Replay(replay) => json!(replay.unused()),
+            Backend::OpenAi(_) => Value::Null,
+        };
+        loop {
+            // Written before done, but perhaps not atomically: give a late writer a moment.
+            let problem = match tolerant::read::<Value>(&path) {
+                Read::Ready(result) => {
+                    self.audit.log("done", json!({"runResult": result, "unusedReplayAnswers": unused}));
+                    println!("{result}");
+                    return Ok(());
+                }
+                Read::Missing => {
+                    format!("{} appeared but there is no run result at {}", done(&self.ipc), path.display())
+                }
+                Read::Incomplete { error, stamp } if settle.stalled(stamp) => {
+                    format!("the run result {} is unreadable: {error}", path.display())
+                }
+                Read::Invalid(error) => format!("the run result {} is unreadable: {error}", path.display()),
+                Read::Incomplete { .. } => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            self.audit.log("done", json!({"error": problem}));
+            return Err(Failure::new(problem));
+        }
+    }
+}
+
+fn done(ipc: &Ipc) -> String {
+    ipc.done().display().to_string()
+}

@@ -1,0 +1,201 @@
+//! Test helpers: a temporary IPC folder, runs of the real binary with a clean environment, a prompt server in the
+//! background, and a fake agent that answers requests however a test needs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+pub use testkit::*;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sidecar-ipc");
+
+/// Hang guard for every process a test runs (never a timing assertion).
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// A temporary IPC root with `prompts/` and `context/`.
+pub struct Ipc {
+    pub dir: tempfile::TempDir,
+}
+
+impl Ipc {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("prompts")).unwrap();
+        std::fs::create_dir_all(dir.path().join("context")).unwrap();
+        Ipc { dir }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn prompts(&self) -> PathBuf {
+        self.root().join("prompts")
+    }
+
+    pub fn context(&self) -> PathBuf {
+        self.root().join("context")
+    }
+
+    pub fn done(&self) -> PathBuf {
+        self.root().join("done")
+    }
+
+    pub fn run_result(&self) -> Value {
+        read_json(&self.root().join("run-result.json"))
+    }
+
+    /// A file in the root holding `lines` as JSON lines (replay files).
+    pub fn jsonl(&self, name: &str, lines: &[Value]) -> PathBuf {
+        let path = self.root().join(name);
+        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// A run of the binary with this root, a clean environment and stdin from /dev/null.
+    pub fn cmd<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(&self, args: I) -> Cmd {
+        Cmd::new(args).env("SIDECAR_IPC_ROOT", self.root().to_str().unwrap())
+    }
+
+    /// A prompt server in the background (killed when dropped).
+    pub fn server(&self, args: &[&str]) -> Server {
+        let child = self.cmd(["prompt-server"]).args(args).spawn();
+        Server { child: Some(child) }
+    }
+
+    /// Files in `prompts/` whose names start with `prefix`.
+    pub fn prompt_files(&self, prefix: &str) -> Vec<PathBuf> {
+        files_starting(&self.prompts(), prefix)
+    }
+}
+
+pub fn files_starting(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.file_name().unwrap().to_str().unwrap().starts_with(prefix))
+        .collect();
+    files.sort();
+    files
+}
+
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|err| panic!("{}: {err}: {text:?}", path.display()))
+}
+
+/// Waits (hang guard: 20 s) until `check` holds.
+pub fn wait_until(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "still waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// One run of the binary.
+pub struct Cmd {
+    command: tokio::process::Command,
+}
+
+impl Cmd {
+    pub fn new<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(args: I) -> Self {
+        let mut command = tokio::process::Command::new(BIN);
+        command
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        Cmd { command }
+    }
+
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(mut self, args: I) -> Self {
+        self.command.args(args);
+        self
+    }
+
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.command.env(name, value);
+        self
+    }
+
+    pub fn stdin(mut self, stdin: Stdio) -> Self {
+        self.command.stdin(stdin);
+        self
+    }
+
+    pub async fn run(mut self) -> Output {
+        tokio::time::timeout(HANG, self.command.output()).await.expect("sidecar-ipc hung").unwrap()
+    }
+
+    pub fn spawn(mut self) -> tokio::process::Child {
+        self.command.spawn().unwrap()
+    }
+}
+
+/// A prompt server running in the background.
+pub struct Server {
+    child: Option<tokio::process::Child>,
+}
+
+impl Server {
+    /// Waits for it to end by itself (it does once `done` appears) and returns what it printed.
+    pub async fn finished(mut self) -> Output {
+        let child = self.child.take().unwrap();
+        tokio::time::timeout(HANG, child.wait_with_output()).await.expect("prompt-server did not end").unwrap()
+    }
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// JSON lines of an audit file with the given `event`.
+pub fn events(path: &Path, event: &str) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|line| line["event"] == event)
+        .collect()
+}
+
+/// A fake agent on a thread: for each new `request-*.json` it calls `answer(ipc_root, request_id, request)`.
+/// Stops after `count` requests.
+pub fn fake_agent(
+    root: &Path,
+    count: usize,
+    answer: impl Fn(&Path, &str, &Value) + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let root = root.to_path_buf();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + HANG;
+        while seen.len() < count {
+            assert!(Instant::now() < deadline, "the fake agent saw no request");
+            for path in files_starting(&root.join("prompts"), "request-") {
+                if seen.contains(&path) {
+                    continue;
+                }
+                let request = read_json(&path);
+                answer(&root, request["requestId"].as_str().unwrap(), &request);
+                seen.push(path);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+}
+
+/// Writes a result the way the agent-runner does: in place, not atomically.
+pub fn write_result(root: &Path, id: &str, result: &Value) {
+    std::fs::write(root.join("prompts").join(format!("result-{id}.json")), result.to_string()).unwrap();
+}
