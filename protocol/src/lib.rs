@@ -6,7 +6,9 @@
 
 pub mod exec;
 pub mod frames;
+pub mod json;
 pub mod runtimes;
+pub mod sse;
 pub mod text;
 
 pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info};

@@ -125,15 +125,16 @@ async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqw
 }
 
 async fn stream_reply(target: &Target, response: reqwest::Response) -> Ending {
-    use eventsource_stream::Eventsource;
-    let mut events = response.bytes_stream().eventsource();
+    let mut body = response.bytes_stream();
+    let mut parser = protocol::sse::SseParser::new();
+    let mut events = Vec::new();
     let mut stdout = std::io::stdout().lock();
     let mut bytes = Vec::with_capacity(64 * 1024);
     let mut last_error: Option<String> = None;
-    while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(eventsource_stream::EventStreamError::Transport(err)) if err.is_timeout() => {
+    while let Some(piece) = body.next().await {
+        let piece = match piece {
+            Ok(piece) => piece,
+            Err(err) if err.is_timeout() => {
                 return Ending::fail(format!(
                     "sidecar at {} sent nothing for {} s, not even a keep-alive: the connection is lost",
                     target.url,
@@ -142,50 +143,44 @@ async fn stream_reply(target: &Target, response: reqwest::Response) -> Ending {
             }
             Err(err) => return Ending::fail(format!("stream from sidecar at {} broke: {err}", target.url)),
         };
-        if event.data.is_empty() {
-            continue;
-        }
-        let frame: Frame = match serde_json::from_str(&event.data) {
-            Ok(frame) => frame,
-            // A frame type from a newer server: not ours to handle.
-            Err(_) if has_unknown_type(&event.data) => continue,
-            Err(err) => return Ending::fail(format!("sidecar at {} sent an unreadable frame ({err})", target.url)),
-        };
-        match frame {
-            Frame::Stdout(chunk) | Frame::Stderr(chunk) if chunk.write_bytes(&mut bytes).is_err() => {
-                return Ending::fail(format!("sidecar at {} sent invalid base64 output", target.url))
-            }
-            // `bytes` now holds the chunk's exact bytes (decoded by the guard above).
-            Frame::Stdout(_) => {
-                if write_all(&mut stdout, &bytes).is_err() {
-                    return Ending::code(EXIT_BROKEN_PIPE);
+        parser.feed(&piece, &mut events);
+        for data in events.drain(..) {
+            let frame = match Frame::from_json(&data) {
+                Ok(Some(frame)) => frame,
+                // A frame type from a newer server: not ours to handle.
+                Ok(None) => continue,
+                Err(err) => return Ending::fail(format!("sidecar at {} sent an unreadable frame ({err})", target.url)),
+            };
+            bytes.clear();
+            match frame {
+                Frame::Stdout(chunk) | Frame::Stderr(chunk) if chunk.write_bytes(&mut bytes).is_err() => {
+                    return Ending::fail(format!("sidecar at {} sent invalid base64 output", target.url))
+                }
+                // `bytes` now holds the chunk's exact bytes (decoded by the guard above).
+                Frame::Stdout(_) => {
+                    if write_all(&mut stdout, &bytes).is_err() {
+                        return Ending::code(EXIT_BROKEN_PIPE);
+                    }
+                }
+                Frame::Stderr(_) => {
+                    let _ = stdout.flush();
+                    let _ = write_all(&mut std::io::stderr().lock(), &bytes);
+                }
+                Frame::Error { data } => {
+                    let _ = stdout.flush();
+                    eprintln!("sidecar-exec: {data}");
+                    last_error = Some(data);
+                }
+                Frame::Exit { data, timed_out, .. } => {
+                    return Ending::code(exit_code_for(data, timed_out, last_error.as_deref()));
                 }
             }
-            Frame::Stderr(_) => {
-                let _ = stdout.flush();
-                let _ = write_all(&mut std::io::stderr().lock(), &bytes);
-            }
-            Frame::Error { data } => {
-                let _ = stdout.flush();
-                eprintln!("sidecar-exec: {data}");
-                last_error = Some(data);
-            }
-            Frame::Exit { data, timed_out, .. } => {
-                return Ending::code(exit_code_for(data, timed_out, last_error.as_deref()));
-            }
         }
-        bytes.clear();
     }
     Ending::fail(format!(
         "stream ended without an exit frame: the sidecar at {} closed the connection (was it stopped or restarted?)",
         target.url
     ))
-}
-
-fn has_unknown_type(data: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(data).ok().is_some_and(|value| {
-        value.get("type").and_then(|t| t.as_str()).is_some_and(|t| !["stdout", "stderr", "error", "exit"].contains(&t))
-    })
 }
 
 fn write_all(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {

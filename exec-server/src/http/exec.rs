@@ -37,9 +37,7 @@ pub async fn exec(State(state): State<AppState>, body: Result<Bytes, BytesReject
             }
         }
     };
-    let json = serde_json::to_vec(&reply)
-        .map_err(|err| AppError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode reply: {err}")))?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
+    Ok(([(header::CONTENT_TYPE, "application/json")], reply.to_json()).into_response())
 }
 
 /// Body-read failures: 413 for the size cap, otherwise the extractor's own status.

@@ -8,10 +8,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use protocol::{Frame, FrameEncoder, StreamKind};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
@@ -40,118 +40,139 @@ pub async fn exec_stream(
     };
     let cancel = CancellationToken::new();
     let (events, rx) = mpsc::channel(CHANNEL_DEPTH);
-    tokio::spawn(pump(state.engine.clone(), prepared.job, prepared.timeout_secs, permit, cancel.clone(), events));
+    let pump = Pump { events, keepalive: state.keepalive };
+    tokio::spawn(pump.run(state.engine.clone(), prepared.job, prepared.timeout_secs, permit, cancel.clone()));
     let body = EventStream { rx, _cancel_on_drop: cancel.drop_guard() };
-    Ok(Sse::new(body).keep_alive(KeepAlive::new().interval(state.keepalive)).into_response())
+    let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
+    Ok((headers, Body::from_stream(body)).into_response())
 }
 
-/// The SSE body: events from the pump; dropping it cancels the command.
+/// The SSE body: events from the pump, each already `data: <json>` and a blank line (JSON never holds a raw CR or
+/// LF, so an event is exactly one `data:` line); dropping it cancels the command.
 struct EventStream {
-    rx: mpsc::Receiver<Event>,
+    rx: mpsc::Receiver<Bytes>,
     _cancel_on_drop: DropGuard,
 }
 
 impl futures_util::Stream for EventStream {
-    type Item = Result<Event, std::convert::Infallible>;
+    type Item = Result<Bytes, std::convert::Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx).map(|event| event.map(Ok))
     }
 }
 
-fn event(frame: &Frame) -> Event {
-    // JSON never holds a raw CR or LF, so the event is exactly one `data:` line.
-    Event::default().data(serde_json::to_string(frame).unwrap_or_default())
+/// An SSE comment: keeps proxies and the client's read timeout from closing a quiet stream.
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
+/// Turns engine chunks into events, batching lines, flushing partial lines after a moment, keeping a quiet stream
+/// alive, and ending with the error and exit frames.
+struct Pump {
+    events: mpsc::Sender<Bytes>,
+    keepalive: Duration,
 }
 
-async fn pump(
-    engine: Engine,
-    job: Result<Job, StartError>,
-    timeout_secs: u64,
-    permit: Option<OwnedSemaphorePermit>,
-    cancel: CancellationToken,
-    events: mpsc::Sender<Event>,
-) {
-    let job = match job {
-        Ok(job) => job,
-        Err(not_started) => return send_not_started(&events, &not_started).await,
-    };
-    let (chunks_tx, mut chunks) = mpsc::channel::<OutputChunk>(CHANNEL_DEPTH);
-    let run = tokio::spawn(async move {
-        let _permit = permit;
-        engine.run(job, Output::Stream(chunks_tx), cancel).await
-    });
+impl Pump {
+    async fn run(
+        self,
+        engine: Engine,
+        job: Result<Job, StartError>,
+        timeout_secs: u64,
+        permit: Option<OwnedSemaphorePermit>,
+        cancel: CancellationToken,
+    ) {
+        let job = match job {
+            Ok(job) => job,
+            Err(not_started) => return self.send_not_started(&not_started).await,
+        };
+        let (chunks_tx, mut chunks) = mpsc::channel::<OutputChunk>(CHANNEL_DEPTH);
+        let run = tokio::spawn(async move {
+            let _permit = permit;
+            engine.run(job, Output::Stream(chunks_tx), cancel).await
+        });
 
-    let mut stdout = FrameEncoder::new(StreamKind::Stdout, READ_SIZE);
-    let mut stderr = FrameEncoder::new(StreamKind::Stderr, READ_SIZE);
-    let mut frames = Vec::new();
-    let mut flush_at: Option<Instant> = None;
-    loop {
-        let chunk = match flush_at {
-            Some(at) => tokio::select! {
+        let mut stdout = FrameEncoder::new(StreamKind::Stdout, READ_SIZE);
+        let mut stderr = FrameEncoder::new(StreamKind::Stderr, READ_SIZE);
+        let mut events = Vec::new();
+        let mut flush_at: Option<Instant> = None;
+        let mut quiet_until = Instant::now() + self.keepalive;
+        loop {
+            let wake_at = flush_at.map_or(quiet_until, |at| at.min(quiet_until));
+            let chunk = tokio::select! {
                 chunk = chunks.recv() => chunk,
-                () = tokio::time::sleep_until(at) => {
-                    stdout.flush(&mut frames);
-                    stderr.flush(&mut frames);
-                    flush_at = None;
-                    if !send_all(&events, &mut frames).await { return }
+                () = tokio::time::sleep_until(wake_at) => {
+                    if flush_at.is_some_and(|at| at <= Instant::now()) {
+                        stdout.flush(&mut events);
+                        stderr.flush(&mut events);
+                        flush_at = None;
+                    } else {
+                        events.push(KEEP_ALIVE.to_vec());
+                    }
+                    if !self.send_all(&mut events).await {
+                        return;
+                    }
+                    quiet_until = Instant::now() + self.keepalive;
                     continue;
                 }
-            },
-            None => chunks.recv().await,
-        };
-        let Some(chunk) = chunk else { break };
-        let encoder = match chunk.kind {
-            StreamKind::Stdout => &mut stdout,
-            StreamKind::Stderr => &mut stderr,
-        };
-        encoder.push(&chunk.bytes, &mut frames);
-        if !send_all(&events, &mut frames).await {
-            return;
-        }
-        if stdout.has_pending() || stderr.has_pending() {
-            flush_at.get_or_insert_with(|| Instant::now() + PARTIAL_LINE_WAIT);
-        } else {
-            flush_at = None;
-        }
-    }
-    stdout.flush(&mut frames);
-    stderr.flush(&mut frames);
-    match run.await {
-        Ok(Ok(outcome)) => {
-            if let Some(message) = ending_message(&outcome, timeout_secs) {
-                frames.push(Frame::Error { data: message });
+            };
+            let Some(chunk) = chunk else { break };
+            let encoder = match chunk.kind {
+                StreamKind::Stdout => &mut stdout,
+                StreamKind::Stderr => &mut stderr,
+            };
+            encoder.push(&chunk.bytes, &mut events);
+            if !events.is_empty() {
+                if !self.send_all(&mut events).await {
+                    return;
+                }
+                quiet_until = Instant::now() + self.keepalive;
             }
-            frames.push(Frame::Exit {
-                data: outcome.exit_code,
-                timed_out: outcome.timed_out,
-                signal: outcome.signal,
-                duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-            });
+            if stdout.has_pending() || stderr.has_pending() {
+                flush_at.get_or_insert_with(|| Instant::now() + PARTIAL_LINE_WAIT);
+            } else {
+                flush_at = None;
+            }
         }
-        Ok(Err(not_started)) => return send_not_started(&events, &not_started).await,
-        Err(err) => {
-            frames.push(Frame::Error { data: format!("command task failed: {err}") });
-            frames.push(Frame::Exit { data: -1, timed_out: false, signal: None, duration_ms: 0 });
+        stdout.flush(&mut events);
+        stderr.flush(&mut events);
+        let mut frames = Vec::new();
+        match run.await {
+            Ok(Ok(outcome)) => {
+                if let Some(message) = ending_message(&outcome, timeout_secs) {
+                    frames.push(Frame::Error { data: message });
+                }
+                frames.push(Frame::Exit {
+                    data: outcome.exit_code,
+                    timed_out: outcome.timed_out,
+                    signal: outcome.signal,
+                    duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+            Ok(Err(not_started)) => return self.send_not_started(&not_started).await,
+            Err(err) => {
+                frames.push(Frame::Error { data: format!("command task failed: {err}") });
+                frames.push(Frame::Exit { data: -1, timed_out: false, signal: None, duration_ms: 0 });
+            }
         }
+        events.extend(frames.iter().map(Frame::to_event));
+        self.send_all(&mut events).await;
     }
-    send_all(&events, &mut frames).await;
-}
 
-async fn send_not_started(events: &mpsc::Sender<Event>, err: &StartError) {
-    let mut frames = vec![
-        Frame::Error { data: err.to_string() },
-        Frame::Exit { data: protocol::EXIT_NOT_STARTED, timed_out: false, signal: None, duration_ms: 0 },
-    ];
-    send_all(events, &mut frames).await;
-}
-
-/// Sends and clears `frames`; false when the client is gone.
-async fn send_all(events: &mpsc::Sender<Event>, frames: &mut Vec<Frame>) -> bool {
-    for frame in frames.drain(..) {
-        if events.send(event(&frame)).await.is_err() {
-            return false;
-        }
+    async fn send_not_started(&self, err: &StartError) {
+        let mut events = vec![
+            Frame::Error { data: err.to_string() }.to_event(),
+            Frame::Exit { data: protocol::EXIT_NOT_STARTED, timed_out: false, signal: None, duration_ms: 0 }.to_event(),
+        ];
+        self.send_all(&mut events).await;
     }
-    true
+
+    /// Sends and clears `events`; false when the client is gone.
+    async fn send_all(&self, events: &mut Vec<Vec<u8>>) -> bool {
+        for event in events.drain(..) {
+            if self.events.send(Bytes::from(event)).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
 }

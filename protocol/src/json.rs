@@ -1,0 +1,106 @@
+//! A JSON string writer fast enough for bulk output: stream frames carry every byte a command prints, and
+//! serde_json's byte-at-a-time escaping was the largest cost of streaming.
+
+const LOW: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Marks (high bit of each byte) the bytes of `word` that are below 0x20, a `"` or a `\`: the bytes JSON must
+/// escape. The lowest mark is always exact (borrows only spill upward, past a true match).
+fn escape_marks(word: u64) -> u64 {
+    let below_space = word.wrapping_sub(LOW * 0x20) & !word;
+    let quote = word ^ (LOW * u64::from(b'"'));
+    let backslash = word ^ (LOW * u64::from(b'\\'));
+    let has_quote = quote.wrapping_sub(LOW) & !quote;
+    let has_backslash = backslash.wrapping_sub(LOW) & !backslash;
+    (below_space | has_quote | has_backslash) & HIGH
+}
+
+/// Appends `text` as a JSON string literal (quotes included) to `out`.
+pub fn write_str(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if i + 8 <= bytes.len() {
+            let word = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or([0; 8]));
+            let marks = escape_marks(word);
+            if marks == 0 {
+                i += 8;
+                continue;
+            }
+            // Jump straight to the first byte to escape.
+            i += (marks.trailing_zeros() / 8) as usize;
+        }
+        let byte = bytes[i];
+        let escape: Option<&[u8]> = match byte {
+            b'"' => Some(b"\\\""),
+            b'\\' => Some(b"\\\\"),
+            b'\n' => Some(b"\\n"),
+            b'\r' => Some(b"\\r"),
+            b'\t' => Some(b"\\t"),
+            0x08 => Some(b"\\b"),
+            0x0c => Some(b"\\f"),
+            0..=0x1f => None,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        match escape {
+            Some(escape) => out.extend_from_slice(escape),
+            None => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(byte >> 4)]);
+                out.push(HEX[usize::from(byte & 0xf)]);
+            }
+        }
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(text: &str) {
+        let mut out = Vec::new();
+        write_str(&mut out, text);
+        let back: String = serde_json::from_slice(&out).unwrap();
+        assert!(back == text, "round trip changed {text:?}");
+        assert!(out == serde_json::to_vec(text).unwrap(), "not the bytes serde_json writes for {text:?}");
+    }
+
+    #[test]
+    fn escapes_exactly_like_serde_json() {
+        for text in ["", "plain", "a\"b\\c", "tab\tcr\rlf\n", "\u{0}\u{1f}\u{7f}", "ünï ✓ 😀", "12345678\n12345678\""]
+        {
+            round_trip(text);
+        }
+        let every_char: String = (0u32..0x800).filter_map(char::from_u32).collect();
+        round_trip(&every_char);
+        let long: String = "abcdefg\u{1}".repeat(1000);
+        round_trip(&long);
+    }
+
+    #[test]
+    fn the_word_test_finds_every_special_byte_in_every_position() {
+        for position in 0..8 {
+            for special in [0u8, 0x1f, b'"', b'\\', b'\n'] {
+                let mut word = [b'a'; 8];
+                word[position] = special;
+                let marks = escape_marks(u64::from_le_bytes(word));
+                assert_eq!(marks.trailing_zeros() / 8, position as u32, "{special} at {position}");
+            }
+            let mut word = [b'a'; 8];
+            word[position] = 0xc3;
+            assert_eq!(escape_marks(u64::from_le_bytes(word)), 0);
+        }
+    }
+}
