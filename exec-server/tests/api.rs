@@ -72,6 +72,7 @@ async fn bad_requests_get_400_with_a_message_and_run_nothing() {
     let cases: Vec<(String, &str)> = vec![
         ("{not json".into(), "invalid request body"),
         ("".into(), "invalid request body"),
+        (json!([["sh", "-c", canary_cmd]]).to_string(), "must be a JSON object"),
         (json!({"cmd": "sh -c true"}).to_string(), "invalid type"),
         (json!({"cmd": []}).to_string(), "cmd is empty"),
         (json!({"cmd": [""]}).to_string(), "cmd[0] is empty"),

@@ -55,7 +55,8 @@ pub fn may_have_escaped(leaders: &[i32]) -> bool {
     false
 }
 
-/// Ends every process tagged with `value`: SIGTERM, up to `grace`, SIGKILL; reaps those re-parented to us.
+/// Ends every process tagged with `value`: SIGTERM, up to `grace`, then SIGKILL until no tagged process is left
+/// (rescanning each round: an escapee may fork right up to the moment it is killed); reaps those re-parented to us.
 pub async fn terminate(value: &str, grace: Duration) {
     let mut pids = tagged(value);
     if pids.is_empty() {
@@ -64,6 +65,7 @@ pub async fn terminate(value: &str, grace: Duration) {
     tracing::info!(job = value, count = pids.len(), "terminating processes that left their command's group");
     for pid in &pids {
         let _ = kill(Pid::from_raw(*pid), Signal::SIGTERM);
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGCONT);
     }
     let deadline = tokio::time::Instant::now() + grace;
     while !pids.is_empty() && tokio::time::Instant::now() < deadline {
@@ -71,14 +73,21 @@ pub async fn terminate(value: &str, grace: Duration) {
         reap(&pids);
         pids.retain(|pid| alive(*pid));
     }
-    for pid in &pids {
-        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
-    }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    while !pids.is_empty() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
         reap(&pids);
-        pids.retain(|pid| alive(*pid));
+        pids = tagged(value);
+        if pids.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() >= give_up {
+            tracing::warn!(job = value, left = pids.len(), "tagged processes survive SIGKILL; giving up on them");
+            return;
+        }
+        for pid in &pids {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

@@ -18,6 +18,12 @@ pub struct Prepared {
 
 /// Turns a body into a job, or a 400 that names what is wrong.
 pub fn prepare(state: &AppState, body: &[u8]) -> Result<Prepared, AppError> {
+    // serde would also take a struct written as a JSON array (`[["ls"]]`): the contract's body is an object.
+    if !body.trim_ascii_start().starts_with(b"{") {
+        return Err(AppError::bad_request(
+            "invalid request body: it must be a JSON object like {\"cmd\": [\"npm\", \"test\"]}",
+        ));
+    }
     let request: ExecRequest = serde_json::from_slice(body).map_err(|err| {
         AppError::bad_request(format!(
             "invalid request body: {err}; expected JSON like {{\"cmd\": [\"npm\", \"test\"], \"cwd\": \"sub/dir\", \

@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""The fault and abuse suite: counted results, not impressions. Runs the release exec-server and sidecar-exec.
+
+  bench/faults.sh            (builds, then runs this; about 2 minutes on 2 cores)
+
+Every check prints its counts; the run exits 1 if any check failed. Standard library only.
+"""
+
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("BENCH_BIN_DIR") or os.path.join(ROOT, "target", "release")
+SERVER = os.path.join(BIN, "exec-server")
+CLIENT = os.path.join(BIN, "sidecar-exec")
+MiB = 1024 * 1024
+FAILURES = []
+RUNNING = []
+
+
+def check(name, ok, detail):
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}", flush=True)
+    if not ok:
+        FAILURES.append(name)
+
+
+class Server:
+    def __init__(self, workspace, *args, env=None):
+        self.proc = subprocess.Popen(
+            [SERVER, "--host", "127.0.0.1", "--port", "0", "--cwd", workspace, "--log", "info", *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        RUNNING.append(self.proc)
+        for line in self.proc.stderr:
+            if "exec-server listening" in line:
+                self.port = int(line.split("127.0.0.1:")[1].split()[0])
+                break
+        else:
+            raise RuntimeError("exec-server did not start")
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def status(self, field):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def fds(self):
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
+    def healthy(self):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+            conn.request("GET", "/health")
+            return conn.getresponse().status == 200
+        except OSError:
+            return False
+
+    def post(self, path, body, headers=None, timeout=60):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn.request("POST", path, body, headers or {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+def processes_with(marker):
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+def wait_gone(marker, within):
+    deadline = time.time() + within
+    while time.time() < deadline:
+        if not processes_with(marker):
+            return []
+        time.sleep(0.05)
+    return processes_with(marker)
+
+
+def raw_request(port, data, read=True):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(data)
+    if not read:
+        return sock
+    chunks = []
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    sock.close()
+    return b"".join(chunks)
+
+
+def http_bytes(method, path, body=b"", headers=()):
+    head = [f"{method} {path} HTTP/1.1", "Host: faults", "Connection: close", f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def abuse(tmp):
+    """1000 mixed timeouts, cancels (client killed), disconnects and setsid escapes; then count what is left."""
+    workspace = os.path.join(tmp, "abuse")
+    os.makedirs(workspace)
+    server = Server(workspace, "--grace", "0.3")
+    marker = f"4242.{os.getpid()}"
+    sleeper = f"sleep {marker}"
+    env = {"PATH": os.environ["PATH"], "BUILD_SIDECARS": json.dumps({"python": {"internal_url": server.url}}),
+           "SIDECAR_CWD": workspace}
+    kinds = ["timeout", "cancel", "disconnect", "setsid"]
+    counts = {kind: 0 for kind in kinds}
+    errors = []
+
+    def one(i):
+        kind = kinds[i % len(kinds)]
+        counts[kind] += 1
+        try:
+            if kind == "timeout":
+                script = f"trap '' TERM; ({sleeper} &); {sleeper}"
+                status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", script], "timeout": 1}))
+                if status != 200 or json.loads(body)["exit_code"] != 124:
+                    errors.append(f"timeout: {status} {body[:200]!r}")
+            elif kind == "cancel":
+                script = f"echo up; trap '' TERM; ({sleeper} &); {sleeper}"
+                proc = subprocess.Popen([CLIENT, "python", "sh", "-c", script], env=dict(env, SIDECAR_STREAM="1"),
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                proc.stdout.readline()
+                proc.kill()
+                proc.wait()
+            elif kind == "disconnect":
+                body = json.dumps({"cmd": ["sh", "-c", f"echo up; ({sleeper} &); {sleeper}"]}).encode()
+                sock = raw_request(server.port, http_bytes("POST", "/exec/stream", body), read=False)
+                sock.recv(4096)
+                sock.close()
+            else:
+                script = f"setsid sh -c \"trap '' TERM; {sleeper}\" >/dev/null 2>&1 & echo started"
+                status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", script]}))
+                if status != 200 or json.loads(body)["exit_code"] != 0:
+                    errors.append(f"setsid: {status} {body[:200]!r}")
+        except Exception as err:  # noqa: BLE001 - counted and reported below
+            errors.append(f"{kind}: {err!r}")
+
+    started = time.time()
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        list(pool.map(one, range(1000)))
+    left = wait_gone(marker, 10)
+    check("abuse", not left and not errors and server.healthy(),
+          f"1000 operations in {time.time() - started:.1f} s ({', '.join(f'{n} {k}' for k, n in counts.items())}); "
+          f"processes left: {len(left)}; errors: {len(errors)} {errors[:3]}; server healthy: {server.healthy()}")
+    server.stop()
+
+
+def sequential(tmp):
+    """10 000 sequential commands: open fds and RSS of the server before and after."""
+    workspace = os.path.join(tmp, "sequential")
+    os.makedirs(workspace)
+    server = Server(workspace)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    body = json.dumps({"cmd": ["sh", "-c", "echo out; echo err >&2"]})
+    for _ in range(100):  # warm-up: allocator pools and thread stacks settle
+        conn.request("POST", "/exec", body, {"Content-Type": "application/json"})
+        conn.getresponse().read()
+    time.sleep(0.3)
+    fds_before, rss_before = server.fds(), server.status("VmRSS")
+    bad = 0
+    for _ in range(10_000):
+        conn.request("POST", "/exec", body, {"Content-Type": "application/json"})
+        reply = json.loads(conn.getresponse().read())
+        bad += reply["exit_code"] != 0 or reply["output"] != "out\n"
+    conn.close()
+    time.sleep(0.5)
+    fds_after, rss_after = server.fds(), server.status("VmRSS")
+    check("10 000 sequential commands", bad == 0 and fds_after <= fds_before and rss_after - rss_before < 4 * MiB,
+          f"wrong replies: {bad}; fds {fds_before} -> {fds_after}; RSS {rss_before / MiB:.1f} -> {rss_after / MiB:.1f} MiB")
+    server.stop()
+
+
+def sigterm_with_50_running(tmp):
+    """SIGTERM to the server with 50 commands running (half ignore SIGTERM): all gone within grace + 1 s."""
+    workspace = os.path.join(tmp, "sigterm")
+    os.makedirs(workspace)
+    grace = 1.0
+    server = Server(workspace, "--grace", str(grace))
+    marker = f"4343.{os.getpid()}"
+    socks = []
+    for i in range(50):
+        trap = "trap '' TERM;" if i % 2 else ""
+        script = f"{trap} echo up; (sleep {marker} &); sleep {marker}"
+        body = json.dumps({"cmd": ["sh", "-c", script]}).encode()
+        sock = raw_request(server.port, http_bytes("POST", "/exec/stream", body), read=False)
+        sock.recv(4096)
+        socks.append(sock)
+    running = len(processes_with(marker))
+    started = time.time()
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(timeout=30)
+    took = time.time() - started
+    left = processes_with(marker)
+    for sock in socks:
+        sock.close()
+    check("SIGTERM with 50 running", took <= grace + 1 and not left and server.proc.returncode == 0,
+          f"{running} processes running before; exit {server.proc.returncode} after {took:.2f} s "
+          f"(limit {grace + 1:.1f} s); processes left: {len(left)}")
+
+
+def floods(tmp):
+    """10 GB through /exec, and a stream whose reader stops reading."""
+    workspace = os.path.join(tmp, "floods")
+    os.makedirs(workspace)
+    server = Server(workspace)
+    started = time.time()
+    status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", "head -c 10000000000 /dev/zero"],
+                                                     "timeout": 600}), timeout=600)
+    reply = json.loads(body)
+    peak = server.status("VmHWM")
+    check("10 GB through /exec", status == 200 and reply["exit_code"] == 0 and reply["output_truncated"]
+          and len(reply["output"]) == 16 * MiB and peak < 200 * MiB and server.healthy(),
+          f"{time.time() - started:.1f} s; exit {reply['exit_code']}; kept {len(reply['output']) // MiB} MiB, "
+          f"truncated {reply['output_truncated']}; peak server RSS {peak / MiB:.0f} MiB; healthy {server.healthy()}")
+
+    marker = f"4444.{os.getpid()}"
+    body = json.dumps({"cmd": ["sh", "-c", f"yes {marker}"]}).encode()
+    sock = raw_request(server.port, http_bytes("POST", "/exec/stream", body), read=False)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.recv(1024)
+    time.sleep(3)
+    pids = processes_with(marker)
+    cpu_before = sum(cpu_ticks(pid) for pid in pids)
+    rss_during = server.status("VmRSS")
+    time.sleep(1)
+    cpu_after = sum(cpu_ticks(pid) for pid in processes_with(marker))
+    blocked = cpu_after - cpu_before <= 5  # ticks of 10 ms: the writer is asleep in write(2)
+    sock.close()
+    left = wait_gone(marker, 10)
+    check("stalled stream reader", blocked and rss_during < 100 * MiB and not left and server.healthy(),
+          f"command blocked: {blocked} ({cpu_after - cpu_before} CPU ticks in 1 s); server RSS "
+          f"{rss_during / MiB:.1f} MiB; after disconnect processes left: {len(left)}")
+    server.stop()
+
+
+def cpu_ticks(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except OSError:
+        return 0
+
+
+def bad_inputs(tmp):
+    """A corpus of bad requests: each gets the right 4xx with a JSON message, nothing runs, the server keeps serving."""
+    workspace = os.path.join(tmp, "bad")
+    os.makedirs(workspace)
+    os.symlink("/", os.path.join(workspace, "escape"))
+    canary = os.path.join(workspace, "canary")
+    server = Server(workspace, "--max-concurrent", "64", env=dict(os.environ, EXEC_SERVER_TOKEN="right-token"))
+    auth = ("Authorization: Bearer right-token",)
+    touch = ["touch", canary]
+
+    def body(value):
+        return json.dumps(value).encode()
+
+    corpus = [
+        ("malformed JSON", "POST", "/exec", b"{cmd: [touch]}", auth, 400),
+        ("truncated JSON", "POST", "/exec", body({"cmd": touch})[:-3], auth, 400),
+        ("empty body", "POST", "/exec", b"", auth, 400),
+        ("JSON null", "POST", "/exec", b"null", auth, 400),
+        ("JSON array", "POST", "/exec", body([touch]), auth, 400),
+        ("cmd a string", "POST", "/exec", body({"cmd": "touch x"}), auth, 400),
+        ("cmd null", "POST", "/exec", body({"cmd": None}), auth, 400),
+        ("cmd of numbers", "POST", "/exec", body({"cmd": [1, 2]}), auth, 400),
+        ("cmd empty", "POST", "/exec", body({"cmd": []}), auth, 400),
+        ("program empty", "POST", "/exec", body({"cmd": [""]}), auth, 400),
+        ("timeout a string", "POST", "/exec", body({"cmd": touch, "timeout": "5"}), auth, 400),
+        ("timeout huge", "POST", "/exec", b'{"cmd": ["touch", "x"], "timeout": 1e400}', auth, 400),
+        ("timeout beyond i64", "POST", "/exec", b'{"cmd": ["touch", "x"], "timeout": 99999999999999999999}', auth, 400),
+        ("timeout a float", "POST", "/exec", body({"cmd": touch, "timeout": 1.5}), auth, 400),
+        ("env a list", "POST", "/exec", body({"cmd": touch, "env": ["A=1"]}), auth, 400),
+        ("env value a number", "POST", "/exec", body({"cmd": touch, "env": {"A": 1}}), auth, 400),
+        ("env name with =", "POST", "/exec", body({"cmd": touch, "env": {"A=B": "1"}}), auth, 400),
+        ("env name empty", "POST", "/exec", body({"cmd": touch, "env": {"": "1"}}), auth, 400),
+        ("NUL in cmd", "POST", "/exec", body({"cmd": ["touch", canary + "\0x"]}), auth, 400),
+        ("NUL in env", "POST", "/exec", body({"cmd": touch, "env": {"A": "a\0b"}}), auth, 400),
+        ("NUL in cwd", "POST", "/exec", body({"cmd": touch, "cwd": "a\0b"}), auth, 400),
+        ("invalid UTF-8 in cmd", "POST", "/exec", b'{"cmd": ["touch", "\xff\xfe"]}', auth, 400),
+        ("invalid UTF-8 in env", "POST", "/exec", b'{"cmd": ["touch", "x"], "env": {"A": "\xc3"}}', auth, 400),
+        ("invalid UTF-8 in cwd", "POST", "/exec", b'{"cmd": ["touch", "x"], "cwd": "\xe2\x82"}', auth, 400),
+        ("lone surrogate", "POST", "/exec", b'{"cmd": ["touch", "\\ud800"]}', auth, 400),
+        ("cwd ..", "POST", "/exec", body({"cmd": touch, "cwd": ".."}), auth, 400),
+        ("cwd /etc", "POST", "/exec", body({"cmd": touch, "cwd": "/etc"}), auth, 400),
+        ("cwd via symlink", "POST", "/exec", body({"cmd": touch, "cwd": "escape/tmp"}), auth, 400),
+        ("cwd ../ missing", "POST", "/exec", body({"cmd": touch, "cwd": "../nowhere"}), auth, 400),
+        ("stdin_b64 not base64", "POST", "/exec", body({"cmd": touch, "stdin_b64": "!!"}), auth, 400),
+        ("2 MiB body", "POST", "/exec", body({"cmd": touch, "stdin": "x" * (2 * MiB)}), auth, 413),
+        ("2 MiB stream body", "POST", "/exec/stream", body({"cmd": touch, "stdin": "x" * (2 * MiB)}), auth, 413),
+        ("no Authorization", "POST", "/exec", body({"cmd": touch}), (), 401),
+        ("wrong token", "POST", "/exec", body({"cmd": touch}), ("Authorization: Bearer wrong",), 401),
+        ("token prefix", "POST", "/exec", body({"cmd": touch}), ("Authorization: Bearer right",), 401),
+        ("token longer", "POST", "/exec", body({"cmd": touch}), ("Authorization: Bearer right-token-2",), 401),
+        ("Basic scheme", "POST", "/exec", body({"cmd": touch}), ("Authorization: Basic right-token",), 401),
+        ("scheme only", "POST", "/exec", body({"cmd": touch}), ("Authorization: Bearer",), 401),
+        ("no scheme", "POST", "/exec", body({"cmd": touch}), ("Authorization: right-token",), 401),
+        ("binary header", "POST", "/exec", body({"cmd": touch}), ("Authorization: Bearer \xff".encode("latin-1").decode("latin-1"),), 401),
+        ("info without token", "GET", "/info", b"", (), 401),
+        ("unknown path", "GET", "/nope", b"", auth, 404),
+        ("unknown path POST", "POST", "/exec/nope", body({"cmd": touch}), auth, 404),
+        ("GET /exec", "GET", "/exec", b"", auth, 405),
+        ("DELETE /exec", "DELETE", "/exec", b"", auth, 405),
+        ("PUT /exec/stream", "PUT", "/exec/stream", body({"cmd": touch}), auth, 405),
+    ]
+    wrong = []
+    for name, method, path, payload, headers, expected in corpus:
+        response = raw_request(server.port, http_bytes(method, path, payload, headers))
+        status = int(response.split(b" ", 2)[1])
+        payload_json = response.split(b"\r\n\r\n", 1)[1]
+        try:
+            message = json.loads(payload_json)["error"]
+        except (ValueError, KeyError, TypeError):
+            message = None
+        if status != expected or not message:
+            wrong.append(f"{name}: {status} {payload_json[:120]!r}")
+
+    # Property-based: random mutations of a valid request (truncations, byte flips, insertions) must each get 200
+    # or a 4xx with a JSON message, never a 5xx or a dropped connection. They run only `false`.
+    rng = random.Random(7)
+    base = body({"cmd": ["false"], "cwd": ".", "timeout": 5, "env": {"A": "1"}, "stdin": "x"})
+    statuses = {}
+    for _ in range(1500):
+        mutated = bytearray(base)
+        for _ in range(rng.randint(1, 4)):
+            op = rng.random()
+            position = rng.randrange(len(mutated) + 1)
+            if op < 0.3 and len(mutated) > 1:
+                del mutated[position:]
+            elif op < 0.6 and position < len(mutated):
+                mutated[position] = rng.randrange(256)
+            else:
+                mutated[position:position] = bytes([rng.randrange(256)])
+        response = raw_request(server.port, http_bytes("POST", "/exec", bytes(mutated), auth))
+        status = int(response.split(b" ", 2)[1]) if response else 0
+        statuses[status] = statuses.get(status, 0) + 1
+        if status != 200:
+            try:
+                ok = isinstance(json.loads(response.split(b"\r\n\r\n", 1)[1])["error"], str) and 400 <= status < 500
+            except (ValueError, KeyError, TypeError, IndexError):
+                ok = False
+            if not ok:
+                wrong.append(f"mutation {bytes(mutated)[:80]!r}: {response[:120]!r}")
+    check("bad-input corpus", not wrong and not os.path.exists(canary) and server.healthy(),
+          f"{len(corpus)} crafted requests and 1500 random mutations (statuses {dict(sorted(statuses.items()))}); "
+          f"wrong answers: {len(wrong)} {wrong[:3]}; a command ran: {os.path.exists(canary)}; healthy: {server.healthy()}")
+    server.stop()
+
+
+def main():
+    for binary in (SERVER, CLIENT):
+        if not os.path.exists(binary):
+            sys.exit(f"{binary} is missing: run bench/faults.sh (it builds the release binaries)")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            abuse(tmp)
+            sequential(tmp)
+            sigterm_with_50_running(tmp)
+            floods(tmp)
+            bad_inputs(tmp)
+    finally:
+        for proc in RUNNING:
+            if proc.poll() is None:
+                proc.kill()
+    print(f"{5 - len(FAILURES)} passed, {len(FAILURES)} failed")
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()
