@@ -157,3 +157,25 @@ async fn descendants_that_escape_the_group_are_ended_too() {
     assert_no_survivors(&marker, Duration::from_secs(5));
     server.stop().await;
 }
+
+/// Programs are found on the command's own PATH (from the request's env), relative entries against its cwd.
+#[tokio::test(flavor = "multi_thread")]
+async fn programs_are_looked_up_on_the_commands_own_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = server().start().await;
+    let tools = server.workspace.path().join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let script = tools.join("hello-tool");
+    std::fs::write(&script, "#!/bin/sh\necho \"hello from $0 as $(basename \"$0\")\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", tools.display());
+    let reply = server.exec(json!({"cmd": ["hello-tool"], "env": {"PATH": path}})).await;
+    assert_eq!(reply.exit_code, 0, "{reply:?}");
+    assert!(reply.output.ends_with("as hello-tool\n"), "{}", reply.output);
+    let reply = server.exec(json!({"cmd": ["hello-tool"], "env": {"PATH": "tools:/bin"}})).await;
+    assert_eq!(reply.exit_code, 0, "a relative PATH entry resolves against the cwd: {reply:?}");
+    let reply = server.exec(json!({"cmd": ["hello-tool"]})).await;
+    assert_eq!(reply.exit_code, -1);
+    assert!(reply.error.unwrap().contains("hello-tool: not found"));
+    server.stop().await;
+}

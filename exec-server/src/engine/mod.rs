@@ -150,8 +150,10 @@ impl Engine {
         let started = Instant::now();
         let grace = self.inner.policy.grace;
 
-        let mut command = Command::new(job.argv.first().ok_or_else(|| StartError("empty command".into()))?);
+        let first = job.argv.first().ok_or_else(|| StartError("empty command".into()))?;
+        let mut command = Command::new(resolve_program(first, &job)?);
         command
+            .arg0(first)
             .args(&job.argv[1..])
             .current_dir(&job.cwd)
             .env_clear()
@@ -258,6 +260,35 @@ pub fn exit_code_of(status: ExitStatus) -> (i32, Option<i32>) {
         (None, Some(signal)) => (128 + signal, Some(signal)),
         (None, None) => (-1, None),
     }
+}
+
+/// The program to execute: a name without a `/` is looked up on the command's own PATH here, so that the spawn
+/// can use `posix_spawn` (std falls back to `fork`, which copies the server's page tables, whenever the child's
+/// PATH differs from ours and the program is not a path). Names with a `/` are left to the spawn, relative to the
+/// command's working directory.
+fn resolve_program(program: &OsString, job: &Job) -> Result<PathBuf, StartError> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    if program.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(program));
+    }
+    let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
+    // A command without PATH gets the shell's usual default.
+    let path = path.unwrap_or(std::ffi::OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+    for dir in std::env::split_paths(path) {
+        let dir = if dir.as_os_str().is_empty() { job.cwd.clone() } else { job.cwd.join(dir) };
+        let candidate = dir.join(program);
+        if let Ok(meta) = std::fs::metadata(&candidate) {
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                return Ok(candidate);
+            }
+        }
+    }
+    if !job.cwd.is_dir() {
+        let what = if job.cwd.exists() { "is not a directory" } else { "does not exist" };
+        return Err(StartError(format!("working directory {} {what}", job.cwd.display())));
+    }
+    Err(StartError(format!("{}: not found (is it installed and on PATH?)", program.to_string_lossy())))
 }
 
 fn start_error(job: &Job, program: &str, err: &std::io::Error) -> StartError {

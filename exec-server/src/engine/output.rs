@@ -44,7 +44,9 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
     stop: CancellationToken,
 ) -> Captured {
     let mut captured = Captured::default();
-    let mut buf = vec![0u8; READ_SIZE];
+    // Most commands print little: start small and grow to READ_SIZE only when reads fill the buffer, so hundreds
+    // of quiet commands do not each hold 128 KiB of buffers.
+    let mut buf = vec![0u8; 4096];
     loop {
         let read = tokio::select! {
             read = pipe.read(&mut buf) => read,
@@ -54,6 +56,7 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        let full = n == buf.len();
         captured.total += n as u64;
         match &sink {
             Sink::Collect { cap } => {
@@ -69,6 +72,9 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
                     () = stop.cancelled() => break,
                 }
             }
+        }
+        if full && buf.len() < READ_SIZE {
+            buf.resize((buf.len() * 4).min(READ_SIZE), 0);
         }
     }
     captured
