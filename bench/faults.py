@@ -15,68 +15,18 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("BENCH_BIN_DIR") or os.path.join(ROOT, "target", "release")
-SERVER = os.path.join(BIN, "exec-server")
-CLIENT = os.path.join(BIN, "sidecar-exec")
-MiB = 1024 * 1024
+from release_server import CLIENT, MiB, RUNNING, Server, require_binaries
+
 FAILURES = []
-RUNNING = []
 
 
 def check(name, ok, detail):
     print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}", flush=True)
     if not ok:
         FAILURES.append(name)
-
-
-class Server:
-    def __init__(self, workspace, *args, env=None):
-        self.proc = subprocess.Popen(
-            [SERVER, "--host", "127.0.0.1", "--port", "0", "--cwd", workspace, "--log", "info", *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-        RUNNING.append(self.proc)
-        for line in self.proc.stderr:
-            if "exec-server listening" in line:
-                self.port = int(line.split("127.0.0.1:")[1].split()[0])
-                break
-        else:
-            raise RuntimeError("exec-server did not start")
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def status(self, field):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-        return 0
-
-    def fds(self):
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
-
-    def healthy(self):
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-            conn.request("GET", "/health")
-            return conn.getresponse().status == 200
-        except OSError:
-            return False
-
-    def post(self, path, body, headers=None, timeout=60):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        conn.request("POST", path, body, headers or {"Content-Type": "application/json"})
-        response = conn.getresponse()
-        return response.status, response.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
 
 
 def processes_with(marker):
@@ -380,9 +330,7 @@ def bad_inputs(tmp):
 
 
 def main():
-    for binary in (SERVER, CLIENT):
-        if not os.path.exists(binary):
-            sys.exit(f"{binary} is missing: run bench/faults.sh (it builds the release binaries)")
+    require_binaries("bench/faults.sh")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             abuse(tmp)

@@ -4,8 +4,9 @@
 //! A process group cannot hold a daemon that calls `setsid`, and without cgroups nothing else ties it to the
 //! command that started it. Every command therefore gets `SIDECAR_EXEC_JOB=<server pid>-<job id>` in its
 //! environment, which its descendants inherit; when the command's group is finished, any process still carrying
-//! that tag escaped it and is terminated the same way (SIGTERM, grace, SIGKILL). A descendant that scrubs its
-//! environment (`env -i`) is not found: that is the limit of this approach.
+//! that tag escaped it and is terminated the same way (SIGTERM, grace, SIGKILL). Finished jobs are swept in batches
+//! (one pass through `/proc` per 50 ms), so short commands do not each pay for a scan. A descendant that scrubs
+//! its environment (`env -i`) is not found: that is the limit of this approach.
 
 use std::time::Duration;
 
@@ -24,35 +25,82 @@ pub fn tag(job: u64) -> String {
 /// Pids of processes whose environment holds `SIDECAR_EXEC_JOB=<value>`.
 pub fn tagged(value: &str) -> Vec<i32> {
     let needle = format!("{JOB_VARIABLE}={value}");
-    let own = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != own)
-        .filter(|pid| {
-            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { return false };
-            environ.split(|&b| b == 0).any(|entry| entry == needle.as_bytes())
-        })
-        .collect()
+    let mut pids = Vec::new();
+    for_each_environ(|pid, environ| {
+        if environ.split(|&b| b == 0).any(|entry| entry == needle.as_bytes()) {
+            pids.push(pid);
+        }
+    });
+    pids
 }
 
-/// Whether any process could have escaped a finished group. Once a group is gone, every descendant that left it
-/// has lost its parent and, with us as child subreaper, has been re-parented to us. So when we are subreaper and
-/// have no children but the leaders of running commands (`leaders`), nothing escaped and the costly scan of every
-/// process's environment is skipped. Without subreaper (or without /proc/…/children) the scan always runs.
-pub fn may_have_escaped(leaders: &[i32]) -> bool {
-    if !matches!(nix::sys::prctl::get_child_subreaper(), Ok(true)) {
-        return true;
+/// How long finished jobs are collected before one look through `/proc` covers them all: reading every process's
+/// environment after each short command would cost more than the command.
+const BATCH: Duration = Duration::from_millis(50);
+
+/// Collects finished jobs and, in batches, ends whatever they left outside their groups.
+#[derive(Debug, Default)]
+pub struct Sweeper {
+    pending: std::sync::Mutex<std::collections::HashSet<u64>>,
+    wake: tokio::sync::Notify,
+}
+
+impl Sweeper {
+    /// A job whose group is gone: anything still carrying its tag escaped and will be ended.
+    pub fn job_finished(&self, job: u64) {
+        self.pending.lock().unwrap().insert(job);
+        self.wake.notify_one();
     }
-    let Ok(threads) = std::fs::read_dir("/proc/self/task") else { return true };
-    for thread in threads.filter_map(Result::ok) {
-        let Ok(children) = std::fs::read_to_string(thread.path().join("children")) else { return true };
-        if children.split_whitespace().filter_map(|pid| pid.parse::<i32>().ok()).any(|pid| !leaders.contains(&pid)) {
-            return true;
+
+    /// Jobs not yet swept (for the last-resort kill at exit).
+    pub fn pending(&self) -> Vec<u64> {
+        self.pending.lock().unwrap().iter().copied().collect()
+    }
+
+    /// Runs until the runtime ends: one pass through `/proc` per batch of finished jobs, then SIGTERM, `grace`,
+    /// SIGKILL for each job that left processes behind.
+    pub async fn run(self: std::sync::Arc<Self>, grace: Duration) {
+        loop {
+            self.wake.notified().await;
+            tokio::time::sleep(BATCH).await;
+            let jobs: Vec<u64> = self.pending.lock().unwrap().drain().collect();
+            let tags: Vec<String> = jobs.iter().map(|job| tag(*job)).collect();
+            for value in tagged_any(&tags) {
+                tokio::spawn(async move { terminate(&value, grace).await });
+            }
         }
     }
-    false
+}
+
+/// The tags among `values` that some live process carries, each once.
+fn tagged_any(values: &[String]) -> Vec<String> {
+    if values.is_empty() {
+        return Vec::new();
+    }
+    let needles: Vec<Vec<u8>> = values.iter().map(|value| format!("{JOB_VARIABLE}={value}").into_bytes()).collect();
+    let mut found = std::collections::BTreeSet::new();
+    for_each_environ(|_, environ| {
+        for entry in environ.split(|&b| b == 0) {
+            if let Some(index) = needles.iter().position(|needle| entry == needle.as_slice()) {
+                found.insert(values[index].clone());
+            }
+        }
+    });
+    found.into_iter().collect()
+}
+
+/// Calls `visit` with the pid and environment of every other process we can read.
+fn for_each_environ(mut visit: impl FnMut(i32, &[u8])) {
+    let own = std::process::id() as i32;
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for pid in entries.filter_map(Result::ok).filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok()) {
+        if pid == own {
+            continue;
+        }
+        if let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) {
+            visit(pid, &environ);
+        }
+    }
 }
 
 /// Ends every process tagged with `value`: SIGTERM, up to `grace`, then SIGKILL until no tagged process is left

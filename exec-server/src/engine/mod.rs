@@ -86,6 +86,8 @@ struct Inner {
     /// Process group → job id of every command not yet cleaned up.
     live_groups: Mutex<HashMap<i32, u64>>,
     shutdown: CancellationToken,
+    sweeper: Arc<escaped::Sweeper>,
+    sweeper_started: std::sync::Once,
 }
 
 /// Job ids are unique in the process, not per engine: they tag descendants (see `escaped`), and tests run several
@@ -105,6 +107,8 @@ impl Engine {
                 policy,
                 live_groups: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
+                sweeper: Arc::default(),
+                sweeper_started: std::sync::Once::new(),
             }),
         }
     }
@@ -116,11 +120,6 @@ impl Engine {
     /// How many process groups are alive (running commands and leftovers being terminated).
     pub fn live_groups(&self) -> usize {
         self.inner.live_groups.lock().unwrap().len()
-    }
-
-    /// Leader pids of the commands still running (their process group ids).
-    fn live_leaders(&self) -> Vec<i32> {
-        self.inner.live_groups.lock().unwrap().keys().copied().collect()
     }
 
     /// Stops every running command by the policy, and refuses none: transports stop accepting work themselves.
@@ -135,6 +134,9 @@ impl Engine {
             group::signal_group(pgid, Signal::SIGKILL);
             escaped::kill_tagged(&escaped::tag(job));
         }
+        for job in self.inner.sweeper.pending() {
+            escaped::kill_tagged(&escaped::tag(job));
+        }
     }
 
     /// Runs `job` to its end. `cancel` stops it early (TERM → grace → KILL to its whole group), as does
@@ -146,6 +148,9 @@ impl Engine {
     /// abandon, a command.
     pub async fn run(&self, job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
         let id = NEXT_JOB.fetch_add(1, Ordering::Relaxed);
+        self.inner.sweeper_started.call_once(|| {
+            tokio::spawn(self.inner.sweeper.clone().run(self.inner.policy.grace));
+        });
         let program = job.argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
         let started = Instant::now();
         let grace = self.inner.policy.grace;
@@ -218,9 +223,7 @@ impl Engine {
             if !group_done {
                 group::terminate_leftovers(pgid, grace).await;
             }
-            if escaped::may_have_escaped(&guard.engine.live_leaders()) {
-                escaped::terminate(&escaped::tag(id), grace).await;
-            }
+            guard.engine.inner.sweeper.job_finished(id);
             guard.release();
         });
 
