@@ -3,12 +3,10 @@
 //! [`Engine::run`], and turns the [`Outcome`] (or the stream of chunks) into its own format.
 
 mod escaped;
-mod group;
 mod output;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,8 +19,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-pub use group::become_subreaper;
 pub use output::{Captured, Output, OutputChunk, READ_SIZE};
+use process_group as group;
+pub use process_group::{become_subreaper, exit_code_of};
 
 /// How the engine treats every command.
 #[derive(Debug, Clone)]
@@ -220,8 +219,8 @@ impl Engine {
         // Whatever the command left behind, in its group or escaped from it, is terminated by the same policy,
         // after the result is out.
         tokio::spawn(async move {
-            if !group_done {
-                group::terminate_leftovers(pgid, grace).await;
+            if !group_done && !group::terminate_leftovers(pgid, grace).await {
+                tracing::warn!(pgid, "process group still has members after SIGKILL; giving up on it");
             }
             guard.engine.inner.sweeper.job_finished(id);
             guard.release();
@@ -253,15 +252,6 @@ async fn join_reader(reader: Option<tokio::task::JoinHandle<Captured>>) -> Captu
     match reader {
         Some(handle) => handle.await.unwrap_or_default(),
         None => Captured::default(),
-    }
-}
-
-/// The exit code as a shell reports it: the code, or 128+N for signal N (and N itself).
-pub fn exit_code_of(status: ExitStatus) -> (i32, Option<i32>) {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => (code, None),
-        (None, Some(signal)) => (128 + signal, Some(signal)),
-        (None, None) => (-1, None),
     }
 }
 
@@ -331,16 +321,5 @@ impl Drop for GroupGuard {
             group::signal_group(self.pgid, Signal::SIGKILL);
         }
         self.engine.inner.live_groups.lock().unwrap().remove(&self.pgid);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_codes_follow_the_shell() {
-        assert_eq!(exit_code_of(ExitStatus::from_raw(3 << 8)), (3, None));
-        assert_eq!(exit_code_of(ExitStatus::from_raw(9)), (137, Some(9)));
     }
 }

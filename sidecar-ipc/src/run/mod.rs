@@ -3,14 +3,11 @@
 //! error result saying how it ended), and `/ipc/done` is written last, once the orchestrator's whole process group
 //! is gone and no request of it is waiting for its answer (up to `--drain`).
 
-mod group;
-
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use process_group::{self as group, exit_code_of};
 use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep_until, Instant};
@@ -117,7 +114,9 @@ enum Event {
 }
 
 async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, mut signals: Option<&mut Signals>) -> Ending {
-    group::become_subreaper();
+    if let Err(err) = group::become_subreaper() {
+        eprintln!("sidecar-ipc: cannot become child subreaper ({err}); leftover processes are reaped by PID 1");
+    }
     let Some((program, rest)) = args.command.split_first() else {
         return Ending::not_started(2, "no command to run: sidecar-ipc run -- CMD [ARGS…]".to_owned());
     };
@@ -170,7 +169,9 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, mut signals: Option<
         kill_at.get_or_insert(Instant::now() + args.grace);
     };
     // Whatever the leader left in its group goes too: a background `sidecar-ipc prompt` has nobody to answer to.
-    group::end_leftovers(pgid, args.grace).await;
+    if !group::terminate_leftovers(pgid, args.grace).await {
+        eprintln!("sidecar-ipc: process group {pgid} still has members after SIGKILL; not waiting for them");
+    }
 
     let (code, signal) = match status {
         Ok(status) => exit_code_of(status),
@@ -192,15 +193,6 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, mut signals: Option<
 
 fn started() -> Ending {
     Ending { code: 1, what: String::new(), started: true, signal: None, timed_out: false }
-}
-
-/// The exit code as a shell reports it: the code, or 128+N for signal N (and N).
-fn exit_code_of(status: ExitStatus) -> (i32, Option<i32>) {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => (code, None),
-        (None, Some(signal)) => (128 + signal, Some(signal)),
-        (None, None) => (1, None),
-    }
 }
 
 fn signal_name(signal: i32) -> &'static str {
@@ -247,9 +239,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exit_codes_follow_the_shell() {
-        assert_eq!(exit_code_of(ExitStatus::from_raw(3 << 8)), (3, None));
-        assert_eq!(exit_code_of(ExitStatus::from_raw(9)), (137, Some(9)));
+    fn signals_have_names() {
         assert_eq!(signal_name(15), "SIGTERM");
     }
 }
