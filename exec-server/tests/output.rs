@@ -116,3 +116,16 @@ async fn a_partial_line_is_sent_before_the_command_ends() {
     assert!(matches!(&frames[..], [Frame::Stdout(c), Frame::Exit { data: 0, .. }] if c.data.is_empty() && c.nl));
     server.stop().await;
 }
+
+/// A quiet stream carries keep-alive comments, so clients and proxies do not time out a long silent build.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_quiet_stream_gets_keep_alive_comments() {
+    let server = server().arg("--keepalive", "0.2").start().await;
+    let mut connection = raw_post(server.addr, "/exec/stream", &json!({"cmd": ["sleep", "1"]}).to_string());
+    let started = std::time::Instant::now();
+    read_until(&mut connection, ": keep-alive");
+    assert!(started.elapsed() < std::time::Duration::from_millis(900), "no keep-alive while the command was quiet");
+    let rest = read_all(&mut connection);
+    assert!(rest.contains(r#""type":"exit","data":0"#), "{rest}");
+    server.stop().await;
+}

@@ -179,3 +179,17 @@ async fn programs_are_looked_up_on_the_commands_own_path() {
     assert!(reply.error.unwrap().contains("hello-tool: not found"));
     server.stop().await;
 }
+
+/// `--max-timeout` caps what a request asks for.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_timeout_cap_wins_over_the_request() {
+    let server = server().arg("--max-timeout", "1").start().await;
+    let reply = server.exec(json!({"cmd": ["sleep", "5"], "timeout": 100})).await;
+    assert_eq!((reply.exit_code, reply.error.as_deref()), (124, Some("command timed out after 1s")));
+    let info: serde_json::Value = serde_json::from_slice(
+        &server.client().get(format!("{}/info", server.url)).send().await.unwrap().bytes().await.unwrap(),
+    )
+    .unwrap();
+    assert_eq!(info["max_timeout"], 1);
+    server.stop().await;
+}
