@@ -1,9 +1,13 @@
 #!/bin/sh
-# Builds the release binaries and runs every benchmark; writes BENCHMARKS.md and bench/latency.svg.
-# BENCH_QUICK=1 runs reduced counts (to check the script, not to quote). Needs python3, bash, jq (for the shell
-# executor baseline) and ~600 MiB free in $TMPDIR. Takes about 3 minutes on 2 cores.
+# Builds the binaries as the images ship them (images/binaries.sh) and runs every benchmark;
+# writes BENCHMARKS.md and bench/latency.svg. BENCH_QUICK=1 runs reduced counts (to check the script, not to quote);
+# BENCH_BIN_DIR=DIR measures the binaries in DIR instead. Needs python3, bash, jq (for the shell-executor baseline)
+# and ~600 MiB free in $TMPDIR. Takes about 3 minutes on 2 cores.
 set -eu
 cd "$(dirname "$0")/.."
 command -v jq >/dev/null || { echo "bench: jq is needed for the shell-executor baseline (apt-get install jq)" >&2; exit 1; }
-cargo build --release --quiet -p exec-server -p sidecar-exec
+if [ -z "${BENCH_BIN_DIR:-}" ]; then
+    BENCH_BIN_DIR="$(images/binaries.sh)"
+    export BENCH_BIN_DIR
+fi
 exec python3 bench/bench.py

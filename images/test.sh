@@ -11,7 +11,8 @@
 #   - no base image can be pulled here, so every base is a local Debian bookworm made with debootstrap, and each
 #     runtime's toolchain comes from Debian's packages (plus PyPI and npm) through images/builder-setup.sh;
 #   - no Rust toolchain can be fetched inside a container here, so exec-server and sidecar-exec are built on the host
-#     (static, glibc) and passed in with BINARIES=prebuilt instead of the default BINARIES=compiled stage.
+#     (images/binaries.sh: exec-server against glibc, sidecar-exec static) and passed in with BINARIES=prebuilt
+#     instead of the default BINARIES=compiled stage.
 #
 # Environment: IMAGES_TEST_RUNTIMES (default "python node"), IMAGES_TEST_UID (the caller's uid the containers run
 # as, default 2345, deliberately not the image's 1000), IMAGES_TEST_CACHE (debootstrap cache, default
@@ -21,7 +22,6 @@
 # The rust builder uses that same stand-in as its base.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo="$(pwd)"
 
 runtimes="${IMAGES_TEST_RUNTIMES:-python node}"
 binaries="${IMAGES_TEST_BINARIES:-prebuilt}"
@@ -69,12 +69,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-step "exec-server and sidecar-exec: static release build on the host (target/static)"
-triple=x86_64-unknown-linux-gnu
-RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$repo/target/static" \
-    cargo build --quiet --release --locked --target "$triple" -p exec-server -p sidecar-exec
+step "exec-server and sidecar-exec: release build on the host, as shipped (images/binaries.sh)"
+static_bin="$(images/binaries.sh)"
 mkdir -p images/dist
-install -m 0755 "target/static/$triple/release/exec-server" "target/static/$triple/release/sidecar-exec" images/dist/
+install -m 0755 "$static_bin/exec-server" "$static_bin/sidecar-exec" images/dist/
 
 step "local base image $base (debootstrap --variant=minbase bookworm, cached in $cache)"
 if ! pm image exists "$base"; then
