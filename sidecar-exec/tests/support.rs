@@ -50,15 +50,7 @@ pub struct Client {
 
 impl Client {
     pub fn new() -> Self {
-        let mut command = tokio::process::Command::new(BIN);
-        command
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        Client { command }
+        Client { command: isolated_command(BIN) }
     }
 
     pub fn env(mut self, name: &str, value: &str) -> Self {

@@ -102,15 +102,8 @@ pub struct Cmd {
 
 impl Cmd {
     pub fn new<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(args: I) -> Self {
-        let mut command = tokio::process::Command::new(BIN);
-        command
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        let mut command = isolated_command(BIN);
+        command.args(args);
         Cmd { command }
     }
 

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests of every crate: markers that tag the processes a test starts, checks
 //! that none survive, and deterministic test data.
 
+use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -69,4 +70,18 @@ pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
             (state >> 24) as u8
         })
         .collect()
+}
+
+/// A command for one of our binaries with a clean environment (only PATH), no stdin, captured output, and killed if
+/// the test drops it: what every test that runs a binary starts from.
+pub fn isolated_command(binary: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(binary);
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
 }
