@@ -112,10 +112,6 @@ impl Engine {
         }
     }
 
-    pub fn policy(&self) -> &Policy {
-        &self.inner.policy
-    }
-
     /// How many process groups are alive (running commands and leftovers being terminated).
     pub fn live_groups(&self) -> usize {
         self.inner.live_groups.lock().unwrap().len()
@@ -203,17 +199,15 @@ impl Engine {
         let leader_gone = Instant::now();
 
         // Pipes held open by a background descendant must not hold the result: drain briefly, then stop reading.
-        let drain = self.inner.policy.drain;
-        let stop_after_drain = {
-            let stop = stop_reading.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(drain).await;
-                stop.cancel();
-            })
+        let readers = async { (join_reader(stdout).await, join_reader(stderr).await) };
+        tokio::pin!(readers);
+        let (stdout, stderr) = tokio::select! {
+            both = &mut readers => both,
+            () = tokio::time::sleep(self.inner.policy.drain) => {
+                stop_reading.cancel();
+                readers.await
+            }
         };
-        let stdout = join_reader(stdout).await;
-        let stderr = join_reader(stderr).await;
-        stop_after_drain.abort();
         let duration = leader_gone.duration_since(started);
 
         // Whatever the command left behind, in its group or escaped from it, is terminated by the same policy,
@@ -277,23 +271,31 @@ fn resolve_program(program: &OsString, job: &Job) -> Result<PathBuf, StartError>
             }
         }
     }
-    if !job.cwd.is_dir() {
-        let what = if job.cwd.exists() { "is not a directory" } else { "does not exist" };
-        return Err(StartError(format!("working directory {} {what}", job.cwd.display())));
-    }
-    Err(StartError(format!("{}: not found (is it installed and on PATH?)", program.to_string_lossy())))
+    Err(cwd_problem(job).unwrap_or_else(|| not_found(&program.to_string_lossy())))
 }
 
+/// Why a spawn failed, in the user's terms: a missing working directory first, since that fails every program.
 fn start_error(job: &Job, program: &str, err: &std::io::Error) -> StartError {
-    if !job.cwd.is_dir() {
-        let what = if job.cwd.exists() { "is not a directory" } else { "does not exist" };
-        return StartError(format!("working directory {} {what}", job.cwd.display()));
+    if let Some(problem) = cwd_problem(job) {
+        return problem;
     }
     match err.kind() {
-        std::io::ErrorKind::NotFound => StartError(format!("{program}: not found (is it installed and on PATH?)")),
+        std::io::ErrorKind::NotFound => not_found(program),
         std::io::ErrorKind::PermissionDenied => StartError(format!("{program}: permission denied")),
         _ => StartError(format!("{program}: {err}")),
     }
+}
+
+fn cwd_problem(job: &Job) -> Option<StartError> {
+    if job.cwd.is_dir() {
+        return None;
+    }
+    let what = if job.cwd.exists() { "is not a directory" } else { "does not exist" };
+    Some(StartError(format!("working directory {} {what}", job.cwd.display())))
+}
+
+fn not_found(program: &str) -> StartError {
+    StartError(format!("{program}: not found (is it installed and on PATH?)"))
 }
 
 /// Keeps a process group in the engine's live set until its members are gone; if the run is abandoned before
