@@ -317,3 +317,35 @@ fn done_ends_the_server_with_nothing_left_running() {
     let mut late = ipc.executor(&[]);
     assert!(late.wait_exit(Duration::from_secs(5)).success());
 }
+
+/// `--ipc-max-timeout` caps a request's timeout, `--ipc-parallel 1` runs one request at a time, and `--ipc-done`
+/// names another end-of-run file.
+#[test]
+fn timeout_cap_parallelism_and_a_custom_done_file() {
+    let ipc = IpcRoot::new();
+    let done = ipc.root.path().join("finished");
+    let done_arg = done.to_str().unwrap().to_owned();
+    let mut executor = ipc.executor(&["--ipc-max-timeout", "1", "--ipc-parallel", "1", "--ipc-done", &done_arg]);
+    let started = Instant::now();
+    ipc.request("capped", &json!({"command": "sleep 30", "timeout": 100}));
+    let result = ipc.result("capped", SOON);
+    assert_eq!((result["exitCode"].as_i64(), result["timedOut"].as_bool()), (Some(124), Some(true)));
+    assert!(started.elapsed() < Duration::from_secs(5), "the cap did not apply: {:?}", started.elapsed());
+
+    // One slot: the second request starts only after the first has finished.
+    ipc.request("a", &json!({"command": "date +%s%N > a.start; sleep 0.3; date +%s%N > a.end"}));
+    ipc.request("b", &json!({"command": "date +%s%N > b.start"}));
+    ipc.result("a", SOON);
+    ipc.result("b", SOON);
+    let read =
+        |name: &str| -> u128 { std::fs::read_to_string(ipc.workspace().join(name)).unwrap().trim().parse().unwrap() };
+    let (a_start, a_end, b_start) = (read("a.start"), read("a.end"), read("b.start"));
+    assert!(b_start >= a_end || b_start < a_start, "two requests ran at once with --ipc-parallel 1");
+
+    // The default done file does nothing here; the configured one ends the server.
+    ipc.done();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(executor.child.try_wait().unwrap().is_none(), "the default done file ended a server told to watch another");
+    std::fs::write(&done, "").unwrap();
+    assert!(executor.wait_exit(Duration::from_secs(5)).success());
+}

@@ -243,4 +243,6 @@ async fn help_names_every_variable() {
     ] {
         assert!(help.contains(name), "--help does not mention {name}");
     }
+    let version = Client::new().args(["--version"]).run().await;
+    assert_eq!(String::from_utf8_lossy(&version.stdout), format!("sidecar-exec {}\n", env!("CARGO_PKG_VERSION")));
 }
