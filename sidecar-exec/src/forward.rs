@@ -143,7 +143,13 @@ async fn stream_reply(target: &Target, response: reqwest::Response) -> Ending {
             }
             Err(err) => return Ending::fail(format!("stream from sidecar at {} broke: {err}", target.url)),
         };
-        parser.feed(&piece, &mut events);
+        if let Err(err) = parser.feed(&piece, &mut events) {
+            return Ending::fail(format!(
+                "sidecar at {} sent {err} in its event stream, far more than any exec-server event (under 1 MiB): \
+                 giving up on it",
+                target.url
+            ));
+        }
         for data in events.drain(..) {
             let frame = match Frame::from_json(&data) {
                 Ok(Some(frame)) => frame,
