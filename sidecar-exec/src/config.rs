@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::token::Token;
+
 /// The environment variables the client reads, for `--help` and error messages.
 pub const VARIABLES: &[(&str, &str)] = &[
     ("BUILD_SIDECARS", "required: {\"<runtime>\": {\"internal_url\": \"http://builder-<runtime>:8080\"}, …}; an entry may add \"token\" or \"token_file\""),
@@ -48,7 +50,7 @@ pub struct Target {
     pub runtime: String,
     /// Base URL without a trailing slash.
     pub url: String,
-    pub token: Option<String>,
+    pub token: Option<Token>,
 }
 
 const EXAMPLE: &str = r#"{"node":{"internal_url":"http://builder-node:8080"}}"#;
@@ -88,37 +90,9 @@ impl Sidecars {
                 "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: it must start with http:// (or https://)"
             )));
         }
-        let token = resolve_token(entry.token.as_deref(), entry.token_file.as_deref(), runtime)?;
+        let token = crate::token::resolve(entry, runtime)?;
         Ok(Target { runtime: runtime.to_owned(), url: url.to_owned(), token })
     }
-}
-
-fn resolve_token(
-    token: Option<&str>,
-    token_file: Option<&std::path::Path>,
-    runtime: &str,
-) -> Result<Option<String>, ConfigError> {
-    if let Some(token) = token.filter(|t| !t.is_empty()) {
-        return Ok(Some(token.to_owned()));
-    }
-    let (file, source) = match token_file {
-        Some(file) => (Some(file.to_path_buf()), format!("token_file of BUILD_SIDECARS entry '{runtime}'")),
-        None => match std::env::var("SIDECAR_TOKEN").ok().filter(|t| !t.is_empty()) {
-            Some(token) => return Ok(Some(token)),
-            None => (
-                std::env::var_os("SIDECAR_TOKEN_FILE").filter(|f| !f.is_empty()).map(PathBuf::from),
-                "SIDECAR_TOKEN_FILE".into(),
-            ),
-        },
-    };
-    let Some(file) = file else { return Ok(None) };
-    let text = std::fs::read_to_string(&file)
-        .map_err(|err| ConfigError(format!("cannot read the token file {} ({source}): {err}", file.display())))?;
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(ConfigError(format!("the token file {} ({source}) is empty", file.display())));
-    }
-    Ok(Some(token.to_owned()))
 }
 
 /// Per-call settings from SIDECAR_* variables.

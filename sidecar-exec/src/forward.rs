@@ -68,7 +68,7 @@ pub async fn forward(target: &Target, settings: &CallSettings, request: &ExecReq
         .header("content-type", "application/json")
         .body(serde_json::to_vec(request).unwrap_or_default());
     if let Some(token) = &target.token {
-        call = call.bearer_auth(token);
+        call = call.bearer_auth(&token.value);
     }
     if !settings.stream {
         call = call.timeout(settings.blocking_deadline());

@@ -3,6 +3,7 @@
 mod config;
 mod forward;
 mod status;
+mod token;
 mod wrappers;
 
 use std::ffi::OsString;

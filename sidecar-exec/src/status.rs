@@ -27,7 +27,7 @@ pub async fn status(sidecars: &Sidecars) -> bool {
         let get = |path: &str| {
             let request = client.get(format!("{}{path}", target.url)).timeout(Duration::from_secs(3));
             match &target.token {
-                Some(token) => request.bearer_auth(token),
+                Some(token) => request.bearer_auth(&token.value),
                 None => request,
             }
         };

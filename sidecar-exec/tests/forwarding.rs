@@ -246,3 +246,42 @@ async fn help_names_every_variable() {
     let version = Client::new().args(["--version"]).run().await;
     assert_eq!(String::from_utf8_lossy(&version.stdout), format!("sidecar-exec {}\n", env!("CARGO_PKG_VERSION")));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_are_trimmed_like_the_server_trims_and_unsendable_ones_are_named() {
+    let server = server_with(&[], Some("tok")).await;
+    let file = server.workspace.path().join("token-crlf");
+    std::fs::write(&file, "tok\r\n").unwrap();
+    let inline = format!(r#"{{"python":{{"internal_url":"{}","token":"tok\n"}}}}"#, server.url);
+    let trimmed = [
+        server.client().env("SIDECAR_TOKEN", "tok\n"),
+        server.client().env("SIDECAR_TOKEN", " tok\r\n"),
+        server.client().env("SIDECAR_TOKEN_FILE", file.to_str().unwrap()),
+        server.client().env("BUILD_SIDECARS", &inline),
+    ];
+    for client in trimmed {
+        let output = client.args(["python", "true"]).run().await;
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    }
+
+    let bad_file = server.workspace.path().join("token-bad");
+    std::fs::write(&bad_file, "to\x01k\n").unwrap();
+    let bad_inline = format!(r#"{{"python":{{"internal_url":"{}","token":"to\nk"}}}}"#, server.url);
+    let refused = [
+        (server.client().env("SIDECAR_TOKEN", "to\nk"), "SIDECAR_TOKEN".to_owned()),
+        (
+            server.client().env("SIDECAR_TOKEN_FILE", bad_file.to_str().unwrap()),
+            format!("{} (SIDECAR_TOKEN_FILE)", bad_file.display()),
+        ),
+        (server.client().env("BUILD_SIDECARS", &bad_inline), "BUILD_SIDECARS entry 'python'".to_owned()),
+    ];
+    for (client, source) in refused {
+        let output = client.args(["python", "true"]).run().await;
+        assert_eq!(output.status.code(), Some(1));
+        let message = stderr(&output);
+        assert!(message.starts_with("sidecar-exec: ") && message.lines().count() == 1, "{message}");
+        assert!(message.contains(&source) && message.contains("HTTP header"), "{source}: {message}");
+        assert!(!message.contains("builder error"), "{message}");
+    }
+    server.stop().await;
+}
