@@ -17,7 +17,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SIDECAR_ENV_PASSTHROUGH", "comma-separated names of variables forwarded to the command (nothing else is)"),
     ("SIDECAR_TOKEN", "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
     ("SIDECAR_TOKEN_FILE", "file holding the bearer token (for mounted secrets)"),
-    ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded)"),
+    ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded); at most 768 KiB"),
 ];
 
 /// A configuration mistake: printed as one `sidecar-exec: …` line, exit 1.
@@ -159,37 +159,4 @@ impl CallSettings {
 
 fn flag(name: &str) -> bool {
     matches!(std::env::var(name).as_deref().map(str::trim), Ok("1" | "true" | "yes" | "on"))
-}
-
-/// Raw stdin bytes the server can take: the 1 MiB body limit less base64 growth and the rest of the request.
-pub const MAX_STDIN_BYTES: usize = 700 * 1024;
-
-/// stdin to forward: a regular file always (`< input.txt`); a pipe or terminal only when asked (agents often run
-/// us with a pipe that never closes, and reading it would hang).
-pub fn read_stdin(forward_pipe: bool) -> Result<Option<Vec<u8>>, ConfigError> {
-    use std::io::Read;
-    use std::os::fd::AsFd;
-    let stdin = std::io::stdin();
-    let is_file = stdin
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| std::fs::File::from(fd).metadata().ok())
-        .is_some_and(|meta| meta.is_file());
-    if !is_file && !forward_pipe {
-        return Ok(None);
-    }
-    let mut bytes = Vec::new();
-    stdin
-        .lock()
-        .take(MAX_STDIN_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| ConfigError(format!("cannot read stdin: {err}")))?;
-    if bytes.len() > MAX_STDIN_BYTES {
-        return Err(ConfigError(format!(
-            "stdin is larger than {MAX_STDIN_BYTES} bytes, more than one request can carry: write it to a file in the \
-             shared workspace and pass the file's path instead"
-        )));
-    }
-    Ok(Some(bytes))
 }

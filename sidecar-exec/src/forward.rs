@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use protocol::{ExecReply, ExecRequest, Frame};
+use protocol::{ExecReply, Frame};
 
 use crate::config::{CallSettings, Target};
 
@@ -57,16 +57,14 @@ pub fn http_client(stream: bool) -> Result<reqwest::Client, String> {
     builder.build().map_err(|err| format!("cannot set up the HTTP client: {err}"))
 }
 
-pub async fn forward(target: &Target, settings: &CallSettings, request: &ExecRequest) -> Ending {
+/// Sends `body` (the request, already checked against the body limit) and reproduces what comes back.
+pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) -> Ending {
     let client = match http_client(settings.stream) {
         Ok(client) => client,
         Err(message) => return Ending::fail(message),
     };
     let path = if settings.stream { "/exec/stream" } else { "/exec" };
-    let mut call = client
-        .post(format!("{}{path}", target.url))
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(request).unwrap_or_default());
+    let mut call = client.post(format!("{}{path}", target.url)).header("content-type", "application/json").body(body);
     if let Some(token) = &target.token {
         call = call.bearer_auth(&token.value);
     }

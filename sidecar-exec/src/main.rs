@@ -2,7 +2,9 @@
 
 mod config;
 mod forward;
+mod request;
 mod status;
+mod stdin;
 mod token;
 mod wrappers;
 
@@ -91,26 +93,29 @@ fn run(args: &[OsString]) -> i32 {
     let prepared = (|| {
         let target = Sidecars::from_env()?.target(&runtime_name)?;
         let settings = CallSettings::from_env()?;
-        let stdin = config::read_stdin(settings.forward_stdin_pipe)?;
-        Ok::<_, config::ConfigError>((target, settings, stdin))
+        let stdin = stdin::read(settings.forward_stdin_pipe)?;
+        let request = protocol::ExecRequest {
+            cmd,
+            cwd: Some(settings.cwd.clone()),
+            timeout: Some(i64::try_from(settings.timeout_secs).unwrap_or(i64::MAX)),
+            env: Some(settings.env.clone()),
+            stdin: None,
+            // Always base64: 4 bytes for 3 whatever stdin holds, so the limit is one stated number.
+            stdin_b64: stdin.bytes.as_deref().map(protocol::text::to_base64),
+        };
+        let body = request::body(&request)?;
+        Ok::<_, config::ConfigError>((target, settings, stdin.unread_pipe, body))
     })();
-    let (target, settings, stdin) = match prepared {
+    let (target, settings, unread_pipe, body) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => return fail(&err.0),
     };
-    let (stdin, stdin_b64) = match stdin.map(String::from_utf8) {
-        None => (None, None),
-        Some(Ok(text)) => (Some(text), None),
-        Some(Err(bytes)) => (None, Some(protocol::text::to_base64(bytes.as_bytes()))),
-    };
-    let request = protocol::ExecRequest {
-        cmd,
-        cwd: Some(settings.cwd.clone()),
-        timeout: Some(i64::try_from(settings.timeout_secs).unwrap_or(i64::MAX)),
-        env: Some(settings.env.clone()),
-        stdin,
-        stdin_b64,
-    };
+    // Asked before forwarding and, if not yet, once after: never waiting, at most one line.
+    let unread_data = || unread_pipe && stdin::has_data_now();
+    let hinted = unread_data();
+    if hinted {
+        eprintln!("sidecar-exec: {}", stdin::UNREAD_HINT);
+    }
     let ending = runtime().block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
         let (Ok(mut int), Ok(mut term), Ok(mut hup)) =
@@ -120,12 +125,15 @@ fn run(args: &[OsString]) -> i32 {
         };
         // A signal drops the forwarding future, which closes the connection; the server then cancels the command.
         tokio::select! {
-            ending = forward::forward(&target, &settings, &request) => ending,
+            ending = forward::forward(&target, &settings, body) => ending,
             _ = int.recv() => Ending { code: 130, message: None },
             _ = term.recv() => Ending { code: 143, message: None },
             _ = hup.recv() => Ending { code: 129, message: None },
         }
     });
+    if !hinted && unread_data() {
+        eprintln!("sidecar-exec: {}", stdin::UNREAD_HINT);
+    }
     if let Some(message) = &ending.message {
         eprintln!("sidecar-exec: {message}");
     }

@@ -285,3 +285,57 @@ async fn tokens_are_trimmed_like_the_server_trims_and_unsendable_ones_are_named(
     }
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdin_that_json_would_inflate_still_fits_and_the_limit_is_exact() {
+    let server = server().await;
+    let dir = server.workspace.path();
+    // Each of these is well under the old 700 KiB promise, yet escaped as JSON text it was over the 1 MiB body.
+    let newlines = vec![b'\n'; 586 * 1024];
+    let control = vec![1u8; 200 * 1000];
+    // Under the new limit (3/4 of the body: 768 KiB, less the rest of the request) but over the old 700 KiB.
+    let near_limit = random_bytes(760 * 1024, 3);
+    for (name, bytes) in [("newlines", &newlines), ("control", &control), ("near-limit", &near_limit)] {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let output =
+            server.client().stdin(std::fs::File::open(&path).unwrap().into()).args(["python", "cat"]).run().await;
+        assert_eq!(output.status.code(), Some(0), "{name}: {}", stderr(&output));
+        assert!(output.stdout == *bytes, "{name}: stdout differs");
+    }
+    // At the limit: refused by the client with the limit stated, before the server has to say 413.
+    let path = dir.join("over");
+    std::fs::write(&path, vec![b'x'; 768 * 1024]).unwrap();
+    let output = server.client().stdin(std::fs::File::open(&path).unwrap().into()).args(["python", "cat"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("768 KiB") && !message.contains("413"), "{message}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn piped_stdin_that_is_not_forwarded_gets_a_hint() {
+    use std::io::Write as _;
+    let server = server().await;
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let mut write = std::fs::File::from(write);
+    write.write_all(b"x\n").unwrap();
+    drop(write);
+    let output = server.client().stdin(read.into()).args(["python", "cat"]).run().await;
+    assert_eq!(output.status.code(), Some(0), "the default stays: stdin is not forwarded");
+    assert!(output.stdout.is_empty());
+    let message = stderr(&output);
+    assert!(message.starts_with("sidecar-exec: ") && message.lines().count() == 1, "{message:?}");
+    assert!(message.contains("SIDECAR_STDIN=1"), "{message}");
+
+    // An empty pipe, still open: no hint, no wait; and none when the pipe is forwarded.
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let output = server.client().stdin(read.into()).args(["python", "true"]).run().await;
+    drop(write);
+    assert_eq!((output.status.code(), stderr(&output)), (Some(0), String::new()));
+    let (read, write) = nix::unistd::pipe().unwrap();
+    std::fs::File::from(write).write_all(b"y\n").unwrap();
+    let output = server.client().env("SIDECAR_STDIN", "1").stdin(read.into()).args(["python", "cat"]).run().await;
+    assert_eq!((output.stdout.as_slice(), stderr(&output)), (&b"y\n"[..], String::new()));
+    server.stop().await;
+}
