@@ -90,6 +90,13 @@ impl Sidecars {
                 "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: it must start with http:// (or https://)"
             )));
         }
+        if url.starts_with("https://") && !cfg!(feature = "tls") {
+            return Err(ConfigError(format!(
+                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}, but this sidecar-exec was built without \
+                 TLS: use http:// (sidecars are reached over the pod's private network), or build the client with \
+                 `cargo build -p sidecar-exec --features tls`"
+            )));
+        }
         let token = crate::token::resolve(entry, runtime)?;
         Ok(Target { runtime: runtime.to_owned(), url: url.to_owned(), token })
     }

@@ -1,8 +1,12 @@
 //! sidecar-exec: runs a command in a build sidecar as if it ran here. See `sidecar-exec --help`.
 
+mod body;
 mod config;
+mod exit_code;
 mod forward;
+mod http;
 mod request;
+mod shown;
 mod status;
 mod stdin;
 mod token;
@@ -34,7 +38,8 @@ Everything after <runtime> is the command's own: `sidecar-exec node npm -v` runs
   -h, --help / -V, --version
 
 Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed out; 255 when the sidecar
-could not start it; 1 for configuration or transport errors (with a `sidecar-exec:` line on stderr);
+could not start it; 1 for configuration or transport errors, or for a reported code no process can have
+(outside 0..255), always with a `sidecar-exec:` line on stderr;
 130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the remote command is cancelled too).
 
 Environment:

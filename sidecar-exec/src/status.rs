@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::config::Sidecars;
-use crate::forward::{http_client, transport_error};
+use crate::http::{http_client, transport_error};
 
 /// Prints one line per runtime; true when every sidecar is healthy.
 pub async fn status(sidecars: &Sidecars) -> bool {
