@@ -53,7 +53,7 @@ pub struct Target {
     pub token: Option<Token>,
 }
 
-const EXAMPLE: &str = r#"{"node":{"internal_url":"http://builder-node:8080"}}"#;
+pub const EXAMPLE: &str = r#"{"node":{"internal_url":"http://builder-node:8080"}}"#;
 
 impl Sidecars {
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -107,6 +107,8 @@ impl Sidecars {
 pub struct CallSettings {
     pub timeout_secs: u64,
     pub cwd: String,
+    /// Whether `cwd` came from SIDECAR_CWD (else from the current directory): the fix for a refused cwd differs.
+    pub cwd_from_env: bool,
     pub stream: bool,
     pub env: BTreeMap<String, String>,
     pub forward_stdin_pipe: bool,
@@ -122,7 +124,9 @@ impl CallSettings {
                 .parse::<u64>()
                 .map_err(|_| ConfigError(format!("SIDECAR_TIMEOUT must be a whole number of seconds, got {text:?}")))?,
         };
-        let cwd = match std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty()) {
+        let from_env = std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty());
+        let cwd_from_env = from_env.is_some();
+        let cwd = match from_env {
             Some(cwd) => PathBuf::from(cwd),
             None => std::env::current_dir()
                 .map_err(|err| ConfigError(format!("cannot read the current directory ({err}): set SIDECAR_CWD")))?,
@@ -152,6 +156,7 @@ impl CallSettings {
         Ok(CallSettings {
             timeout_secs,
             cwd,
+            cwd_from_env,
             stream: flag("SIDECAR_STREAM"),
             env,
             forward_stdin_pipe: flag("SIDECAR_STDIN"),

@@ -1,5 +1,5 @@
 //! The HTTP client every call uses, and the one-line messages for what can go wrong on the wire: transport errors
-//! and the server's refusals (redirects, anything else it answers).
+//! and the server's refusals (401, redirects, a cwd outside the workspace, anything else it answers).
 
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ pub fn location(response: &reqwest::Response) -> Option<String> {
 /// bounded size); whatever the server wrote is shown escaped and cut (see [`shown`]).
 pub fn refusal(
     target: &Target,
-    _settings: Option<&CallSettings>,
+    settings: Option<&CallSettings>,
     status: reqwest::StatusCode,
     location: Option<&str>,
     body: &str,
@@ -71,12 +71,34 @@ pub fn refusal(
             shown(location.unwrap_or("(no Location)"))
         );
     }
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        // The client knows what it sent and from where; the server's own hint is written for any caller.
+        let sent = match &target.token {
+            None => "no token was sent".to_owned(),
+            Some(token) => format!("the token from {} was refused", token.source),
+        };
+        return format!(
+            "sidecar at {url} answered {status}: {sent}; set SIDECAR_TOKEN or SIDECAR_TOKEN_FILE (or \"token\" / \
+             \"token_file\" in the BUILD_SIDECARS entry) to the server's token"
+        );
+    }
     let detail = serde_json::from_str::<protocol::ErrorBody>(body).map_or_else(|_| body.trim().to_owned(), |b| b.error);
     let mut message = format!("sidecar at {url} answered {status}: {}", shown(&detail));
-    if status == reqwest::StatusCode::UNAUTHORIZED {
-        message.push_str(
-            " (set SIDECAR_TOKEN or SIDECAR_TOKEN_FILE, or a token in BUILD_SIDECARS, to the server's token)",
-        );
+    // Error bodies carry no code, so the text is the only sign; without it (another server) there is just no hint.
+    if status == reqwest::StatusCode::BAD_REQUEST && detail.contains("outside the workspace") {
+        if let Some(settings) = settings {
+            message.push_str(&if settings.cwd_from_env {
+                format!(
+                    "; on this side: SIDECAR_CWD={} is outside it, so unset SIDECAR_CWD (the current directory is \
+                     sent instead) or point it inside the workspace",
+                    shown(&settings.cwd)
+                )
+            } else {
+                "; on this side: cd into the workspace before running the command, or set SIDECAR_CWD to a \
+                 directory inside it"
+                    .to_owned()
+            });
+        }
     }
     message
 }

@@ -31,7 +31,8 @@ reproduces its stdout, stderr and exit code exactly.
 
 Everything after <runtime> is the command's own: `sidecar-exec node npm -v` runs `npm -v`.
 
-  --status                   each configured sidecar, its URL, whether /health answers, and its /info
+  --status                   each configured sidecar, its URL, whether /health answers, and its /info;
+                             exit 1 unless every sidecar is healthy and accepts the token
   --install-wrappers [DIR]   write a #!/bin/sh wrapper into DIR (default {}) for each command of each
                              runtime in BUILD_SIDECARS that is not already on PATH outside DIR; remove
                              stale ones
@@ -157,6 +158,12 @@ fn status() -> i32 {
     }
 }
 
+/// `--install-wrappers [DIR]`: makes DIR hold exactly the wrappers BUILD_SIDECARS calls for.
+///
+/// *Decision:* BUILD_SIDECARS unset (or blank) is not an error: exit 0, no wrappers, stale ones of ours removed, and
+/// one line saying so and what to set. The folder follows the configuration, and no sidecar is a configuration: an
+/// agent image's entrypoint runs this at every start, and an agent started without builders must still start (its
+/// commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid is an error (exit 1).
 fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
     let sidecars = match Sidecars::from_env() {
@@ -169,25 +176,33 @@ fn install_wrappers(dir: Option<PathBuf>) -> i32 {
         Err(err) => return fail(&format!("cannot find this program's own path: {err}")),
     };
     let path = std::env::var("PATH").unwrap_or_default();
-    match wrappers::install(&dir, sidecars.as_ref(), &path, &exe) {
-        Ok(report) => {
-            if sidecars.is_none() {
-                eprintln!("sidecar-exec: BUILD_SIDECARS is not set: no wrappers installed in {}", dir.display());
-            }
-            for runtime in &report.unknown_runtimes {
-                eprintln!(
-                    "sidecar-exec: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it"
-                );
-            }
-            eprintln!(
-                "sidecar-exec: wrappers in {}: installed [{}]; native, not wrapped [{}]; removed [{}]",
-                dir.display(),
-                report.installed.join(" "),
-                report.native.join(" "),
-                report.removed.join(" ")
-            );
-            0
-        }
-        Err(message) => fail(&message),
+    let report = match wrappers::install(&dir, sidecars.as_ref(), &path, &exe) {
+        Ok(report) => report,
+        Err(message) => return fail(&message),
+    };
+    if sidecars.is_none() {
+        let removed = if report.removed.is_empty() {
+            String::new()
+        } else {
+            format!(" (removed the stale ones [{}])", report.removed.join(" "))
+        };
+        eprintln!(
+            "sidecar-exec: BUILD_SIDECARS is not set, so no build sidecar is configured: no wrappers in {}{removed}; \
+             set BUILD_SIDECARS (e.g. {}) and run this again to install them",
+            dir.display(),
+            config::EXAMPLE
+        );
+        return 0;
     }
+    for runtime in &report.unknown_runtimes {
+        eprintln!("sidecar-exec: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it");
+    }
+    eprintln!(
+        "sidecar-exec: wrappers in {}: installed [{}]; native, not wrapped [{}]; removed [{}]",
+        dir.display(),
+        report.installed.join(" "),
+        report.native.join(" "),
+        report.removed.join(" ")
+    );
+    0
 }

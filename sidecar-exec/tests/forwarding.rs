@@ -339,3 +339,49 @@ async fn piped_stdin_that_is_not_forwarded_gets_a_hint() {
     assert_eq!((output.stdout.as_slice(), stderr(&output)), (&b"y\n"[..], String::new()));
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cwd_outside_the_workspace_gets_the_client_side_fixes() {
+    let server = server().await;
+    let output = server.client().env("SIDECAR_CWD", "/").args(["python", "pwd"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("SIDECAR_CWD=/") && message.contains("unset SIDECAR_CWD"), "{message}");
+    let outside = tempfile::tempdir().unwrap();
+    let output = server.client().current_dir(outside.path()).args(["python", "pwd"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("cd into the workspace") && message.contains("SIDECAR_CWD"), "{message}");
+    assert_eq!(message.lines().count(), 1, "{message}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_token_is_explained_once_and_fails_status() {
+    let server = server_with(&[], Some("tok")).await;
+    for (client, said) in [
+        (server.client(), "no token was sent"),
+        (server.client().env("SIDECAR_TOKEN", "wrong"), "the token from SIDECAR_TOKEN was refused"),
+    ] {
+        let output = client.args(["python", "true"]).run().await;
+        assert_eq!(output.status.code(), Some(1));
+        let message = stderr(&output);
+        assert!(message.contains(said), "{message}");
+        assert_eq!(message.matches("SIDECAR_TOKEN_FILE").count(), 1, "the hint is repeated: {message}");
+    }
+    let sidecars = format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url);
+    for token in [None, Some("wrong")] {
+        let mut client = Client::new().env("BUILD_SIDECARS", &sidecars);
+        if let Some(token) = token {
+            client = client.env("SIDECAR_TOKEN", token);
+        }
+        let output = client.args(["--status"]).run().await;
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "a sidecar that refuses the token is not usable: {text}");
+        assert!(text.contains("401"), "{text}");
+    }
+    let output =
+        Client::new().env("BUILD_SIDECARS", &sidecars).env("SIDECAR_TOKEN", "tok").args(["--status"]).run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stdout));
+    server.stop().await;
+}
