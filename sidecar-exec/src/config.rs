@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::token::Token;
+
 /// The environment variables the client reads, for `--help` and error messages.
 pub const VARIABLES: &[(&str, &str)] = &[
     ("BUILD_SIDECARS", "required: {\"<runtime>\": {\"internal_url\": \"http://builder-<runtime>:8080\"}, …}; an entry may add \"token\" or \"token_file\""),
@@ -15,7 +17,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SIDECAR_ENV_PASSTHROUGH", "comma-separated names of variables forwarded to the command (nothing else is)"),
     ("SIDECAR_TOKEN", "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
     ("SIDECAR_TOKEN_FILE", "file holding the bearer token (for mounted secrets)"),
-    ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded)"),
+    ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded); at most 768 KiB"),
 ];
 
 /// A configuration mistake: printed as one `sidecar-exec: …` line, exit 1.
@@ -48,10 +50,10 @@ pub struct Target {
     pub runtime: String,
     /// Base URL without a trailing slash.
     pub url: String,
-    pub token: Option<String>,
+    pub token: Option<Token>,
 }
 
-const EXAMPLE: &str = r#"{"node":{"internal_url":"http://builder-node:8080"}}"#;
+pub const EXAMPLE: &str = r#"{"node":{"internal_url":"http://builder-node:8080"}}"#;
 
 impl Sidecars {
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -88,37 +90,16 @@ impl Sidecars {
                 "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: it must start with http:// (or https://)"
             )));
         }
-        let token = resolve_token(entry.token.as_deref(), entry.token_file.as_deref(), runtime)?;
+        if url.starts_with("https://") && !cfg!(feature = "tls") {
+            return Err(ConfigError(format!(
+                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}, but this sidecar-exec was built without \
+                 TLS: use http:// (sidecars are reached over the pod's private network), or build the client with \
+                 `cargo build -p sidecar-exec --features tls`"
+            )));
+        }
+        let token = crate::token::resolve(entry, runtime)?;
         Ok(Target { runtime: runtime.to_owned(), url: url.to_owned(), token })
     }
-}
-
-fn resolve_token(
-    token: Option<&str>,
-    token_file: Option<&std::path::Path>,
-    runtime: &str,
-) -> Result<Option<String>, ConfigError> {
-    if let Some(token) = token.filter(|t| !t.is_empty()) {
-        return Ok(Some(token.to_owned()));
-    }
-    let (file, source) = match token_file {
-        Some(file) => (Some(file.to_path_buf()), format!("token_file of BUILD_SIDECARS entry '{runtime}'")),
-        None => match std::env::var("SIDECAR_TOKEN").ok().filter(|t| !t.is_empty()) {
-            Some(token) => return Ok(Some(token)),
-            None => (
-                std::env::var_os("SIDECAR_TOKEN_FILE").filter(|f| !f.is_empty()).map(PathBuf::from),
-                "SIDECAR_TOKEN_FILE".into(),
-            ),
-        },
-    };
-    let Some(file) = file else { return Ok(None) };
-    let text = std::fs::read_to_string(&file)
-        .map_err(|err| ConfigError(format!("cannot read the token file {} ({source}): {err}", file.display())))?;
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(ConfigError(format!("the token file {} ({source}) is empty", file.display())));
-    }
-    Ok(Some(token.to_owned()))
 }
 
 /// Per-call settings from SIDECAR_* variables.
@@ -126,6 +107,8 @@ fn resolve_token(
 pub struct CallSettings {
     pub timeout_secs: u64,
     pub cwd: String,
+    /// Whether `cwd` came from SIDECAR_CWD (else from the current directory): the fix for a refused cwd differs.
+    pub cwd_from_env: bool,
     pub stream: bool,
     pub env: BTreeMap<String, String>,
     pub forward_stdin_pipe: bool,
@@ -141,7 +124,9 @@ impl CallSettings {
                 .parse::<u64>()
                 .map_err(|_| ConfigError(format!("SIDECAR_TIMEOUT must be a whole number of seconds, got {text:?}")))?,
         };
-        let cwd = match std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty()) {
+        let from_env = std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty());
+        let cwd_from_env = from_env.is_some();
+        let cwd = match from_env {
             Some(cwd) => PathBuf::from(cwd),
             None => std::env::current_dir()
                 .map_err(|err| ConfigError(format!("cannot read the current directory ({err}): set SIDECAR_CWD")))?,
@@ -171,6 +156,7 @@ impl CallSettings {
         Ok(CallSettings {
             timeout_secs,
             cwd,
+            cwd_from_env,
             stream: flag("SIDECAR_STREAM"),
             env,
             forward_stdin_pipe: flag("SIDECAR_STDIN"),
@@ -185,37 +171,4 @@ impl CallSettings {
 
 fn flag(name: &str) -> bool {
     matches!(std::env::var(name).as_deref().map(str::trim), Ok("1" | "true" | "yes" | "on"))
-}
-
-/// Raw stdin bytes the server can take: the 1 MiB body limit less base64 growth and the rest of the request.
-pub const MAX_STDIN_BYTES: usize = 700 * 1024;
-
-/// stdin to forward: a regular file always (`< input.txt`); a pipe or terminal only when asked (agents often run
-/// us with a pipe that never closes, and reading it would hang).
-pub fn read_stdin(forward_pipe: bool) -> Result<Option<Vec<u8>>, ConfigError> {
-    use std::io::Read;
-    use std::os::fd::AsFd;
-    let stdin = std::io::stdin();
-    let is_file = stdin
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| std::fs::File::from(fd).metadata().ok())
-        .is_some_and(|meta| meta.is_file());
-    if !is_file && !forward_pipe {
-        return Ok(None);
-    }
-    let mut bytes = Vec::new();
-    stdin
-        .lock()
-        .take(MAX_STDIN_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| ConfigError(format!("cannot read stdin: {err}")))?;
-    if bytes.len() > MAX_STDIN_BYTES {
-        return Err(ConfigError(format!(
-            "stdin is larger than {MAX_STDIN_BYTES} bytes, more than one request can carry: write it to a file in the \
-             shared workspace and pass the file's path instead"
-        )));
-    }
-    Ok(Some(bytes))
 }

@@ -1,8 +1,15 @@
 //! sidecar-exec: runs a command in a build sidecar as if it ran here. See `sidecar-exec --help`.
 
+mod body;
 mod config;
+mod exit_code;
 mod forward;
+mod http;
+mod request;
+mod shown;
 mod status;
+mod stdin;
+mod token;
 mod wrappers;
 
 use std::ffi::OsString;
@@ -24,14 +31,16 @@ reproduces its stdout, stderr and exit code exactly.
 
 Everything after <runtime> is the command's own: `sidecar-exec node npm -v` runs `npm -v`.
 
-  --status                   each configured sidecar, its URL, whether /health answers, and its /info
+  --status                   each configured sidecar, its URL, whether /health answers, and its /info;
+                             exit 1 unless every sidecar is healthy and accepts the token
   --install-wrappers [DIR]   write a #!/bin/sh wrapper into DIR (default {}) for each command of each
                              runtime in BUILD_SIDECARS that is not already on PATH outside DIR; remove
                              stale ones
   -h, --help / -V, --version
 
 Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed out; 255 when the sidecar
-could not start it; 1 for configuration or transport errors (with a `sidecar-exec:` line on stderr);
+could not start it; 1 for configuration or transport errors, or for a reported code no process can have
+(outside 0..255), always with a `sidecar-exec:` line on stderr;
 130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the remote command is cancelled too).
 
 Environment:
@@ -90,26 +99,29 @@ fn run(args: &[OsString]) -> i32 {
     let prepared = (|| {
         let target = Sidecars::from_env()?.target(&runtime_name)?;
         let settings = CallSettings::from_env()?;
-        let stdin = config::read_stdin(settings.forward_stdin_pipe)?;
-        Ok::<_, config::ConfigError>((target, settings, stdin))
+        let stdin = stdin::read(settings.forward_stdin_pipe)?;
+        let request = protocol::ExecRequest {
+            cmd,
+            cwd: Some(settings.cwd.clone()),
+            timeout: Some(i64::try_from(settings.timeout_secs).unwrap_or(i64::MAX)),
+            env: Some(settings.env.clone()),
+            stdin: None,
+            // Always base64: 4 bytes for 3 whatever stdin holds, so the limit is one stated number.
+            stdin_b64: stdin.bytes.as_deref().map(protocol::text::to_base64),
+        };
+        let body = request::body(&request)?;
+        Ok::<_, config::ConfigError>((target, settings, stdin.unread_pipe, body))
     })();
-    let (target, settings, stdin) = match prepared {
+    let (target, settings, unread_pipe, body) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => return fail(&err.0),
     };
-    let (stdin, stdin_b64) = match stdin.map(String::from_utf8) {
-        None => (None, None),
-        Some(Ok(text)) => (Some(text), None),
-        Some(Err(bytes)) => (None, Some(protocol::text::to_base64(bytes.as_bytes()))),
-    };
-    let request = protocol::ExecRequest {
-        cmd,
-        cwd: Some(settings.cwd.clone()),
-        timeout: Some(i64::try_from(settings.timeout_secs).unwrap_or(i64::MAX)),
-        env: Some(settings.env.clone()),
-        stdin,
-        stdin_b64,
-    };
+    // Asked before forwarding and, if not yet, once after: never waiting, at most one line.
+    let unread_data = || unread_pipe && stdin::has_data_now();
+    let hinted = unread_data();
+    if hinted {
+        eprintln!("sidecar-exec: {}", stdin::UNREAD_HINT);
+    }
     let ending = runtime().block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
         let (Ok(mut int), Ok(mut term), Ok(mut hup)) =
@@ -119,12 +131,15 @@ fn run(args: &[OsString]) -> i32 {
         };
         // A signal drops the forwarding future, which closes the connection; the server then cancels the command.
         tokio::select! {
-            ending = forward::forward(&target, &settings, &request) => ending,
+            ending = forward::forward(&target, &settings, body) => ending,
             _ = int.recv() => Ending { code: 130, message: None },
             _ = term.recv() => Ending { code: 143, message: None },
             _ = hup.recv() => Ending { code: 129, message: None },
         }
     });
+    if !hinted && unread_data() {
+        eprintln!("sidecar-exec: {}", stdin::UNREAD_HINT);
+    }
     if let Some(message) = &ending.message {
         eprintln!("sidecar-exec: {message}");
     }
@@ -143,6 +158,12 @@ fn status() -> i32 {
     }
 }
 
+/// `--install-wrappers [DIR]`: makes DIR hold exactly the wrappers BUILD_SIDECARS calls for.
+///
+/// *Decision:* BUILD_SIDECARS unset (or blank) is not an error: exit 0, no wrappers, stale ones of ours removed, and
+/// one line saying so and what to set. The folder follows the configuration, and no sidecar is a configuration: an
+/// agent image's entrypoint runs this at every start, and an agent started without builders must still start (its
+/// commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid is an error (exit 1).
 fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
     let sidecars = match Sidecars::from_env() {
@@ -155,25 +176,33 @@ fn install_wrappers(dir: Option<PathBuf>) -> i32 {
         Err(err) => return fail(&format!("cannot find this program's own path: {err}")),
     };
     let path = std::env::var("PATH").unwrap_or_default();
-    match wrappers::install(&dir, sidecars.as_ref(), &path, &exe) {
-        Ok(report) => {
-            if sidecars.is_none() {
-                eprintln!("sidecar-exec: BUILD_SIDECARS is not set: no wrappers installed in {}", dir.display());
-            }
-            for runtime in &report.unknown_runtimes {
-                eprintln!(
-                    "sidecar-exec: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it"
-                );
-            }
-            eprintln!(
-                "sidecar-exec: wrappers in {}: installed [{}]; native, not wrapped [{}]; removed [{}]",
-                dir.display(),
-                report.installed.join(" "),
-                report.native.join(" "),
-                report.removed.join(" ")
-            );
-            0
-        }
-        Err(message) => fail(&message),
+    let report = match wrappers::install(&dir, sidecars.as_ref(), &path, &exe) {
+        Ok(report) => report,
+        Err(message) => return fail(&message),
+    };
+    if sidecars.is_none() {
+        let removed = if report.removed.is_empty() {
+            String::new()
+        } else {
+            format!(" (removed the stale ones [{}])", report.removed.join(" "))
+        };
+        eprintln!(
+            "sidecar-exec: BUILD_SIDECARS is not set, so no build sidecar is configured: no wrappers in {}{removed}; \
+             set BUILD_SIDECARS (e.g. {}) and run this again to install them",
+            dir.display(),
+            config::EXAMPLE
+        );
+        return 0;
     }
+    for runtime in &report.unknown_runtimes {
+        eprintln!("sidecar-exec: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it");
+    }
+    eprintln!(
+        "sidecar-exec: wrappers in {}: installed [{}]; native, not wrapped [{}]; removed [{}]",
+        dir.display(),
+        report.installed.join(" "),
+        report.native.join(" "),
+        report.removed.join(" ")
+    );
+    0
 }

@@ -2,10 +2,14 @@
 
 use std::time::Duration;
 
-use crate::config::Sidecars;
-use crate::forward::{http_client, transport_error};
+use crate::body::small_text;
+use crate::config::{Sidecars, Target};
+use crate::http::{http_client, location, refusal, transport_error};
+use crate::shown::shown;
 
-/// Prints one line per runtime; true when every sidecar is healthy.
+/// Prints one line per runtime; true only when every sidecar is usable: `/health` answers 200 and `/info` (which
+/// needs the token) answers too, so a script can gate on the exit code. A sidecar that is healthy but refuses the
+/// token is not usable: every command would fail with 401.
 pub async fn status(sidecars: &Sidecars) -> bool {
     let client = match http_client(false) {
         Ok(client) => client,
@@ -14,62 +18,59 @@ pub async fn status(sidecars: &Sidecars) -> bool {
             return false;
         }
     };
-    let mut all_healthy = true;
+    let mut all_usable = true;
     for runtime in sidecars.0.keys() {
-        let target = match sidecars.target(runtime) {
-            Ok(target) => target,
-            Err(err) => {
-                println!("{runtime:<8} misconfigured: {err}");
-                all_healthy = false;
-                continue;
+        let (usable, line) = match sidecars.target(runtime) {
+            Ok(target) => {
+                let (usable, state) = check(&client, &target).await;
+                (usable, format!("{:<32} {state}", target.url))
             }
+            Err(err) => (false, format!("misconfigured: {err}")),
         };
-        let get = |path: &str| {
-            let request = client.get(format!("{}{path}", target.url)).timeout(Duration::from_secs(3));
-            match &target.token {
-                Some(token) => request.bearer_auth(token),
-                None => request,
-            }
-        };
-        let health = match get("/health").send().await {
-            Ok(response) if response.status().is_success() => "healthy".to_owned(),
-            Ok(response) => format!("unhealthy: /health answered {}", response.status()),
-            Err(err) => format!("unreachable: {}", transport_error(&target, &err)),
-        };
-        let healthy = health == "healthy";
-        all_healthy &= healthy;
-        let info = if healthy {
-            match get("/info").send().await {
-                Ok(response) if response.status().is_success() => match response.json_info().await {
-                    Some(info) => format!(
-                        "runtime={} version={} cwd={}{}",
-                        info.runtime,
-                        info.version,
-                        info.cwd,
-                        info.running.map(|n| format!(" running={n}")).unwrap_or_default()
-                    ),
-                    None => "info: unreadable reply".to_owned(),
-                },
-                Ok(response) if response.status() == 401 => {
-                    "info: 401, token missing or wrong (SIDECAR_TOKEN, SIDECAR_TOKEN_FILE)".to_owned()
-                }
-                Ok(response) => format!("info: {}", response.status()),
-                Err(err) => format!("info: {err}"),
-            }
-        } else {
-            String::new()
-        };
-        println!("{runtime:<8} {:<32} {health} {info}", target.url);
+        all_usable &= usable;
+        println!("{runtime:<8} {line}");
     }
-    all_healthy
+    all_usable
 }
 
-trait InfoReply {
-    async fn json_info(self) -> Option<protocol::Info>;
-}
-
-impl InfoReply for reqwest::Response {
-    async fn json_info(self) -> Option<protocol::Info> {
-        serde_json::from_slice(&self.bytes().await.ok()?).ok()
+/// Whether one sidecar is usable, and the words for it.
+async fn check(client: &reqwest::Client, target: &Target) -> (bool, String) {
+    let get = |path: &str| {
+        let request = client.get(format!("{}{path}", target.url)).timeout(Duration::from_secs(3));
+        match &target.token {
+            Some(token) => request.bearer_auth(&token.value),
+            None => request,
+        }
+    };
+    match get("/health").send().await {
+        Ok(response) if response.status().is_success() => {}
+        Ok(response) => {
+            let (status, location) = (response.status(), location(&response));
+            let body = small_text(response).await;
+            return (false, format!("unhealthy: {}", refusal(target, None, status, location.as_deref(), &body)));
+        }
+        Err(err) => return (false, format!("unreachable: {}", transport_error(target, &err))),
+    }
+    let response = match get("/info").send().await {
+        Ok(response) => response,
+        Err(err) => return (false, format!("healthy, but /info failed: {}", transport_error(target, &err))),
+    };
+    let (status, location) = (response.status(), location(&response));
+    let body = small_text(response).await;
+    if !status.is_success() {
+        return (false, format!("healthy, but {}", refusal(target, None, status, location.as_deref(), &body)));
+    }
+    match serde_json::from_str::<protocol::Info>(&body) {
+        Ok(info) => (
+            true,
+            format!(
+                "healthy runtime={} version={} cwd={}{}",
+                shown(&info.runtime),
+                shown(&info.version),
+                shown(&info.cwd),
+                info.running.map(|n| format!(" running={n}")).unwrap_or_default()
+            ),
+        ),
+        Err(err) => (false, format!("healthy, but /info sent an unreadable reply: {err}")),
     }
 }

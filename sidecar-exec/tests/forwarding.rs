@@ -246,3 +246,142 @@ async fn help_names_every_variable() {
     let version = Client::new().args(["--version"]).run().await;
     assert_eq!(String::from_utf8_lossy(&version.stdout), format!("sidecar-exec {}\n", env!("CARGO_PKG_VERSION")));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_are_trimmed_like_the_server_trims_and_unsendable_ones_are_named() {
+    let server = server_with(&[], Some("tok")).await;
+    let file = server.workspace.path().join("token-crlf");
+    std::fs::write(&file, "tok\r\n").unwrap();
+    let inline = format!(r#"{{"python":{{"internal_url":"{}","token":"tok\n"}}}}"#, server.url);
+    let trimmed = [
+        server.client().env("SIDECAR_TOKEN", "tok\n"),
+        server.client().env("SIDECAR_TOKEN", " tok\r\n"),
+        server.client().env("SIDECAR_TOKEN_FILE", file.to_str().unwrap()),
+        server.client().env("BUILD_SIDECARS", &inline),
+    ];
+    for client in trimmed {
+        let output = client.args(["python", "true"]).run().await;
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    }
+
+    let bad_file = server.workspace.path().join("token-bad");
+    std::fs::write(&bad_file, "to\x01k\n").unwrap();
+    let bad_inline = format!(r#"{{"python":{{"internal_url":"{}","token":"to\nk"}}}}"#, server.url);
+    let refused = [
+        (server.client().env("SIDECAR_TOKEN", "to\nk"), "SIDECAR_TOKEN".to_owned()),
+        (
+            server.client().env("SIDECAR_TOKEN_FILE", bad_file.to_str().unwrap()),
+            format!("{} (SIDECAR_TOKEN_FILE)", bad_file.display()),
+        ),
+        (server.client().env("BUILD_SIDECARS", &bad_inline), "BUILD_SIDECARS entry 'python'".to_owned()),
+    ];
+    for (client, source) in refused {
+        let output = client.args(["python", "true"]).run().await;
+        assert_eq!(output.status.code(), Some(1));
+        let message = stderr(&output);
+        assert!(message.starts_with("sidecar-exec: ") && message.lines().count() == 1, "{message}");
+        assert!(message.contains(&source) && message.contains("HTTP header"), "{source}: {message}");
+        assert!(!message.contains("builder error"), "{message}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdin_that_json_would_inflate_still_fits_and_the_limit_is_exact() {
+    let server = server().await;
+    let dir = server.workspace.path();
+    // Each of these is well under the old 700 KiB promise, yet escaped as JSON text it was over the 1 MiB body.
+    let newlines = vec![b'\n'; 586 * 1024];
+    let control = vec![1u8; 200 * 1000];
+    // Under the new limit (3/4 of the body: 768 KiB, less the rest of the request) but over the old 700 KiB.
+    let near_limit = random_bytes(760 * 1024, 3);
+    for (name, bytes) in [("newlines", &newlines), ("control", &control), ("near-limit", &near_limit)] {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let output =
+            server.client().stdin(std::fs::File::open(&path).unwrap().into()).args(["python", "cat"]).run().await;
+        assert_eq!(output.status.code(), Some(0), "{name}: {}", stderr(&output));
+        assert!(output.stdout == *bytes, "{name}: stdout differs");
+    }
+    // At the limit: refused by the client with the limit stated, before the server has to say 413.
+    let path = dir.join("over");
+    std::fs::write(&path, vec![b'x'; 768 * 1024]).unwrap();
+    let output = server.client().stdin(std::fs::File::open(&path).unwrap().into()).args(["python", "cat"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("768 KiB") && !message.contains("413"), "{message}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn piped_stdin_that_is_not_forwarded_gets_a_hint() {
+    use std::io::Write as _;
+    let server = server().await;
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let mut write = std::fs::File::from(write);
+    write.write_all(b"x\n").unwrap();
+    drop(write);
+    let output = server.client().stdin(read.into()).args(["python", "cat"]).run().await;
+    assert_eq!(output.status.code(), Some(0), "the default stays: stdin is not forwarded");
+    assert!(output.stdout.is_empty());
+    let message = stderr(&output);
+    assert!(message.starts_with("sidecar-exec: ") && message.lines().count() == 1, "{message:?}");
+    assert!(message.contains("SIDECAR_STDIN=1"), "{message}");
+
+    // An empty pipe, still open: no hint, no wait; and none when the pipe is forwarded.
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let output = server.client().stdin(read.into()).args(["python", "true"]).run().await;
+    drop(write);
+    assert_eq!((output.status.code(), stderr(&output)), (Some(0), String::new()));
+    let (read, write) = nix::unistd::pipe().unwrap();
+    std::fs::File::from(write).write_all(b"y\n").unwrap();
+    let output = server.client().env("SIDECAR_STDIN", "1").stdin(read.into()).args(["python", "cat"]).run().await;
+    assert_eq!((output.stdout.as_slice(), stderr(&output)), (&b"y\n"[..], String::new()));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cwd_outside_the_workspace_gets_the_client_side_fixes() {
+    let server = server().await;
+    let output = server.client().env("SIDECAR_CWD", "/").args(["python", "pwd"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("SIDECAR_CWD=/") && message.contains("unset SIDECAR_CWD"), "{message}");
+    let outside = tempfile::tempdir().unwrap();
+    let output = server.client().current_dir(outside.path()).args(["python", "pwd"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("cd into the workspace") && message.contains("SIDECAR_CWD"), "{message}");
+    assert_eq!(message.lines().count(), 1, "{message}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_token_is_explained_once_and_fails_status() {
+    let server = server_with(&[], Some("tok")).await;
+    for (client, said) in [
+        (server.client(), "no token was sent"),
+        (server.client().env("SIDECAR_TOKEN", "wrong"), "the token from SIDECAR_TOKEN was refused"),
+    ] {
+        let output = client.args(["python", "true"]).run().await;
+        assert_eq!(output.status.code(), Some(1));
+        let message = stderr(&output);
+        assert!(message.contains(said), "{message}");
+        assert_eq!(message.matches("SIDECAR_TOKEN_FILE").count(), 1, "the hint is repeated: {message}");
+    }
+    let sidecars = format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url);
+    for token in [None, Some("wrong")] {
+        let mut client = Client::new().env("BUILD_SIDECARS", &sidecars);
+        if let Some(token) = token {
+            client = client.env("SIDECAR_TOKEN", token);
+        }
+        let output = client.args(["--status"]).run().await;
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "a sidecar that refuses the token is not usable: {text}");
+        assert!(text.contains("401"), "{text}");
+    }
+    let output =
+        Client::new().env("BUILD_SIDECARS", &sidecars).env("SIDECAR_TOKEN", "tok").args(["--status"]).run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stdout));
+    server.stop().await;
+}

@@ -2,6 +2,8 @@
 
 mod compat;
 mod forwarding;
+mod hostile;
+mod raw_server;
 mod signals;
 mod support;
 mod wrappers;

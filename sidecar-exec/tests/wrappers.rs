@@ -52,10 +52,18 @@ async fn native_commands_win_and_stale_wrappers_go() {
     );
     assert!(stderr(&output).contains("removed [gofmt npm npx pnpm yarn]"), "{}", stderr(&output));
 
-    // No BUILD_SIDECARS at all: every wrapper of ours goes, loudly but successfully.
+    // No BUILD_SIDECARS at all: not an error (an agent image may run without builders), every wrapper of ours goes,
+    // and one line says what happened and what to set.
     let output = Client::new().env("PATH", &path).args(["--install-wrappers", wrappers.to_str().unwrap()]).run().await;
     assert_eq!(output.status.code(), Some(0));
-    assert!(stderr(&output).contains("BUILD_SIDECARS is not set"));
+    let message = stderr(&output);
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(
+        message.starts_with("sidecar-exec: BUILD_SIDECARS is not set, so no build sidecar is configured: no wrappers")
+            && message.contains("removed the stale ones [black mypy pip pip3 poetry pytest python python3 ruff]")
+            && message.contains("set BUILD_SIDECARS"),
+        "{message}"
+    );
     assert_eq!(names(&wrappers), ["README"]);
 }
 

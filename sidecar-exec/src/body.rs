@@ -1,0 +1,57 @@
+//! Reading a reply body with a bound: what a broken or hostile server can make the client hold.
+
+/// The largest `/exec` reply the client reads: 256 MiB. exec-server keeps at most `--max-output` bytes (16 MiB by
+/// default) of stdout and of stderr, and JSON text spends at most 6 bytes on one byte of output (`\u0001`), so a
+/// default server's reply stays under 2 × 6 × 16 MiB = 192 MiB plus a few small fields. A server with a larger
+/// `--max-output` can exceed it on output full of control bytes; streaming (`SIDECAR_STREAM=1`) has no such bound.
+/// Holding the reply costs about twice its size while it is decoded, so this also bounds the client's memory.
+pub const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;
+
+/// The largest error or `/info` body read. Only its first KiB is ever shown.
+pub const MAX_SMALL_BODY_BYTES: usize = 64 * 1024;
+
+/// Why a body could not be read.
+#[derive(Debug)]
+pub enum BodyError {
+    /// Larger than the bound (announced by Content-Length, or found while reading): nothing more is read.
+    TooLarge {
+        limit: usize,
+    },
+    Transport(reqwest::Error),
+}
+
+/// The whole body, or [`BodyError::TooLarge`] as soon as it is known to exceed `limit`.
+pub async fn read_bounded(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let announced = response.content_length().unwrap_or(0);
+    if announced > limit as u64 {
+        return Err(BodyError::TooLarge { limit });
+    }
+    // Trust a Content-Length only as far as the bound for the initial allocation.
+    let mut body = Vec::with_capacity(announced as usize);
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        if body.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge { limit });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A small body (an error's, `/info`'s) as text, cut at [`MAX_SMALL_BODY_BYTES`] instead of refused: the start of a
+/// long error is still worth showing.
+pub async fn small_text(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = MAX_SMALL_BODY_BYTES - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() == MAX_SMALL_BODY_BYTES {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// `limit` bytes as a person reads them ("256 MiB").
+pub fn mib(limit: usize) -> String {
+    format!("{} MiB", limit / (1024 * 1024))
+}

@@ -1,0 +1,78 @@
+//! The bearer token: the one place it is read, from any of its four sources, trimmed as the server trims its own,
+//! and refused with the source's name when it cannot travel in an `Authorization` header.
+
+use std::path::Path;
+
+use crate::config::{ConfigError, SidecarEntry};
+
+/// A token ready to send, and where it came from (for messages: "the token from SIDECAR_TOKEN was refused").
+#[derive(Debug, Clone)]
+pub struct Token {
+    pub value: String,
+    pub source: String,
+}
+
+/// The token for one sidecar. The first source that is set wins: the entry's `token`, the entry's `token_file`,
+/// SIDECAR_TOKEN, SIDECAR_TOKEN_FILE (a per-runtime token beats the global one; within each, a value beats a
+/// file). A value that is empty once trimmed counts as unset; an empty file is a mistake (a secret that was not
+/// mounted), so it is an error.
+pub fn resolve(entry: &SidecarEntry, runtime: &str) -> Result<Option<Token>, ConfigError> {
+    if let Some(token) = entry.token.as_deref() {
+        if let Some(token) = checked(token, format!("the token of BUILD_SIDECARS entry '{runtime}'"))? {
+            return Ok(Some(token));
+        }
+    }
+    if let Some(file) = &entry.token_file {
+        return from_file(file, &format!("token_file of BUILD_SIDECARS entry '{runtime}'")).map(Some);
+    }
+    if let Ok(token) = std::env::var("SIDECAR_TOKEN") {
+        if let Some(token) = checked(&token, "SIDECAR_TOKEN".to_owned())? {
+            return Ok(Some(token));
+        }
+    }
+    match std::env::var_os("SIDECAR_TOKEN_FILE").filter(|file| !file.is_empty()) {
+        Some(file) => from_file(Path::new(&file), "SIDECAR_TOKEN_FILE").map(Some),
+        None => Ok(None),
+    }
+}
+
+fn from_file(file: &Path, via: &str) -> Result<Token, ConfigError> {
+    let source = format!("the token file {} ({via})", file.display());
+    let text = std::fs::read_to_string(file).map_err(|err| ConfigError(format!("cannot read {source}: {err}")))?;
+    checked(&text, source.clone())?.ok_or_else(|| ConfigError(format!("{source} is empty")))
+}
+
+/// Trims `text` the way exec-server trims its token (`str::trim`: a file written by `echo` ends in a newline, and a
+/// variable set from one often does too), then refuses anything but printable ASCII, space and tab: the bytes an
+/// HTTP header can carry and the server can read back as text. A control byte or a non-ASCII character left inside
+/// is a mistake no server can match, so it is named here instead of surfacing as reqwest's "builder error".
+fn checked(text: &str, source: String) -> Result<Option<Token>, ConfigError> {
+    let value = text.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if let Some((at, bad)) = value.char_indices().find(|(_, c)| !matches!(c, ' '..='~' | '\t')) {
+        return Err(ConfigError(format!(
+            "{source} holds {:?} at byte {at}, which cannot be sent in an HTTP header: a token is printable ASCII \
+             (was a newline or an escape sequence copied into it?)",
+            bad
+        )));
+    }
+    Ok(Some(Token { value: value.to_owned(), source }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trimming_and_refusal() {
+        let token = |text: &str| checked(text, "T".into()).map(|t| t.map(|t| t.value)).map_err(|e| e.0);
+        assert_eq!(token(" tok\r\n"), Ok(Some("tok".to_owned())));
+        assert_eq!(token("a b\tc"), Ok(Some("a b\tc".to_owned())));
+        assert_eq!(token("\n"), Ok(None));
+        let refused = token("to\nk").unwrap_err();
+        assert!(refused.starts_with("T holds '\\n' at byte 2"), "{refused}");
+        assert!(token("tök").is_err() && token("to\x1bk").is_err() && token("to\x7fk").is_err());
+    }
+}
