@@ -85,3 +85,33 @@ pub fn isolated_command(binary: &str) -> tokio::process::Command {
         .kill_on_drop(true);
     command
 }
+
+/// Pids of the zombie (`<defunct>`) children of `parent`: what a parent that never reaps leaves behind.
+pub fn zombie_children(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // After the parenthesised name: state, then the parent's pid.
+            let mut fields = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace()).into_iter().flatten();
+            fields.next() == Some("Z") && fields.next().and_then(|ppid| ppid.parse::<u32>().ok()) == Some(parent)
+        })
+        .collect()
+}
+
+/// Polls `done` every 20 ms until it holds or `within` has passed; returns whether it held. For conditions that
+/// have no event to wait on (a process that is not ours changing state).
+pub fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
