@@ -21,6 +21,8 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 pub use output::{Captured, Output, OutputChunk, READ_SIZE};
+
+use crate::workspace::WorkDir;
 pub use process_group::{become_subreaper, exit_code_of, reap_adopted_forever};
 
 /// How the engine treats every command.
@@ -37,8 +39,8 @@ pub struct Policy {
 pub struct Job {
     /// Program and arguments; never run through a shell.
     pub argv: Vec<OsString>,
-    /// Working directory (already resolved and confined by the transport).
-    pub cwd: PathBuf,
+    /// Working directory (already resolved, and opened and confined where the transport confines it).
+    pub cwd: WorkDir,
     /// The complete environment of the command.
     pub env: Vec<(OsString, OsString)>,
     /// Bytes for stdin; `None` means `/dev/null`.
@@ -182,7 +184,7 @@ impl Engine {
         command
             .arg0(first)
             .args(&job.argv[1..])
-            .current_dir(&job.cwd)
+            .current_dir(job.cwd.enter())
             .env_clear()
             .envs(job.env.iter().map(|(k, v)| (k, v)))
             .env(escaped::JOB_VARIABLE, escaped::tag_value(id))
@@ -255,7 +257,7 @@ impl Engine {
         tracing::info!(
             id,
             program,
-            cwd = %job.cwd.display(),
+            cwd = %job.cwd.path().display(),
             exit_code,
             signal,
             timed_out,
@@ -289,8 +291,9 @@ fn resolve_program(program: &OsString, job: &Job) -> Result<PathBuf, StartError>
     let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
     // A command without PATH gets the shell's usual default.
     let path = path.unwrap_or(std::ffi::OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+    let cwd = job.cwd.enter();
     for dir in std::env::split_paths(path) {
-        let dir = if dir.as_os_str().is_empty() { job.cwd.clone() } else { job.cwd.join(dir) };
+        let dir = if dir.as_os_str().is_empty() { cwd.clone() } else { cwd.join(dir) };
         let candidate = dir.join(program);
         if let Ok(meta) = std::fs::metadata(&candidate) {
             if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
@@ -314,11 +317,12 @@ fn start_error(job: &Job, program: &str, err: &std::io::Error) -> StartError {
 }
 
 fn cwd_problem(job: &Job) -> Option<StartError> {
-    if job.cwd.is_dir() {
+    let cwd = job.cwd.path();
+    if cwd.is_dir() {
         return None;
     }
-    let what = if job.cwd.exists() { "is not a directory" } else { "does not exist" };
-    Some(StartError(format!("working directory {} {what}", job.cwd.display())))
+    let what = if cwd.exists() { "is not a directory" } else { "does not exist" };
+    Some(StartError(format!("working directory {} {what}", cwd.display())))
 }
 
 fn not_found(program: &str) -> StartError {
