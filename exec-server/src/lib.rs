@@ -6,6 +6,7 @@ pub mod engine;
 pub mod http;
 pub mod ipc;
 pub mod local;
+pub mod token;
 pub mod workspace;
 
 use std::future::Future;

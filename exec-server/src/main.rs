@@ -6,8 +6,10 @@ use clap::Parser;
 use exec_server::config::{normalize_single_dash, Config};
 
 fn main() -> ExitCode {
+    // First, while this is the only thread: the token leaves the environment before anything could copy it.
+    let (token, hidden) = exec_server::token::take_from_env();
     let mut config = Config::parse_from(normalize_single_dash(std::env::args_os()));
-    config.token = std::env::var("EXEC_SERVER_TOKEN").ok().filter(|token| !token.is_empty());
+    config.token = token;
     if config.healthcheck {
         return healthcheck(config.port.unwrap_or(exec_server::config::DEFAULT_PORT));
     }
@@ -18,6 +20,12 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
+    if let Err(err) = hidden {
+        tracing::warn!(
+            "EXEC_SERVER_TOKEN stays readable in /proc/{}/environ ({err}); prefer --token-file",
+            std::process::id()
+        );
+    }
     if let Err(err) = exec_server::engine::become_subreaper() {
         tracing::warn!("cannot become a child subreaper ({err}); orphaned grandchildren will be reaped by PID 1");
     }

@@ -92,23 +92,45 @@ fn single_dash_flags_and_the_health_probe() {
     assert!(String::from_utf8_lossy(&probe.stderr).contains("unhealthy"));
 }
 
-#[test]
-fn the_token_never_reaches_a_command() {
-    let server = start_binary(&[], &[("EXEC_SERVER_TOKEN", "tok-123"), ("EXEC_SERVER_RUNTIME", "node")]);
-    let body = json!({"cmd": ["env"]}).to_string();
-    let mut socket = std::net::TcpStream::connect(server.addr()).unwrap();
+/// POST /exec on a plain socket with a bearer token; the whole raw response.
+fn exec_with_token(server: &RunningBinary, token: &str, request: &serde_json::Value) -> String {
     use std::io::{Read, Write};
+    let body = request.to_string();
+    let mut socket = std::net::TcpStream::connect(server.addr()).unwrap();
     write!(
         socket,
-        "POST /exec HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer tok-123\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /exec HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
     let mut response = String::new();
     socket.read_to_string(&mut response).unwrap();
+    response
+}
+
+#[test]
+fn the_token_never_reaches_a_command() {
+    let server = start_binary(&[], &[("EXEC_SERVER_TOKEN", "tok-123"), ("EXEC_SERVER_RUNTIME", "node")]);
+    let response = exec_with_token(&server, "tok-123", &json!({"cmd": ["env"]}));
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("PATH="), "env did not run: {response}");
     assert!(!response.contains("tok-123") && !response.contains("EXEC_SERVER_"), "{response}");
+
+    // Nor through the server's own environment block, which /proc shows as it was at exec time.
+    let script = format!("tr '\\0' '\\n' < /proc/{}/environ", server.pid());
+    let response = exec_with_token(&server, "tok-123", &json!({"cmd": ["sh", "-c", script]}));
+    assert!(response.starts_with("HTTP/1.1 200") && response.contains("EXEC_SERVER_RUNTIME=node"), "{response}");
+    assert!(!response.contains("tok-123"), "the token is readable in /proc/<server>/environ: {response}");
+}
+
+/// The variable is trimmed like the token file: a secret written with `echo` still matches.
+#[test]
+fn a_token_variable_with_a_trailing_newline_is_trimmed() {
+    let server = start_binary(&[], &[("EXEC_SERVER_TOKEN", "tok-456\n")]);
+    let response = exec_with_token(&server, "tok-456", &json!({"cmd": ["true"]}));
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let denied = exec_with_token(&server, "tok-45", &json!({"cmd": ["true"]}));
+    assert!(denied.starts_with("HTTP/1.1 401"), "{denied}");
 }
 
 /// Escapees (`setsid`) that exit on their own are re-parented to the server, the subreaper: it reaps them, found or
