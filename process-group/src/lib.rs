@@ -11,6 +11,7 @@
 mod leader;
 mod pgid;
 pub mod policy;
+pub mod procfs;
 pub mod reaper;
 mod tag;
 

@@ -129,17 +129,8 @@ fn children() -> Vec<i32> {
 }
 
 fn children_by_parent_pid() -> Vec<i32> {
-    let own = std::process::id().to_string();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            // After the parenthesised name: the state, then the parent's pid.
-            stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)) == Some(own.as_str())
-        })
-        .collect()
+    let own = std::process::id() as i32;
+    crate::procfs::pids().into_iter().filter(|pid| crate::procfs::stat(*pid).is_some_and(|s| s.parent == own)).collect()
 }
 
 #[cfg(test)]
@@ -152,9 +143,7 @@ pub(crate) mod tests {
 
     /// The state letter and parent pid of `pid`, or `None` once it is fully gone.
     pub fn state(pid: i32) -> Option<(char, u32)> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-        Some((fields.next()?.chars().next()?, fields.next()?.parse().ok()?))
+        crate::procfs::stat(pid).map(|stat| (stat.state, stat.parent as u32))
     }
 
     pub async fn until(what: &str, mut done: impl FnMut() -> bool) {

@@ -46,12 +46,7 @@ impl Tagged {
             return Vec::new();
         }
         let own = std::process::id() as i32;
-        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-        entries
-            .filter_map(Result::ok)
-            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| *pid != own && self.carried_by(*pid))
-            .collect()
+        crate::procfs::pids().into_iter().filter(|pid| *pid != own && self.carried_by(*pid)).collect()
     }
 
     /// Every pid seen carrying a tag so far.

@@ -5,6 +5,8 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use process_group::procfs;
+
 /// A string unique to one call in this test process, to put on a command line and look for in /proc afterwards.
 /// It is also a valid number of seconds, so `sleep <marker>` is a long sleep that carries it.
 pub fn marker() -> String {
@@ -88,16 +90,10 @@ pub fn isolated_command(binary: &str) -> tokio::process::Command {
 
 /// Pids of the zombie (`<defunct>`) children of `parent`: what a parent that never reaps leaves behind.
 pub fn zombie_children(parent: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            // After the parenthesised name: state, then the parent's pid.
-            let mut fields = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace()).into_iter().flatten();
-            fields.next() == Some("Z") && fields.next().and_then(|ppid| ppid.parse::<u32>().ok()) == Some(parent)
-        })
+    procfs::pids()
+        .into_iter()
+        .filter(|pid| procfs::stat(*pid).is_some_and(|stat| stat.is_zombie() && stat.parent as u32 == parent))
+        .filter_map(|pid| u32::try_from(pid).ok())
         .collect()
 }
 
