@@ -105,10 +105,14 @@ pub fn resolve_cwd(root: &Path, requested: Option<&str>, allow_any: bool) -> Res
     }
     let dir = match open_directory(&resolved) {
         Ok(dir) => dir,
-        Err(err) if err.raw_os_error() == Some(nix::libc::ENOTDIR) => {
-            return Err(CwdError::Missing { path: resolved, why: "is not a directory" })
+        Err(err) => {
+            let why = match err.raw_os_error() {
+                Some(nix::libc::ENOTDIR) => "is not a directory",
+                Some(nix::libc::ENOENT) => "does not exist",
+                _ => "cannot be opened",
+            };
+            return Err(CwdError::Missing { path: resolved, why });
         }
-        Err(_) => return Err(CwdError::Missing { path: resolved, why: "does not exist" }),
     };
     // What was opened, named by the kernel: if the path was swapped for a symlink since it was resolved, this is
     // where the symlink led.
@@ -120,9 +124,11 @@ pub fn resolve_cwd(root: &Path, requested: Option<&str>, allow_any: bool) -> Res
     Ok(WorkDir { path: opened, opened: Some(Arc::new(dir)) })
 }
 
+/// `O_PATH`: a handle to the directory itself, which needs no permission to read it (entering it needs only
+/// search permission, checked when the command changes into it, as before).
 fn open_directory(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_DIRECTORY).open(path)
+    std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY).open(path)
 }
 
 /// The path of an open directory, from `/proc/self/fd`: canonical, and current (a directory that was removed reads
