@@ -331,6 +331,86 @@ def bad_inputs(tmp):
     server.stop()
 
 
+def zombie_children(pid):
+    """Pids of the <defunct> children of pid."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):
+            continue
+        if state == "Z" and int(ppid) == pid:
+            found.append(int(entry))
+    return found
+
+
+def adopted_zombies(tmp):
+    """50 requests whose setsid escapees exit by themselves (found by their tag or not): the server, their
+    subreaper, reaps them all (before: 19 <defunct> after 50 requests, still there 20 s later)."""
+    workspace = os.path.join(tmp, "zombies")
+    os.makedirs(workspace)
+    server = Server(workspace)
+    marker = f"4545.{os.getpid()}"
+    script = (f"setsid sh -c ': {marker}' & setsid env -i /bin/sh -c '/bin/sleep 0.2; : {marker}' & "
+              f"setsid sh -c 'sleep 0.1; : {marker}' >/dev/null 2>&1 & echo ok")
+    bad = 0
+    for _ in range(50):
+        status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", script]}))
+        bad += status != 200 or json.loads(body)["exit_code"] != 0
+    left = wait_gone(marker, 10)
+    deadline = time.time() + 5
+    while zombie_children(server.proc.pid) and time.time() < deadline:
+        time.sleep(0.05)
+    zombies = zombie_children(server.proc.pid)
+    check("adopted escapees are reaped", not zombies and not left and bad == 0 and server.healthy(),
+          f"50 requests with 150 escapees that exit by themselves; failed requests: {bad}; escapees still running: "
+          f"{len(left)}; <defunct> children of the server 5 s later: {len(zombies)}")
+    server.stop()
+
+
+def cwd_swap_race(tmp):
+    """A checked cwd swapped for a symlink to outside the workspace, over and over, while 1500 commands start:
+    none may run outside (before: 362 of 1500 did)."""
+    workspace = os.path.join(tmp, "race")
+    outside = os.path.join(tmp, "race-outside")
+    os.makedirs(os.path.join(workspace, "d"))
+    os.makedirs(outside)
+    server = Server(workspace)
+    swapper = subprocess.Popen([sys.executable, "-c", f"""
+import os
+os.chdir({workspace!r})
+while True:
+    os.rename("d", "held"); os.symlink({outside!r}, "d"); os.unlink("d"); os.rename("held", "d")
+"""])
+    RUNNING.append(swapper)
+    counts = {"inside": 0, "outside": 0, "refused": 0}
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        for _ in range(1500):
+            conn.request("POST", "/exec", json.dumps({"cmd": ["pwd", "-P"], "cwd": "d"}),
+                         {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            body = response.read()
+            reply = json.loads(body) if response.status == 200 else {}
+            if reply.get("exit_code") != 0:
+                counts["refused"] += 1
+            elif reply["output"].startswith(os.path.realpath(workspace) + "/"):
+                counts["inside"] += 1
+            else:
+                counts["outside"] += 1
+        conn.close()
+    finally:
+        swapper.kill()
+        swapper.wait()
+    check("cwd swapped for a symlink", counts["outside"] == 0 and counts["inside"] > 0 and server.healthy(),
+          f"1500 commands while the cwd was swapped: {counts['inside']} ran inside, {counts['refused']} refused "
+          f"(escape or missing), {counts['outside']} ran outside the workspace")
+    server.stop()
+
+
 # Each scenario makes its own checks; the closing line counts the checks that ran.
 SCENARIOS = [
     abuse,
@@ -338,6 +418,8 @@ SCENARIOS = [
     sigterm_with_50_running,
     floods,
     bad_inputs,
+    adopted_zombies,
+    cwd_swap_race,
 ]
 
 

@@ -148,20 +148,16 @@ impl Config {
         }))
     }
 
-    /// The token in force: EXEC_SERVER_TOKEN (already in `token`) or the token file. An empty token file is an error
-    /// rather than a silently open server.
+    /// The token in force: EXEC_SERVER_TOKEN (already taken into `token`, see [`crate::token::take_from_env`]) or
+    /// the token file, both trimmed the same way.
     pub fn resolve_token(&self) -> Result<Option<String>, String> {
-        if let Some(token) = self.token.as_deref().filter(|t| !t.is_empty()) {
+        if let Some(token) = self.token.as_deref().and_then(crate::token::normalize) {
             return Ok(Some(token.to_owned()));
         }
-        let Some(path) = &self.token_file else { return Ok(None) };
-        let text =
-            std::fs::read_to_string(path).map_err(|err| format!("cannot read token file {}: {err}", path.display()))?;
-        let token = text.trim();
-        if token.is_empty() {
-            return Err(format!("token file {} is empty: put the token in it, or drop --token-file", path.display()));
+        match &self.token_file {
+            Some(path) => crate::token::read_file(path).map(Some),
+            None => Ok(None),
         }
-        Ok(Some(token.to_owned()))
     }
 }
 

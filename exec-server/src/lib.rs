@@ -6,6 +6,7 @@ pub mod engine;
 pub mod http;
 pub mod ipc;
 pub mod local;
+pub mod token;
 pub mod workspace;
 
 use std::future::Future;
@@ -130,7 +131,7 @@ pub async fn run(
     let deadline = tokio::time::Instant::now() + config.grace + Duration::from_millis(500);
     let http_result = finish(http_task, http_early, deadline).await;
     let ipc_result = finish(ipc_task, ipc_early, deadline).await;
-    engine.kill_all();
+    engine.finish_shutdown().await;
     http_result.and(ipc_result)
 }
 

@@ -6,8 +6,10 @@ use clap::Parser;
 use exec_server::config::{normalize_single_dash, Config};
 
 fn main() -> ExitCode {
+    // First, while this is the only thread: the token leaves the environment before anything could copy it.
+    let (token, hidden) = exec_server::token::take_from_env();
     let mut config = Config::parse_from(normalize_single_dash(std::env::args_os()));
-    config.token = std::env::var("EXEC_SERVER_TOKEN").ok().filter(|token| !token.is_empty());
+    config.token = token;
     if config.healthcheck {
         return healthcheck(config.port.unwrap_or(exec_server::config::DEFAULT_PORT));
     }
@@ -18,6 +20,12 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
+    if let Err(err) = hidden {
+        tracing::warn!(
+            "EXEC_SERVER_TOKEN stays readable in /proc/{}/environ ({err}); prefer --token-file",
+            std::process::id()
+        );
+    }
     if let Err(err) = exec_server::engine::become_subreaper() {
         tracing::warn!("cannot become a child subreaper ({err}); orphaned grandchildren will be reaped by PID 1");
     }
@@ -26,6 +34,10 @@ fn main() -> ExitCode {
         Err(err) => return fail(&format!("cannot start the async runtime: {err}")),
     };
     let result = runtime.block_on(async {
+        // Every child of this process is a command leader spawned by the engine, so adopted orphans (escapees that
+        // exited by themselves) can be reaped without taking a leader from tokio: see `process_group::reaper`.
+        tokio::spawn(exec_server::engine::reap_adopted_forever());
+        let shutdown = shutdown_signal();
         let listener = if config.serves_http() {
             let addr = format!("{}:{}", config.host, config.port.unwrap_or(exec_server::config::DEFAULT_PORT));
             let listener = tokio::net::TcpListener::bind(&addr)
@@ -35,7 +47,7 @@ fn main() -> ExitCode {
         } else {
             None
         };
-        exec_server::run(config, listener, shutdown_signal()).await
+        exec_server::run(config, listener, shutdown).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -48,15 +60,22 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// SIGTERM (container stop) or SIGINT (Ctrl-C).
-async fn shutdown_signal() {
+/// SIGTERM (container stop), SIGINT (Ctrl-C) or SIGHUP (a closed terminal or session): each stops the server the
+/// same way, so that no command outlives it. SIGHUP's default action would end the server at once, leaving every
+/// command running and every client without its ending. The handlers are installed at once (a signal that arrives
+/// before the returned future is first polled is kept); without them, the server can only be killed.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    let handlers = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()));
+    async move {
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = handlers else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            _ = hup.recv() => {}
+        }
     }
 }
 

@@ -1,6 +1,54 @@
 //! Working-directory resolution and confinement to the workspace root.
+//!
+//! What confinement protects: a request cannot *start* a command outside the root — not with `..`, an absolute
+//! path, a symlink, nor by swapping a checked directory for a symlink before the command starts (the command enters
+//! the very directory that was opened and checked, see [`WorkDir`]). What it does not: a command can `cd` anywhere
+//! its user may, and read or write whatever its user can. It keeps honest requests where they belong; it is not a
+//! sandbox, which needs another user, a container or a namespace.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A command's working directory. One that passed the confinement check is held open, and the command enters
+/// *that* directory — `/proc/<server pid>/fd/<n>`, which the kernel resolves to the opened directory itself, not
+/// to whatever its path names by the time the command starts. The server's pid rather than `self`: the spawn sets
+/// up the child's descriptors 0–2 before it changes directory, so a low descriptor number in the child's own table
+/// could already name something else. A plain path (the file protocol, which does not confine) is entered by path.
+#[derive(Debug, Clone)]
+pub struct WorkDir {
+    path: PathBuf,
+    opened: Option<Arc<File>>,
+}
+
+impl WorkDir {
+    /// The directory as resolved (for messages and logs).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The path a new command should change into; valid while this value lives.
+    pub fn enter(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        match &self.opened {
+            Some(dir) => PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), dir.as_raw_fd())),
+            None => self.path.clone(),
+        }
+    }
+}
+
+impl From<PathBuf> for WorkDir {
+    /// A directory entered by path, unchecked.
+    fn from(path: PathBuf) -> Self {
+        WorkDir { path, opened: None }
+    }
+}
+
+impl PartialEq<&Path> for WorkDir {
+    fn eq(&self, other: &&Path) -> bool {
+        self.path == *other
+    }
+}
 
 /// Why a requested working directory cannot be used.
 #[derive(Debug, PartialEq, Eq)]
@@ -30,13 +78,16 @@ impl std::fmt::Display for CwdError {
 }
 
 /// Resolves a requested working directory: absent or empty means `root`; relative paths join `root`; the result
-/// is canonical (no `..`, no symlinks) and, unless `allow_any`, inside `root`. `root` must be canonical.
-pub fn resolve_cwd(root: &Path, requested: Option<&str>, allow_any: bool) -> Result<PathBuf, CwdError> {
+/// is canonical (no `..`, no symlinks), opened, and — checked on the opened directory, so that nothing can be
+/// swapped in between — unless `allow_any`, inside `root`. `root` must be canonical.
+pub fn resolve_cwd(root: &Path, requested: Option<&str>, allow_any: bool) -> Result<WorkDir, CwdError> {
     let requested = requested.unwrap_or("");
     if requested.contains('\0') {
         return Err(CwdError::Invalid(requested.to_owned()));
     }
     let joined = if requested.is_empty() { root.to_path_buf() } else { root.join(requested) };
+    let escapes =
+        |resolved: PathBuf| CwdError::Escapes { requested: requested.to_owned(), resolved, root: root.into() };
     let resolved = match joined.canonicalize() {
         Ok(resolved) => resolved,
         Err(_) => {
@@ -44,22 +95,51 @@ pub fn resolve_cwd(root: &Path, requested: Option<&str>, allow_any: bool) -> Res
             // the root learns nothing about what exists there.
             let lexical = normalize_lexically(&joined);
             if !allow_any && !lexical.starts_with(root) {
-                return Err(CwdError::Escapes {
-                    requested: requested.to_owned(),
-                    resolved: lexical,
-                    root: root.into(),
-                });
+                return Err(escapes(lexical));
             }
             return Err(CwdError::Missing { path: joined, why: "does not exist" });
         }
     };
     if !allow_any && !resolved.starts_with(root) {
-        return Err(CwdError::Escapes { requested: requested.to_owned(), resolved, root: root.to_path_buf() });
+        return Err(escapes(resolved));
     }
-    if !resolved.is_dir() {
-        return Err(CwdError::Missing { path: resolved, why: "is not a directory" });
+    let dir = match open_directory(&resolved) {
+        Ok(dir) => dir,
+        Err(err) => {
+            let why = match err.raw_os_error() {
+                Some(nix::libc::ENOTDIR) => "is not a directory",
+                Some(nix::libc::ENOENT) => "does not exist",
+                _ => "cannot be opened",
+            };
+            return Err(CwdError::Missing { path: resolved, why });
+        }
+    };
+    // What was opened, named by the kernel: if the path was swapped for a symlink since it was resolved, this is
+    // where the symlink led.
+    let opened =
+        opened_path(&dir).map_err(|_| CwdError::Missing { path: resolved.clone(), why: "cannot be checked" })?;
+    if !allow_any && !opened.starts_with(root) {
+        return Err(escapes(opened));
     }
-    Ok(resolved)
+    Ok(WorkDir { path: opened, opened: Some(Arc::new(dir)) })
+}
+
+/// `O_PATH`: a handle to the directory itself, which needs no permission to read it (entering it needs only
+/// search permission, checked when the command changes into it, as before).
+fn open_directory(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY).open(path)
+}
+
+/// The path of an open directory, from `/proc/self/fd`: canonical, and current (a directory that was removed reads
+/// as `… (deleted)`, which fails the caller's checks).
+fn opened_path(dir: &File) -> std::io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
+    if path.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") {
+        return Err(std::io::ErrorKind::NotFound.into());
+    }
+    Ok(path)
 }
 
 /// `a/b/../c` → `a/c` without touching the file system.
@@ -94,10 +174,10 @@ mod tests {
     #[test]
     fn relative_and_absolute_inside_are_fine() {
         let (_dir, root) = root();
-        assert_eq!(resolve_cwd(&root, None, false).unwrap(), root);
-        assert_eq!(resolve_cwd(&root, Some("sub/deeper/.."), false).unwrap(), root.join("sub"));
+        assert_eq!(resolve_cwd(&root, None, false).unwrap(), root.as_path());
+        assert_eq!(resolve_cwd(&root, Some("sub/deeper/.."), false).unwrap(), root.join("sub").as_path());
         let abs = root.join("sub/deeper");
-        assert_eq!(resolve_cwd(&root, abs.to_str(), false).unwrap(), abs);
+        assert_eq!(resolve_cwd(&root, abs.to_str(), false).unwrap(), abs.as_path());
     }
 
     #[test]
@@ -123,5 +203,16 @@ mod tests {
             Err(CwdError::Missing { why: "is not a directory", .. })
         ));
         assert!(matches!(resolve_cwd(&root, Some("a\0b"), false), Err(CwdError::Invalid(_))));
+    }
+
+    #[test]
+    fn the_opened_directory_is_what_gets_entered() {
+        let (_dir, root) = root();
+        let work = resolve_cwd(&root, Some("sub"), false).unwrap();
+        // Swap the checked directory for a symlink to outside: entering still lands in the directory that was checked.
+        std::fs::rename(root.join("sub"), root.join("moved")).unwrap();
+        std::os::unix::fs::symlink("/tmp", root.join("sub")).unwrap();
+        assert_eq!(std::fs::canonicalize(work.enter()).unwrap(), root.join("moved"));
+        assert!(std::fs::metadata(work.enter().join("deeper")).unwrap().is_dir());
     }
 }

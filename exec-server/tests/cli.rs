@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use serde_json::json;
 
 use crate::support::*;
@@ -50,11 +51,22 @@ impl RunningBinary {
     }
 
     fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+        self.stop_with(Signal::SIGTERM)
+    }
+
+    /// Sends `signal` and waits for the exit (panics if it takes more than 20 s).
+    fn stop_with(&mut self, signal: Signal) -> (std::process::ExitStatus, Duration) {
         let started = Instant::now();
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM)
-            .unwrap();
-        let status = self.child.wait().unwrap();
-        (status, started.elapsed())
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), signal).unwrap();
+        assert!(
+            eventually(Duration::from_secs(20), || self.child.try_wait().unwrap().is_some()),
+            "no exit on {signal}"
+        );
+        (self.child.wait().unwrap(), started.elapsed())
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
@@ -80,43 +92,110 @@ fn single_dash_flags_and_the_health_probe() {
     assert!(String::from_utf8_lossy(&probe.stderr).contains("unhealthy"));
 }
 
-#[test]
-fn the_token_never_reaches_a_command() {
-    let server = start_binary(&[], &[("EXEC_SERVER_TOKEN", "tok-123"), ("EXEC_SERVER_RUNTIME", "node")]);
-    let body = json!({"cmd": ["env"]}).to_string();
-    let mut socket = std::net::TcpStream::connect(server.addr()).unwrap();
+/// POST /exec on a plain socket with a bearer token; the whole raw response.
+fn exec_with_token(server: &RunningBinary, token: &str, request: &serde_json::Value) -> String {
     use std::io::{Read, Write};
+    let body = request.to_string();
+    let mut socket = std::net::TcpStream::connect(server.addr()).unwrap();
     write!(
         socket,
-        "POST /exec HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer tok-123\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /exec HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
     let mut response = String::new();
     socket.read_to_string(&mut response).unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    assert!(response.contains("PATH="), "env did not run: {response}");
-    assert!(!response.contains("tok-123") && !response.contains("EXEC_SERVER_"), "{response}");
+    response
 }
 
 #[test]
-fn sigterm_with_commands_running_leaves_no_processes() {
-    let mut server = start_binary(&["--grace", "1"], &[]);
-    let markers: Vec<String> = (0..4).map(|_| marker()).collect();
-    let mut connections = Vec::new();
-    for (i, marker) in markers.iter().enumerate() {
-        // Half ignore SIGTERM (they need the SIGKILL after the grace period), and each leaves a grandchild.
-        let trap = if i % 2 == 0 { "trap '' TERM;" } else { "" };
-        let script = format!("{trap} ({} &); echo started; {}", sleeper(marker), sleeper(marker));
-        let mut connection = raw_post(server.addr(), "/exec/stream", &json!({"cmd": ["sh", "-c", script]}).to_string());
-        read_until(&mut connection, "started");
-        connections.push(connection);
+fn the_token_never_reaches_a_command() {
+    let server = start_binary(&[], &[("EXEC_SERVER_TOKEN", "tok-123"), ("EXEC_SERVER_RUNTIME", "node")]);
+    let response = exec_with_token(&server, "tok-123", &json!({"cmd": ["env"]}));
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("PATH="), "env did not run: {response}");
+    assert!(!response.contains("tok-123") && !response.contains("EXEC_SERVER_"), "{response}");
+
+    // Nor through the server's own environment block, which /proc shows as it was at exec time.
+    let script = format!("tr '\\0' '\\n' < /proc/{}/environ", server.pid());
+    let response = exec_with_token(&server, "tok-123", &json!({"cmd": ["sh", "-c", script]}));
+    assert!(response.starts_with("HTTP/1.1 200") && response.contains("EXEC_SERVER_RUNTIME=node"), "{response}");
+    assert!(!response.contains("tok-123"), "the token is readable in /proc/<server>/environ: {response}");
+}
+
+/// The variable is trimmed like the token file: a secret written with `echo` still matches.
+#[test]
+fn a_token_variable_with_a_trailing_newline_is_trimmed() {
+    let server = start_binary(&[], &[("EXEC_SERVER_TOKEN", "tok-456\n")]);
+    let response = exec_with_token(&server, "tok-456", &json!({"cmd": ["true"]}));
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let denied = exec_with_token(&server, "tok-45", &json!({"cmd": ["true"]}));
+    assert!(denied.starts_with("HTTP/1.1 401"), "{denied}");
+}
+
+/// Escapees (`setsid`) that exit on their own are re-parented to the server, the subreaper: it reaps them, found or
+/// not by their job tag (`env -i` scrubs it).
+#[test]
+fn adopted_escapees_that_exit_by_themselves_are_reaped() {
+    let server = start_binary(&[], &[]);
+    let marker = marker();
+    let script = format!(
+        "setsid sh -c ': {marker}' & setsid env -i /bin/sh -c '/bin/sleep 0.3; : {marker}' & \
+         setsid sh -c 'sleep 0.2; : {marker}' > /dev/null 2>&1 & echo started"
+    );
+    for _ in 0..10 {
+        let response =
+            read_all(&mut raw_post(server.addr(), "/exec", &json!({"cmd": ["sh", "-c", script]}).to_string()));
+        assert!(response.starts_with("HTTP/1.1 200") && response.contains("started"), "{response}");
     }
-    let (status, took) = server.terminate();
-    assert!(status.success(), "{status:?}");
-    assert!(took < Duration::from_secs(2), "exit took {took:?}, more than grace + 1 s");
-    for marker in &markers {
-        assert_no_survivors(marker, Duration::from_millis(500));
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    let reaped = eventually(Duration::from_secs(5), || zombie_children(server.pid()).is_empty());
+    assert!(reaped, "zombie children of the server: {:?}", zombie_children(server.pid()));
+}
+
+/// SIGTERM and SIGHUP both stop the server the same way: running commands, what escaped them (a TERM-ignoring
+/// `setsid` daemon) and what escaped a command that had already finished (its sweep under way) are all gone when
+/// the server has exited, and an open stream gets its ending first.
+#[test]
+fn sigterm_and_sighup_leave_no_escapee_and_end_streams() {
+    for signal in [Signal::SIGTERM, Signal::SIGHUP] {
+        let mut server = start_binary(&["--grace", "2"], &[]);
+        // A finished command's escapee that survives SIGTERM (its trap notes it, then it carries on): the server's
+        // sweep of it is in its grace period when the server is told to stop.
+        let (swept, noted) = (marker(), server._workspace.path().join("term-noted"));
+        // The command ends once the escapee has its trap in place (until then, SIGTERM to the group would end it).
+        let script = format!(
+            "setsid sh -c \"trap 'echo > {noted}' TERM; echo > ready; while :; do {} & wait; done\" > /dev/null 2>&1 & \
+             while [ ! -e ready ]; do sleep 0.01; done",
+            sleeper(&swept),
+            noted = noted.display()
+        );
+        let reply = read_all(&mut raw_post(server.addr(), "/exec", &json!({"cmd": ["sh", "-c", script]}).to_string()));
+        assert!(reply.contains(r#""exit_code":0"#), "{reply}");
+        assert!(eventually(Duration::from_secs(10), || noted.exists()), "the sweep never sent SIGTERM");
+
+        // A running command with a TERM-ignoring escapee of its own.
+        let (daemon, leader) = (marker(), marker());
+        let script = format!(
+            "setsid sh -c \"trap '' TERM; {}\" > /dev/null 2>&1 & echo started; {}",
+            sleeper(&daemon),
+            sleeper(&leader)
+        );
+        let mut stream = raw_post(server.addr(), "/exec/stream", &json!({"cmd": ["sh", "-c", script]}).to_string());
+        read_until(&mut stream, "started");
+        wait_for_process(&daemon);
+
+        let (status, took) = server.stop_with(signal);
+        assert!(status.success(), "{signal}: {status:?}");
+        assert!(took < Duration::from_secs(8), "{signal}: exit took {took:?} (grace 2 s)");
+        // Checked at once: the server must not exit before its sweeps are done.
+        for (what, marker) in
+            [("the swept escapee", &swept), ("the running escapee", &daemon), ("the command", &leader)]
+        {
+            assert_eq!(processes_matching(marker), Vec::<u32>::new(), "{signal}: {what} survived");
+        }
+        let rest = read_all(&mut stream);
+        assert!(rest.contains("cancelled") && rest.contains(r#""type":"exit""#), "{signal}: {rest}");
     }
 }
 

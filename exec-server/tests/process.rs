@@ -193,3 +193,59 @@ async fn the_timeout_cap_wins_over_the_request() {
     assert_eq!(info["max_timeout"], 1);
     server.stop().await;
 }
+
+/// A checked working directory swapped for a symlink to outside the root, over and over while commands start: the
+/// command runs in the directory that was checked, or is refused; never outside the root.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_working_directory_swapped_for_a_symlink_is_never_entered_outside() {
+    let server = server().start().await;
+    let root = server.workspace.path().canonicalize().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let (dir, held) = (root.join("d"), root.join("held"));
+    std::fs::create_dir(&dir).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, outside) = (stop.clone(), outside.path().to_path_buf());
+        std::thread::spawn(move || {
+            let mut swaps = 0u32;
+            // Each state lasts about as long as a check takes to reach the spawn, which makes the race likely.
+            let hold = || {
+                let until = Instant::now() + Duration::from_micros(200);
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            };
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::rename(&dir, &held).unwrap();
+                std::os::unix::fs::symlink(&outside, &dir).unwrap();
+                hold();
+                std::fs::remove_file(&dir).unwrap();
+                std::fs::rename(&held, &dir).unwrap();
+                hold();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (mut inside, mut outside_runs, mut refused) = (0, Vec::new(), 0);
+    for _ in 0..300 {
+        let response =
+            server.post("/exec", json!({"cmd": ["pwd", "-P"], "cwd": "d"}).to_string()).send().await.unwrap();
+        if response.status() != 200 {
+            refused += 1;
+            continue;
+        }
+        let reply: protocol::ExecReply = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        match reply.exit_code {
+            0 if reply.output.starts_with(&root.display().to_string()) => inside += 1,
+            0 => outside_runs.push(reply.output),
+            _ => refused += 1,
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(outside_runs.is_empty(), "{} of 300 ran outside the root: {:?}", outside_runs.len(), &outside_runs[..1]);
+    assert!(inside > 0, "no command ran at all ({refused} refused, {swaps} swaps)");
+    eprintln!("cwd swap race: {inside} inside, {refused} refused, 0 outside, {swaps} swaps");
+    server.stop().await;
+}

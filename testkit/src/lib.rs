@@ -5,6 +5,8 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use process_group::procfs;
+
 /// A string unique to one call in this test process, to put on a command line and look for in /proc afterwards.
 /// It is also a valid number of seconds, so `sleep <marker>` is a long sleep that carries it.
 pub fn marker() -> String {
@@ -84,4 +86,28 @@ pub fn isolated_command(binary: &str) -> tokio::process::Command {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     command
+}
+
+/// Pids of the zombie (`<defunct>`) children of `parent`: what a parent that never reaps leaves behind.
+pub fn zombie_children(parent: u32) -> Vec<u32> {
+    procfs::pids()
+        .into_iter()
+        .filter(|pid| procfs::stat(*pid).is_some_and(|stat| stat.is_zombie() && stat.parent as u32 == parent))
+        .filter_map(|pid| u32::try_from(pid).ok())
+        .collect()
+}
+
+/// Polls `done` every 20 ms until it holds or `within` has passed; returns whether it held. For conditions that
+/// have no event to wait on (a process that is not ours changing state).
+pub fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -10,18 +10,20 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use process_group::{self as group, Members, Pgid, Tagged};
 use protocol::StreamKind;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 pub use output::{Captured, Output, OutputChunk, READ_SIZE};
-use process_group as group;
-pub use process_group::{become_subreaper, exit_code_of};
+
+use crate::workspace::WorkDir;
+pub use process_group::{become_subreaper, exit_code_of, reap_adopted_forever};
 
 /// How the engine treats every command.
 #[derive(Debug, Clone)]
@@ -37,8 +39,8 @@ pub struct Policy {
 pub struct Job {
     /// Program and arguments; never run through a shell.
     pub argv: Vec<OsString>,
-    /// Working directory (already resolved and confined by the transport).
-    pub cwd: PathBuf,
+    /// Working directory (already resolved, and opened and confined where the transport confines it).
+    pub cwd: WorkDir,
     /// The complete environment of the command.
     pub env: Vec<(OsString, OsString)>,
     /// Bytes for stdin; `None` means `/dev/null`.
@@ -83,11 +85,17 @@ pub struct Engine {
 struct Inner {
     policy: Policy,
     /// Process group → job id of every command not yet cleaned up.
-    live_groups: Mutex<HashMap<i32, u64>>,
+    live_groups: Mutex<HashMap<Pgid, u64>>,
     shutdown: CancellationToken,
+    /// When [`Engine::shutdown`] was called: the grace period of everything it stops counts from here.
+    shutdown_at: OnceLock<tokio::time::Instant>,
     sweeper: Arc<escaped::Sweeper>,
     sweeper_started: std::sync::Once,
 }
+
+/// How long [`Engine::finish_shutdown`] waits for SIGKILLed processes to disappear: short, since the whole
+/// shutdown must fit in the grace period plus a second.
+pub const SHUTDOWN_KILL_WAIT: Duration = Duration::from_millis(400);
 
 /// Job ids are unique in the process, not per engine: they tag descendants (see `escaped`), and tests run several
 /// engines in one process.
@@ -106,6 +114,7 @@ impl Engine {
                 policy,
                 live_groups: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
+                shutdown_at: OnceLock::new(),
                 sweeper: Arc::default(),
                 sweeper_started: std::sync::Once::new(),
             }),
@@ -118,20 +127,40 @@ impl Engine {
     }
 
     /// Stops every running command by the policy, and refuses none: transports stop accepting work themselves.
+    /// Escapees of every job not yet swept — running, finished, or being swept — get their SIGTERM now too, so that
+    /// one grace period, counted from here, covers everything; [`Engine::finish_shutdown`] completes the policy.
     pub fn shutdown(&self) {
+        let _ = self.inner.shutdown_at.set(tokio::time::Instant::now());
         self.inner.shutdown.cancel();
+        group::ask_to_stop(&mut self.unfinished());
     }
 
-    /// Last resort when the process is about to exit: SIGKILL to every group still known.
+    /// Completes the shutdown before the process exits: waits until the grace period that [`Engine::shutdown`]
+    /// started has passed for whatever still carries the tag of an unfinished job (commands, what escaped them,
+    /// sweeps under way), SIGKILLs what is left, and gives up on what survives SIGKILL for [`SHUTDOWN_KILL_WAIT`].
+    /// Returns within the grace period plus that wait, counted from [`Engine::shutdown`].
+    pub async fn finish_shutdown(&self) {
+        let started = *self.inner.shutdown_at.get_or_init(tokio::time::Instant::now);
+        let mut unfinished = self.unfinished();
+        if !group::settle(&mut unfinished, started + self.inner.policy.grace, SHUTDOWN_KILL_WAIT).await {
+            tracing::warn!(left = unfinished.find().len(), "processes survive SIGKILL at shutdown; leaving them");
+        }
+        self.kill_all();
+    }
+
+    /// Last resort when the process is about to exit: SIGKILL to every group and tagged process still known.
     pub fn kill_all(&self) {
-        let live: Vec<(i32, u64)> = self.inner.live_groups.lock().unwrap().iter().map(|(g, j)| (*g, *j)).collect();
-        for (pgid, job) in live {
-            group::signal_group(pgid, Signal::SIGKILL);
-            escaped::kill_tagged(&escaped::tag(job));
+        for pgid in self.inner.live_groups.lock().unwrap().keys() {
+            pgid.signal(Signal::SIGKILL);
         }
-        for job in self.inner.sweeper.pending() {
-            escaped::kill_tagged(&escaped::tag(job));
-        }
+        self.unfinished().signal(Signal::SIGKILL);
+    }
+
+    /// Whatever carries the tag of a job that is running, or finished but not yet swept.
+    fn unfinished(&self) -> Tagged {
+        let mut jobs: Vec<u64> = self.inner.live_groups.lock().unwrap().values().copied().collect();
+        jobs.extend(self.inner.sweeper.unfinished());
+        Tagged::new(jobs.into_iter().map(escaped::tag).collect())
     }
 
     /// Runs `job` to its end. `cancel` stops it early (TERM → grace → KILL to its whole group), as does
@@ -155,19 +184,18 @@ impl Engine {
         command
             .arg0(first)
             .args(&job.argv[1..])
-            .current_dir(&job.cwd)
+            .current_dir(job.cwd.enter())
             .env_clear()
             .envs(job.env.iter().map(|(k, v)| (k, v)))
-            .env(escaped::JOB_VARIABLE, escaped::tag(id))
-            .process_group(0)
+            .env(escaped::JOB_VARIABLE, escaped::tag_value(id))
             .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(|err| start_error(&job, &program, &err))?;
-        let pgid = child.id().and_then(|pid| i32::try_from(pid).ok()).unwrap_or_default();
+        let mut leader = group::spawn_leader(&mut command).map_err(|err| start_error(&job, &program, &err))?;
+        let pgid = leader.pgid();
         let guard = GroupGuard::register(self.clone(), pgid, id);
 
-        if let (Some(bytes), Some(mut stdin)) = (job.stdin, child.stdin.take()) {
+        if let (Some(bytes), Some(mut stdin)) = (job.stdin, leader.child().stdin.take()) {
             // A command that exits without reading its stdin is not an error.
             tokio::spawn(async move {
                 let _ = stdin.write_all(&bytes).await;
@@ -176,25 +204,26 @@ impl Engine {
         let stop_reading = CancellationToken::new();
         let sink = output::Sink::from(&output);
         drop(output);
-        let stdout = child
-            .stdout
-            .take()
-            .map(|pipe| tokio::spawn(output::read_pipe(pipe, StreamKind::Stdout, sink.clone(), stop_reading.clone())));
-        let stderr = child
+        let stdout =
+            leader.child().stdout.take().map(|pipe| {
+                tokio::spawn(output::read_pipe(pipe, StreamKind::Stdout, sink.clone(), stop_reading.clone()))
+            });
+        let stderr = leader
+            .child()
             .stderr
             .take()
             .map(|pipe| tokio::spawn(output::read_pipe(pipe, StreamKind::Stderr, sink, stop_reading.clone())));
 
         let ending = tokio::select! {
-            status = child.wait() => Ending::Exited(status),
+            status = leader.wait() => Ending::Exited(status),
             () = tokio::time::sleep(job.timeout) => Ending::TimedOut,
             () = cancel.cancelled() => Ending::Cancelled,
             () = self.inner.shutdown.cancelled() => Ending::Cancelled,
         };
         let (status, timed_out, cancelled, group_done) = match ending {
             Ending::Exited(status) => (status, false, false, false),
-            Ending::TimedOut => (group::terminate_group(&mut child, pgid, grace).await, true, false, true),
-            Ending::Cancelled => (group::terminate_group(&mut child, pgid, grace).await, false, true, true),
+            Ending::TimedOut => (group::terminate_group(&mut leader, grace).await, true, false, true),
+            Ending::Cancelled => (group::terminate_group(&mut leader, grace).await, false, true, true),
         };
         let leader_gone = Instant::now();
 
@@ -213,8 +242,8 @@ impl Engine {
         // Whatever the command left behind, in its group or escaped from it, is terminated by the same policy,
         // after the result is out.
         tokio::spawn(async move {
-            if !group_done && !group::terminate_leftovers(pgid, grace).await {
-                tracing::warn!(pgid, "process group still has members after SIGKILL; giving up on it");
+            if !group_done && !group::terminate(&mut pgid.clone(), grace).await {
+                tracing::warn!(%pgid, "process group still has members after SIGKILL; giving up on it");
             }
             guard.engine.inner.sweeper.job_finished(id);
             guard.release();
@@ -228,7 +257,7 @@ impl Engine {
         tracing::info!(
             id,
             program,
-            cwd = %job.cwd.display(),
+            cwd = %job.cwd.path().display(),
             exit_code,
             signal,
             timed_out,
@@ -262,8 +291,9 @@ fn resolve_program(program: &OsString, job: &Job) -> Result<PathBuf, StartError>
     let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
     // A command without PATH gets the shell's usual default.
     let path = path.unwrap_or(std::ffi::OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+    let cwd = job.cwd.enter();
     for dir in std::env::split_paths(path) {
-        let dir = if dir.as_os_str().is_empty() { job.cwd.clone() } else { job.cwd.join(dir) };
+        let dir = if dir.as_os_str().is_empty() { cwd.clone() } else { cwd.join(dir) };
         let candidate = dir.join(program);
         if let Ok(meta) = std::fs::metadata(&candidate) {
             if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
@@ -287,11 +317,12 @@ fn start_error(job: &Job, program: &str, err: &std::io::Error) -> StartError {
 }
 
 fn cwd_problem(job: &Job) -> Option<StartError> {
-    if job.cwd.is_dir() {
+    let cwd = job.cwd.path();
+    if cwd.is_dir() {
         return None;
     }
-    let what = if job.cwd.exists() { "is not a directory" } else { "does not exist" };
-    Some(StartError(format!("working directory {} {what}", job.cwd.display())))
+    let what = if cwd.exists() { "is not a directory" } else { "does not exist" };
+    Some(StartError(format!("working directory {} {what}", cwd.display())))
 }
 
 fn not_found(program: &str) -> StartError {
@@ -302,12 +333,12 @@ fn not_found(program: &str) -> StartError {
 /// that (its task dropped at runtime shutdown), SIGKILLs the group so nothing outlives us unnoticed.
 struct GroupGuard {
     engine: Engine,
-    pgid: i32,
+    pgid: Pgid,
     released: bool,
 }
 
 impl GroupGuard {
-    fn register(engine: Engine, pgid: i32, job: u64) -> Self {
+    fn register(engine: Engine, pgid: Pgid, job: u64) -> Self {
         engine.inner.live_groups.lock().unwrap().insert(pgid, job);
         GroupGuard { engine, pgid, released: false }
     }
@@ -320,7 +351,7 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if !self.released {
-            group::signal_group(self.pgid, Signal::SIGKILL);
+            self.pgid.signal(Signal::SIGKILL);
         }
         self.engine.inner.live_groups.lock().unwrap().remove(&self.pgid);
     }

@@ -168,7 +168,7 @@ pub fn job_of(
     };
     Ok(Job {
         argv,
-        cwd,
+        cwd: cwd.into(),
         env: env.to_vec(),
         stdin,
         timeout: Duration::from_secs(timeout_of(request.timeout.as_ref(), min_timeout, max_timeout)),

@@ -106,14 +106,14 @@ fn settle_run_result(ipc: &Ipc, before: Option<Stamp>, ending: &Ending) {
     }
 }
 
-/// What wakes the supervisor while the orchestrator runs.
+/// What ended the wait for the orchestrator.
 enum Event {
+    Exited(std::io::Result<std::process::ExitStatus>),
     Signal(Signal),
     Timeout,
-    Kill,
 }
 
-async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, mut signals: Option<&mut Signals>) -> Ending {
+async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut Signals>) -> Ending {
     if let Err(err) = group::become_subreaper() {
         eprintln!("sidecar-ipc: cannot become child subreaper ({err}); leftover processes are reaped by PID 1");
     }
@@ -121,57 +121,38 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, mut signals: Option<
         return Ending::not_started(2, "no command to run: sidecar-ipc run -- CMD [ARGS…]".to_owned());
     };
     let mut command = tokio::process::Command::new(program);
-    command
-        .args(rest)
-        .process_group(0)
-        .env(run_config::VAR, config)
-        .env(ipc::ROOT_VAR, ipc.root())
-        .env(SUPERVISED_VAR, "1");
-    let mut child = match command.spawn() {
-        Ok(child) => child,
+    command.args(rest).env(run_config::VAR, config).env(ipc::ROOT_VAR, ipc.root()).env(SUPERVISED_VAR, "1");
+    let mut leader = match group::spawn_leader(&mut command) {
+        Ok(leader) => leader,
         Err(err) => {
             // The shell's codes: 127 not found, 126 found but not runnable.
             let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
             return Ending::not_started(code, format!("cannot start the orchestrator {program:?}: {err}"));
         }
     };
-    let pgid = child.id().and_then(|pid| i32::try_from(pid).ok()).unwrap_or_default();
+    // The orchestrator is our only child, so what else we adopt (descendants that left its group and exited) can be
+    // reaped without taking its status from tokio.
+    tokio::spawn(group::reap_adopted_forever());
+    let pgid = leader.pgid();
     let timeout_at = args.timeout.map(|timeout| Instant::now() + timeout);
-    let mut kill_at: Option<Instant> = None;
-    let mut timed_out = false;
-    let mut received: Option<Signal> = None;
 
-    let status = loop {
-        let event = tokio::select! {
-            status = child.wait() => break status,
-            signal = Signals::next(signals.as_deref_mut()) => Event::Signal(signal),
-            () = sleep_until_some(timeout_at), if !timed_out => Event::Timeout,
-            () = sleep_until_some(kill_at) => Event::Kill,
-        };
-        let signal = match event {
-            Event::Signal(signal) => {
-                received.get_or_insert(signal);
-                signal
-            }
-            Event::Timeout => {
-                timed_out = true;
-                Signal::SIGTERM
-            }
-            Event::Kill => {
-                group::signal_group(pgid, Signal::SIGKILL);
-                kill_at = None;
-                continue;
-            }
-        };
-        group::signal_group(pgid, signal);
-        group::signal_group(pgid, Signal::SIGCONT);
-        // Whatever the orchestrator does with the signal, it has `--grace` to end.
-        kill_at.get_or_insert(Instant::now() + args.grace);
+    let event = tokio::select! {
+        status = leader.wait() => Event::Exited(status),
+        signal = Signals::next(signals) => Event::Signal(signal),
+        () = sleep_until_some(timeout_at) => Event::Timeout,
     };
-    // Whatever the leader left in its group goes too: a background `sidecar-ipc prompt` has nobody to answer to.
-    if !group::terminate_leftovers(pgid, args.grace).await {
-        eprintln!("sidecar-ipc: process group {pgid} still has members after SIGKILL; not waiting for them");
-    }
+    // Whatever the orchestrator does with the signal, its group has `--grace` to end; and whatever the leader left
+    // in its group goes too: a background `sidecar-ipc prompt` has nobody to answer to.
+    let (status, received, timed_out) = match event {
+        Event::Exited(status) => {
+            if !group::terminate(&mut pgid.clone(), args.grace).await {
+                eprintln!("sidecar-ipc: process group {pgid} still has members after SIGKILL; not waiting for them");
+            }
+            (status, None, false)
+        }
+        Event::Signal(signal) => (group::stop_group(&mut leader, signal, args.grace).await, Some(signal), false),
+        Event::Timeout => (group::terminate_group(&mut leader, args.grace).await, None, true),
+    };
 
     let (code, signal) = match status {
         Ok(status) => exit_code_of(status),

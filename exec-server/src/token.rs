@@ -1,0 +1,95 @@
+//! The bearer token, read in one place: from `EXEC_SERVER_TOKEN` or a token file, trimmed the same way, and kept
+//! out of what commands can read.
+//!
+//! What a command can see of the token: not its environment (the server passes on no `EXEC_SERVER_*` variable), and
+//! not the server's `/proc/<pid>/environ` (the variable is removed from the server's environment and overwritten in
+//! the block that file shows, before any thread starts). What it can see: the token file, if its permissions let
+//! the command's user read it (mount it readable by the server only, or run commands as another user); and the
+//! server's memory, where the kernel lets the same user read it (`ptrace_scope` 0, or `CAP_SYS_PTRACE`). The token
+//! guards the API against the network, not against the commands the server runs.
+
+use std::path::Path;
+
+/// The variable that holds the token itself (it has no flag, so it never shows in `ps`).
+pub const VARIABLE: &str = "EXEC_SERVER_TOKEN";
+
+/// A token as written, without the whitespace around it: a secret written with `echo` ends in a newline, and no
+/// token can hold whitespace at its ends (a header value cannot). `None` when nothing is left.
+pub fn normalize(text: &str) -> Option<&str> {
+    Some(text.trim()).filter(|token| !token.is_empty())
+}
+
+/// Takes the token out of the environment: reads `EXEC_SERVER_TOKEN` (normalized; empty counts as unset), removes
+/// it from this process's environment and overwrites it in the environment block that `/proc/<pid>/environ` shows
+/// (which `remove_var` alone does not touch). Call first thing in `main`, before any thread starts: changing the
+/// environment is not thread-safe, and a thread could copy the block first.
+///
+/// The token is returned even when hiding it failed (no writable `/proc/self/mem`); the error says why, for a warning.
+pub fn take_from_env() -> (Option<String>, Result<(), std::io::Error>) {
+    let Some(value) = std::env::var_os(VARIABLE) else { return (None, Ok(())) };
+    let token = normalize(&value.to_string_lossy()).map(str::to_owned);
+    std::env::remove_var(VARIABLE);
+    (token, hide_from_proc(VARIABLE))
+}
+
+/// Reads a token file. An empty file is an error rather than a silently open server.
+pub fn read_file(path: &Path) -> Result<String, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|err| format!("cannot read token file {}: {err}", path.display()))?;
+    match normalize(&text) {
+        Some(token) => Ok(token.to_owned()),
+        None => Err(format!("token file {} is empty: put the token in it, or drop --token-file", path.display())),
+    }
+}
+
+/// Overwrites every `NAME=…` entry of the environment block the kernel shows in `/proc/self/environ` with NUL bytes,
+/// through `/proc/self/mem` (our own memory, so no privilege is involved). The block is the one `execve` laid out;
+/// after `remove_var` nothing in the process points into the entry any more.
+fn hide_from_proc(name: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The fields after the parenthesised name start with field 3; env_start and env_end are fields 50 and 51.
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let field = |n: usize| -> std::io::Result<u64> {
+        fields
+            .get(n - 3)
+            .and_then(|value| value.parse().ok())
+            .ok_or_else(|| std::io::Error::other("/proc/self/stat has no environment bounds"))
+    };
+    let (start, end) = (field(50)?, field(51)?);
+    let length = usize::try_from(end.saturating_sub(start)).map_err(std::io::Error::other)?;
+    let mem = std::fs::OpenOptions::new().read(true).write(true).open("/proc/self/mem")?;
+    let mut block = vec![0; length];
+    mem.read_exact_at(&mut block, start)?;
+    let prefix = format!("{name}=");
+    let mut offset = 0u64;
+    for entry in block.split(|&b| b == 0) {
+        if entry.starts_with(prefix.as_bytes()) {
+            mem.write_all_at(&vec![0; entry.len()], start + offset)?;
+        }
+        offset += entry.len() as u64 + 1;
+    }
+    let shown = std::fs::read("/proc/self/environ")?;
+    if shown.split(|&b| b == 0).any(|entry| entry.starts_with(prefix.as_bytes())) {
+        return Err(std::io::Error::other("the entry is still shown after overwriting it"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variable_and_file_are_trimmed_alike() {
+        assert_eq!(normalize("tok\n"), Some("tok"));
+        assert_eq!(normalize("  tok \r\n"), Some("tok"));
+        assert_eq!(normalize(" \n"), None);
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "tok\n").unwrap();
+        assert_eq!(read_file(file.path()).unwrap(), "tok");
+        std::fs::write(file.path(), "\n").unwrap();
+        assert!(read_file(file.path()).unwrap_err().contains("is empty"));
+    }
+}

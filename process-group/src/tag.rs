@@ -1,0 +1,128 @@
+//! Processes found by a tag in their environment: the members of a command that left its process group.
+//!
+//! A process group cannot hold a daemon that calls `setsid`, and without cgroups nothing else ties it to the
+//! command that started it. What does survive `setsid` is the environment: a variable set on the command
+//! (`NAME=value`) is inherited by all its descendants, and `/proc/<pid>/environ` shows it. A descendant that scrubs
+//! its environment (`env -i`, `env -u NAME`) is not found: that is the limit of this approach. So are zombies
+//! (their environment is gone), which is why [`Tagged`] keeps the pids it saw, to reap them.
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::policy::Members;
+use crate::reaper;
+
+/// `NAME=value`, exactly as it appears in an environment block.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tag(Vec<u8>);
+
+impl Tag {
+    pub fn new(name: &str, value: &str) -> Tag {
+        Tag(format!("{name}={value}").into_bytes())
+    }
+
+    fn is_in(&self, environ: &[u8]) -> bool {
+        environ.split(|&b| b == 0).any(|entry| entry == self.0.as_slice())
+    }
+}
+
+/// The live processes that carry any of a set of tags, as members for the termination policy: signalled by pid,
+/// found again before every signal (an escapee may fork right up to the moment it is killed).
+#[derive(Debug)]
+pub struct Tagged {
+    tags: Vec<Tag>,
+    /// Pids seen carrying a tag; kept after they die so that the adopted ones among them are reaped.
+    seen: Vec<i32>,
+}
+
+impl Tagged {
+    pub fn new(tags: Vec<Tag>) -> Tagged {
+        Tagged { tags, seen: Vec::new() }
+    }
+
+    /// Pids of the live processes (other than us) that carry one of the tags.
+    pub fn find(&self) -> Vec<i32> {
+        if self.tags.is_empty() {
+            return Vec::new();
+        }
+        let own = std::process::id() as i32;
+        crate::procfs::pids().into_iter().filter(|pid| *pid != own && self.carried_by(*pid)).collect()
+    }
+
+    /// Every pid seen carrying a tag so far.
+    pub fn seen(&self) -> &[i32] {
+        &self.seen
+    }
+
+    /// Whether `pid` is alive and carries a tag (a zombie's environment reads as empty).
+    fn carried_by(&self, pid: i32) -> bool {
+        std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| self.tags.iter().any(|t| t.is_in(&environ)))
+    }
+
+    fn remember(&mut self, pids: &[i32]) {
+        for pid in pids {
+            if !self.seen.contains(pid) {
+                self.seen.push(*pid);
+            }
+        }
+    }
+}
+
+impl Members for Tagged {
+    fn signal(&mut self, signal: Signal) {
+        let pids = self.find();
+        for pid in &pids {
+            let _ = kill(Pid::from_raw(*pid), signal);
+        }
+        self.remember(&pids);
+    }
+
+    fn reap(&mut self) {
+        reaper::reap_adopted_among(self.seen.iter().copied());
+    }
+
+    /// Cheap while members are known to be alive; a full look through `/proc` only once they all seem gone.
+    fn is_empty(&mut self) -> bool {
+        if self.seen.iter().any(|pid| self.carried_by(*pid)) {
+            return false;
+        }
+        let pids = self.find();
+        self.remember(&pids);
+        pids.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncBufReadExt;
+
+    use super::*;
+    use crate::reaper::tests::{state, until};
+
+    /// A TERM-ignoring daemon that left its group with `setsid` is found by its tag and ended by the policy, and
+    /// reaped once it is our orphan.
+    #[tokio::test]
+    async fn a_term_ignoring_escapee_is_ended_by_its_tag() {
+        crate::become_subreaper().unwrap();
+        let value = format!("tag-test-{}", std::process::id());
+        let mut command = tokio::process::Command::new("sh");
+        command
+            .args(["-c", "setsid sh -c 'trap \"\" TERM; echo $$; exec sleep 30 </dev/null >/dev/null' & wait"])
+            .env("TEST_TAG", &value)
+            .stdout(std::process::Stdio::piped());
+        let mut leader = crate::spawn_leader(&mut command).unwrap();
+        let mut line = String::new();
+        tokio::io::BufReader::new(leader.child().stdout.take().unwrap()).read_line(&mut line).await.unwrap();
+        let escapee: i32 = line.trim().parse().unwrap();
+        let mut escaped = Tagged::new(vec![Tag::new("TEST_TAG", &value)]);
+        until("the escapee to carry its tag", || escaped.find().contains(&escapee)).await;
+        leader.child().start_kill().unwrap();
+        leader.wait().await.unwrap();
+
+        assert!(crate::terminate(&mut escaped, Duration::from_millis(200)).await);
+        assert_eq!(escaped.find(), Vec::<i32>::new());
+        until("the escapee to be reaped", || state(escapee).is_none()).await;
+    }
+}
