@@ -4,7 +4,18 @@
 //! `model` is the one validated description of a run; `engine` talks to the container engine; `up`, `ps`, `logs`,
 //! `down` are the commands; `compose` and `kube` the emitters.
 
+pub mod agent;
+pub mod down;
+pub mod engine;
+pub mod gate;
+pub mod logs;
 pub mod model;
+pub mod names;
 pub mod options;
 pub mod profile;
+pub mod progress;
+pub mod ps;
 pub mod runtime;
+pub mod spec;
+pub mod token;
+pub mod up;
