@@ -5,9 +5,12 @@
 //! `down` are the commands; `compose` and `kube` the emitters.
 
 pub mod agent;
+pub mod compose;
 pub mod down;
+pub mod emit;
 pub mod engine;
 pub mod gate;
+pub mod kube;
 pub mod logs;
 pub mod model;
 pub mod names;

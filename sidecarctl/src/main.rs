@@ -5,9 +5,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use sidecarctl::emit::EmitOptions;
 use sidecarctl::engine::Engine;
+use sidecarctl::model::Run;
 use sidecarctl::up::{up, UpOptions, EXIT_FAILED};
-use sidecarctl::{down, logs, ps};
+use sidecarctl::{compose, down, kube, logs, ps};
 
 #[derive(Parser)]
 #[command(name = "sidecarctl", version, about = "Run an agent container with its build sidecars (Docker or Podman)")]
@@ -32,6 +34,10 @@ enum Command {
         run: String,
         runtime: Option<String>,
     },
+    /// Print the run as a compose file (services builder-RT and agent).
+    Compose(EmitOptions),
+    /// Print the run as a Kubernetes Pod (builders as native sidecars).
+    Kube(EmitOptions),
     /// Remove a run (all runs without RUN): its containers, network and token; cache volumes are kept.
     Down {
         #[command(flatten)]
@@ -85,6 +91,8 @@ async fn run(command: Command) -> i32 {
             })
             .await
         }
+        Command::Compose(options) => emit_with(&options, compose::emit),
+        Command::Kube(options) => emit_with(&options, kube::emit),
         Command::Down { engine, stop_grace, run } => {
             report(async {
                 let engine = connect(engine).await?;
@@ -104,6 +112,22 @@ async fn run(command: Command) -> i32 {
                 Ok(())
             })
             .await
+        }
+    }
+}
+
+fn emit_with(options: &EmitOptions, emit: fn(&Run, &EmitOptions) -> String) -> i32 {
+    match Run::from_options(&options.run) {
+        Ok(run) => {
+            for warning in &run.warnings {
+                eprintln!("sidecarctl: warning: {warning}");
+            }
+            print!("{}", emit(&run, options));
+            0
+        }
+        Err(e) => {
+            eprintln!("sidecarctl: error: {e}");
+            EXIT_FAILED
         }
     }
 }
