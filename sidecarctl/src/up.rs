@@ -110,6 +110,7 @@ pub const EXIT_FAILED: i32 = 125;
 
 /// Runs `up`; returns the process exit code (the agent's, when it ran).
 pub async fn up(options: UpOptions) -> i32 {
+    let started = Instant::now();
     let progress = Progress::default();
     let run = match Run::from_options(&options.run) {
         Ok(run) => run,
@@ -129,7 +130,6 @@ pub async fn up(options: UpOptions) -> i32 {
     let (cancel, signalled) = on_signals();
     let grace = Duration::from_secs(options.stop_grace);
 
-    let started = Instant::now();
     let outcome = start(&engine, &run, &id, &options, &progress, &cancel).await;
     let code = match outcome {
         Err(e) => {

@@ -123,6 +123,16 @@ fn write_profile(dir: &Path, yaml: &str) -> PathBuf {
     path
 }
 
+/// `up` of run `run` with one python builder described by `fields` (YAML flow mapping entries) and agent `true`.
+fn up_one_python(service: &Service, run: &str, workspace: &Path, fields: &str) -> Command {
+    let yaml = format!(
+        "tool_backends:\n  sidecars:\n    - {{runtime: python, image: sidecar-builder-python:latest, {fields}}}\n"
+    );
+    let profile = write_profile(workspace, &yaml).display().to_string();
+    let workspace = workspace.display().to_string();
+    sidecarctl(service, &up_args(run, &["-p", &profile, "--workspace", &workspace, "--", "sidecar-agent", "true"]))
+}
+
 #[test]
 fn up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -166,22 +176,12 @@ fn a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(service) = service() else { return };
     let workspace = tempfile::tempdir().unwrap();
-    let workspace_arg = workspace.path().display().to_string();
 
     // Running, but its exec-server never listens.
     let run = unique("it-unhealthy");
-    let profile = write_profile(
-        workspace.path(),
-        "tool_backends:\n  sidecars:\n    - {runtime: python, image: sidecar-builder-python:latest, ready_timeout: 3, command: [sleep, '600']}\n",
-    );
-    let profile_arg = profile.display().to_string();
     let started = Instant::now();
-    let output = sidecarctl(
-        &service,
-        &up_args(&run, &["-p", &profile_arg, "--workspace", &workspace_arg, "--", "sidecar-agent", "true"]),
-    )
-    .output()
-    .unwrap();
+    let output =
+        up_one_python(&service, &run, workspace.path(), "ready_timeout: 3, command: [sleep, '600']").output().unwrap();
     let took = started.elapsed();
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(125), "{stderr}");
@@ -194,17 +194,7 @@ fn a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing() {
 
     // Exits at once.
     let run = unique("it-exited");
-    let profile = write_profile(
-        workspace.path(),
-        "tool_backends:\n  sidecars:\n    - {runtime: python, image: sidecar-builder-python:latest, command: [sh, -c, 'exit 3']}\n",
-    );
-    let profile_arg = profile.display().to_string();
-    let output = sidecarctl(
-        &service,
-        &up_args(&run, &["-p", &profile_arg, "--workspace", &workspace_arg, "--", "sidecar-agent", "true"]),
-    )
-    .output()
-    .unwrap();
+    let output = up_one_python(&service, &run, workspace.path(), "command: [sh, -c, 'exit 3']").output().unwrap();
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(125), "{stderr}");
     assert!(
@@ -219,21 +209,12 @@ fn ctrl_c_during_the_gate_leaves_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(service) = service() else { return };
     let workspace = tempfile::tempdir().unwrap();
-    let workspace_arg = workspace.path().display().to_string();
     let run = unique("it-sigint");
-    let profile = write_profile(
-        workspace.path(),
-        "tool_backends:\n  sidecars:\n    - {runtime: python, image: sidecar-builder-python:latest, ready_timeout: 300, command: [sleep, '600']}\n",
-    );
-    let profile_arg = profile.display().to_string();
-    let mut child = sidecarctl(
-        &service,
-        &up_args(&run, &["-p", &profile_arg, "--workspace", &workspace_arg, "--", "sidecar-agent", "true"]),
-    )
-    .stderr(Stdio::piped())
-    .stdout(Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut child = up_one_python(&service, &run, workspace.path(), "ready_timeout: 300, command: [sleep, '600']")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     // The builder line is printed just before it is created; its first health check comes after the creation.
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut seen = String::new();
