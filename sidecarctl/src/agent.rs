@@ -1,0 +1,120 @@
+//! The agent, attached to our terminal: its stdout to ours, its stderr to ours, our stdin to it (with a TTY when
+//! ours is one, or with `-i`), and its exit code as ours. A stop request (Ctrl-C, SIGTERM) stops the agent with
+//! its stop signal and a grace period, then reports how it ended.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use bollard::container::LogOutput;
+use bollard::query_parameters::{AttachContainerOptionsBuilder, WaitContainerOptionsBuilder};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{Engine, EngineError};
+
+/// How the agent ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AgentEnd {
+    /// It exited by itself with this code.
+    Exited(i64),
+    /// We stopped it (a signal to us); its exit code after the stop.
+    Stopped(i64),
+}
+
+/// Puts our terminal in raw mode while the agent owns it (keys, Ctrl-C included, go to the agent's TTY), and
+/// restores it on drop.
+struct RawMode(Option<nix::sys::termios::Termios>);
+
+impl RawMode {
+    fn enter(tty: bool) -> RawMode {
+        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+        if !tty || !std::io::stdin().is_terminal() {
+            return RawMode(None);
+        }
+        let stdin = std::io::stdin();
+        let Ok(saved) = tcgetattr(&stdin) else { return RawMode(None) };
+        let mut raw = saved.clone();
+        cfmakeraw(&mut raw);
+        let _ = tcsetattr(&stdin, SetArg::TCSANOW, &raw);
+        RawMode(Some(saved))
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.0 {
+            let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, saved);
+        }
+    }
+}
+
+/// Attaches to the created (not yet started) container `name`, starts it, and waits for its end.
+pub async fn run_attached(
+    engine: &Engine,
+    name: &str,
+    tty: bool,
+    stdin: bool,
+    grace: Duration,
+    cancel: &CancellationToken,
+) -> Result<AgentEnd, EngineError> {
+    let docker = engine.docker();
+    let options =
+        AttachContainerOptionsBuilder::default().stream(true).stdout(true).stderr(true).stdin(stdin).logs(true).build();
+    let attached = docker
+        .attach_container(name, Some(options))
+        .await
+        .map_err(|error| EngineError::Api { what: format!("attaching to {name}"), error })?;
+    let mut output = attached.output;
+    let mut input = attached.input;
+    let raw = RawMode::enter(tty);
+    engine.start(name).await?;
+
+    let pump_out = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        let mut stderr = tokio::io::stderr();
+        while let Some(Ok(chunk)) = output.next().await {
+            let _ = match chunk {
+                LogOutput::StdErr { message } => stderr.write_all(&message).await.and(stderr.flush().await),
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    stdout.write_all(&message).await.and(stdout.flush().await)
+                }
+                LogOutput::StdIn { .. } => Ok(()),
+            };
+        }
+    });
+    let pump_in = stdin.then(|| {
+        tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut input).await;
+            let _ = input.shutdown().await;
+        })
+    });
+
+    let end = tokio::select! {
+        code = wait(engine, name) => AgentEnd::Exited(code?),
+        _ = cancel.cancelled() => {
+            engine.stop(name, grace).await?;
+            AgentEnd::Stopped(wait(engine, name).await?)
+        }
+    };
+    // The output ends with the container; a bounded wait so that a stuck stream cannot hold the exit.
+    let _ = tokio::time::timeout(Duration::from_secs(5), pump_out).await;
+    if let Some(pump) = pump_in {
+        pump.abort();
+    }
+    drop(raw);
+    Ok(end)
+}
+
+/// The container's exit code once it is not running.
+async fn wait(engine: &Engine, name: &str) -> Result<i64, EngineError> {
+    let options = WaitContainerOptionsBuilder::default().condition("not-running").build();
+    let mut stream = engine.docker().wait_container(name, Some(options));
+    match stream.next().await {
+        Some(Ok(response)) => Ok(response.status_code),
+        // bollard reports a non-zero exit as an error carrying the code.
+        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+        Some(Err(error)) => Err(EngineError::Api { what: format!("waiting for {name}"), error }),
+        None => Ok(engine.inspect(name).await?.state.and_then(|s| s.exit_code).unwrap_or(-1)),
+    }
+}

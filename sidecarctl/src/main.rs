@@ -1,0 +1,147 @@
+//! sidecarctl: start an agent with its build sidecars in one command, on Docker or Podman; list, read and remove
+//! runs; print the same run as a compose file or a Kubernetes Pod. See docs/sidecarctl.md.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use sidecarctl::emit::EmitOptions;
+use sidecarctl::engine::Engine;
+use sidecarctl::model::Run;
+use sidecarctl::up::{up, UpOptions, EXIT_FAILED};
+use sidecarctl::{compose, down, kube, logs, ps};
+
+#[derive(Parser)]
+#[command(name = "sidecarctl", version, about = "Run an agent container with its build sidecars (Docker or Podman)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the builders, wait until healthy, run the agent attached, then remove everything (unless --detach).
+    Up(UpOptions),
+    /// List runs, their agent and builders, with health.
+    Ps(EngineOption),
+    /// Print a run's container logs (one runtime's builder with RT).
+    Logs {
+        #[command(flatten)]
+        engine: EngineOption,
+        /// Keep streaming (one container only).
+        #[arg(long, short = 'f')]
+        follow: bool,
+        run: String,
+        runtime: Option<String>,
+    },
+    /// Print the run as a compose file (services builder-RT and agent).
+    Compose(EmitOptions),
+    /// Print the run as a Kubernetes Pod (builders as native sidecars).
+    Kube(EmitOptions),
+    /// Remove a run (all runs without RUN): its containers, network and token; cache volumes are kept.
+    Down {
+        #[command(flatten)]
+        engine: EngineOption,
+        /// Seconds between SIGTERM and SIGKILL.
+        #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+        stop_grace: u64,
+        run: Option<String>,
+    },
+}
+
+#[derive(clap::Args)]
+struct EngineOption {
+    /// The engine's socket (default: DOCKER_HOST, then Docker's and Podman's usual sockets).
+    #[arg(long, value_name = "URL")]
+    engine: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
+    let Ok(runtime) = runtime else { return ExitCode::from(EXIT_FAILED as u8) };
+    let code = runtime.block_on(run(cli.command));
+    // Not a return: a blocked read of our stdin (the agent's input) must not hold the exit.
+    std::process::exit(code)
+}
+
+async fn run(command: Command) -> i32 {
+    match command {
+        Command::Up(options) => up(options).await,
+        Command::Ps(engine) => {
+            report(async {
+                let rows = ps::rows(&connect(engine).await?).await.map_err(|e| e.to_string())?;
+                print!("{}", ps::render(&rows));
+                Ok(())
+            })
+            .await
+        }
+        Command::Logs { engine, follow, run, runtime } => {
+            report(async {
+                let found = logs::logs(&connect(engine).await?, &run, runtime.as_deref(), follow)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if found == 0 {
+                    return Err(format!(
+                        "no container of run '{run}'{}",
+                        runtime.map(|r| format!(" for {r}")).unwrap_or_default()
+                    ));
+                }
+                Ok(())
+            })
+            .await
+        }
+        Command::Compose(options) => emit_with(&options, compose::emit),
+        Command::Kube(options) => emit_with(&options, kube::emit),
+        Command::Down { engine, stop_grace, run } => {
+            report(async {
+                let engine = connect(engine).await?;
+                let runs = match run {
+                    Some(run) => vec![run],
+                    None => down::runs(&engine).await.map_err(|e| e.to_string())?,
+                };
+                for run in runs {
+                    let removed = down::remove_run(&engine, &run, Duration::from_secs(stop_grace))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    eprintln!(
+                        "sidecarctl: removed run {run}: {} containers, {} network",
+                        removed.containers, removed.networks
+                    );
+                }
+                Ok(())
+            })
+            .await
+        }
+    }
+}
+
+fn emit_with(options: &EmitOptions, emit: fn(&Run, &EmitOptions) -> String) -> i32 {
+    match Run::from_options(&options.run) {
+        Ok(run) => {
+            for warning in &run.warnings {
+                eprintln!("sidecarctl: warning: {warning}");
+            }
+            print!("{}", emit(&run, options));
+            0
+        }
+        Err(e) => {
+            eprintln!("sidecarctl: error: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+async fn connect(option: EngineOption) -> Result<Engine, String> {
+    Engine::connect(option.engine.as_deref()).await.map_err(|e| e.to_string())
+}
+
+async fn report(work: impl std::future::Future<Output = Result<(), String>>) -> i32 {
+    match work.await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sidecarctl: error: {e}");
+            1
+        }
+    }
+}

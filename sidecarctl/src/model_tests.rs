@@ -1,0 +1,252 @@
+use super::*;
+
+fn opts() -> RunOptions {
+    RunOptions::default()
+}
+
+fn build_yaml(yaml: &str, options: &RunOptions) -> Result<Run, ModelError> {
+    let profile = Profile::parse(yaml, "test.yaml").map_err(ModelError::Profile)?;
+    Run::build(options, profile, &std::env::temp_dir())
+}
+
+fn message(yaml: &str, options: &RunOptions) -> String {
+    build_yaml(yaml, options).expect_err("invalid").to_string()
+}
+
+const SEED_PROFILE: &str = r#"
+volumes:
+  - { source: "${CWD}", target: /workspace }
+tool_backends:
+  sidecars:
+    - runtime: node
+      image: heretic-builder-node:latest
+      port: 8081
+      env: { NPM_CONFIG_FUND: "false", RETRIES: 3, STRICT: true }
+      env_passthrough: ["NPM_TOKEN"]
+      cache_volumes: ["heretic-npm-cache:/home/builder/.npm"]
+      workspace_target: /workspace
+      ready_timeout: 30
+      run_as_caller_uid: true
+    - runtime: python
+      image: heretic-builder-python:latest
+      env_passthrough: ["PIP_INDEX_URL", "NPM_TOKEN"]
+      healthcheck: { test: ["CMD", "exec-server", "-healthcheck"], interval: 5s }
+      run_as_caller_uid: false
+"#;
+
+#[test]
+fn the_seed_profile_parses_with_its_defaults() {
+    let run = build_yaml(SEED_PROFILE, &opts()).unwrap();
+    let tmp = std::env::temp_dir().canonicalize().unwrap();
+    assert_eq!(run.workspace, tmp);
+    assert_eq!(
+        run.volumes,
+        vec![Volume { source: tmp.display().to_string(), target: "/workspace".into(), read_only: false }]
+    );
+    let [node, python] = &run.sidecars[..] else { panic!("two sidecars: {:?}", run.sidecars) };
+    assert_eq!(node.runtime, Runtime::Node);
+    assert_eq!(node.port, 8081);
+    assert_eq!(node.command, ["exec-server", "-port", "8081", "-cwd", "/workspace"]);
+    assert_eq!(node.env["NPM_CONFIG_FUND"], "false");
+    assert_eq!(node.env["RETRIES"], "3");
+    assert_eq!(node.env["STRICT"], "true");
+    assert_eq!(node.ready_timeout, 30.0);
+    assert_eq!(python.port, 8080);
+    assert_eq!(python.ready_timeout, DEFAULT_READY_TIMEOUT_SECS);
+    assert!(!python.run_as_caller_uid);
+    assert_eq!(
+        python.healthcheck.as_deref(),
+        Some(&["CMD".to_owned(), "exec-server".into(), "-healthcheck".into()][..])
+    );
+    assert!(run.token);
+    assert_eq!(
+        run.build_sidecars_json(Sidecar::internal_url),
+        r#"{"node":{"internal_url":"http://builder-node:8081"},"python":{"internal_url":"http://builder-python:8080"}}"#
+    );
+    assert_eq!(run.env_passthrough(), "NPM_TOKEN,PIP_INDEX_URL");
+}
+
+#[test]
+fn every_seed_validation_message_word_for_word() {
+    let one =
+        |body: &str| format!("volumes: [{{source: /tmp, target: /workspace}}]\ntool_backends:\n  sidecars:\n{body}");
+    let cases = [
+        (
+            one("    - {runtime: ruby, image: x}\n"),
+            "tool_backends.sidecars[0].runtime 'ruby' is invalid (must be one of: node, python, java, go, rust)",
+        ),
+        (
+            one("    - {image: x}\n"),
+            "tool_backends.sidecars[0].runtime '' is invalid (must be one of: node, python, java, go, rust)",
+        ),
+        (
+            one("    - {runtime: node, image: a}\n    - {runtime: go, image: b}\n    - {runtime: node, image: c}\n"),
+            "tool_backends.sidecars[2]: duplicate runtime 'node'",
+        ),
+        (one("    - {runtime: node}\n"), "tool_backends.sidecars[0].image must be non-empty"),
+        (one("    - {runtime: node, image: '  '}\n"), "tool_backends.sidecars[0].image must be non-empty"),
+        (
+            one("    - {runtime: node, image: x, port: 0}\n"),
+            "tool_backends.sidecars[0].port must be between 1 and 65535",
+        ),
+        (
+            one("    - {runtime: node, image: x, port: 65536}\n"),
+            "tool_backends.sidecars[0].port must be between 1 and 65535",
+        ),
+        (
+            one("    - {runtime: node, image: x, port: -1}\n"),
+            "tool_backends.sidecars[0].port must be between 1 and 65535",
+        ),
+        (
+            "tool_backends:\n  ready_timeout: 0\n  sidecars: [{runtime: node, image: x}]\n".to_owned(),
+            "tool_backends.ready_timeout must be a positive number of seconds",
+        ),
+        (
+            "tool_backends:\n  ready_timeout: soon\n".to_owned(),
+            "tool_backends.ready_timeout must be a positive number of seconds",
+        ),
+        (
+            one("    - {runtime: node, image: x, ready_timeout: -5}\n"),
+            "tool_backends.sidecars[0].ready_timeout must be a positive number of seconds",
+        ),
+        (
+            "volumes: [{source: /tmp, target: /src}]\ntool_backends:\n  sidecars: [{runtime: node, image: x}]\n"
+                .to_owned(),
+            "tool_backends: no volume targets '/workspace' — build sidecars need the workspace bind-mounted",
+        ),
+        (
+            "runner: custom\ntool_backends:\n  sidecars: [{runtime: node, image: x}]\n".to_owned(),
+            "Build sidecars require the 'docker' or 'compose' runner, but this profile uses the custom runner.",
+        ),
+    ];
+    for (yaml, expected) in cases {
+        assert_eq!(message(&yaml, &opts()), expected, "for:\n{yaml}");
+    }
+}
+
+#[test]
+fn beyond_the_seed_other_mistakes_are_named() {
+    let base = "tool_backends:\n  sidecars:\n";
+    assert_eq!(
+        message(&format!("{base}    - {{runtime: node, image: x, cache_volumes: [npm-cache]}}\n"), &opts()),
+        "tool_backends.sidecars[0].cache_volumes: 'npm-cache' is not NAME:/PATH or /HOST:/PATH"
+    );
+    assert_eq!(
+        message(&format!("{base}    - {{runtime: node, image: x, healthcheck: {{test: [CMD]}}}}\n"), &opts()),
+        "tool_backends.sidecars[0].healthcheck.test must name a command"
+    );
+    assert_eq!(
+        message(&format!("{base}    - {{runtime: node, image: x, env: {{A: [1]}}}}\n"), &opts()),
+        "tool_backends.sidecars[0].env.A must be a string, number or boolean"
+    );
+    // A typo in a sidecar key is an error, not a silently ignored key.
+    let typo = message(&format!("{base}    - {{runtime: node, image: x, cache_volume: [a:/b]}}\n"), &opts());
+    assert!(typo.starts_with("profile test.yaml: ") && typo.contains("unknown field `cache_volume`"), "{typo}");
+    // A profile with keys this tool does not use is fine.
+    build_yaml("agent: claude\nextra: {network: x}\n", &opts()).unwrap();
+}
+
+#[test]
+fn sidecar_flags_replace_the_profile_list_with_defaults() {
+    let options = RunOptions { sidecars: vec!["python".into(), "node".into()], ..opts() };
+    let run = build_yaml(SEED_PROFILE, &options).unwrap();
+    assert_eq!(run.sidecars, vec![Sidecar::defaults(Runtime::Python, 60.0), Sidecar::defaults(Runtime::Node, 60.0)]);
+    assert_eq!(run.sidecars[0].image, "sidecar-builder-python:latest");
+    // The profile's default ready_timeout still applies to flag sidecars.
+    let run = build_yaml("tool_backends: {ready_timeout: 5}\n", &options).unwrap();
+    assert_eq!(run.sidecars[0].ready_timeout, 5.0);
+}
+
+#[test]
+fn sidecar_flag_mistakes() {
+    let with = |names: &[&str]| RunOptions { sidecars: names.iter().map(|s| s.to_string()).collect(), ..opts() };
+    assert_eq!(
+        message("", &with(&["ruby"])),
+        "--sidecar runtime 'ruby' is invalid (must be one of: node, python, java, go, rust)"
+    );
+    assert_eq!(message("", &with(&["go", "go"])), "--sidecar: duplicate runtime 'go'");
+}
+
+#[test]
+fn disable_sidecars_wins_over_sidecar_flags_and_the_profile() {
+    let options = RunOptions {
+        sidecars: vec!["node".into()],
+        builder_images: vec!["node=x".into()],
+        disable_sidecars: true,
+        ..opts()
+    };
+    assert!(build_yaml(SEED_PROFILE, &options).unwrap().sidecars.is_empty());
+}
+
+#[test]
+fn builder_image_retargets_flag_and_profile_sidecars() {
+    let options = RunOptions { builder_images: vec!["python=ghcr.io/me/py:2".into()], ..opts() };
+    let run = build_yaml(SEED_PROFILE, &options).unwrap();
+    assert_eq!(run.sidecars[1].image, "ghcr.io/me/py:2");
+    assert_eq!(run.sidecars[0].image, "heretic-builder-node:latest");
+
+    let options = RunOptions {
+        sidecars: vec!["node".into()],
+        builder_images: vec!["node=registry:5000/node:1".into()],
+        ..opts()
+    };
+    assert_eq!(build_yaml("", &options).unwrap().sidecars[0].image, "registry:5000/node:1");
+}
+
+#[test]
+fn builder_image_mistakes() {
+    let with = |value: &str| RunOptions { sidecars: vec!["node".into()], builder_images: vec![value.into()], ..opts() };
+    for bad in ["node", "=img", "node=", "node=  "] {
+        assert_eq!(message("", &with(bad)), format!("--builder-image expects <runtime>=<image>, got '{bad}'"));
+    }
+    assert_eq!(
+        message("", &with("ruby=x")),
+        "--builder-image runtime 'ruby' is invalid (must be one of: node, python, java, go, rust)"
+    );
+    assert!(message("", &with("go=x")).starts_with("--builder-image go=…: this run has no go sidecar"));
+}
+
+#[test]
+fn workspace_flag_is_cwd_and_the_workspace_bind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().canonicalize().unwrap();
+    let options = RunOptions { workspace: Some(path.clone()), sidecars: vec!["node".into()], ..opts() };
+    // No volumes in the profile: the workspace alone, at the sidecars' target.
+    let run = build_yaml("", &options).unwrap();
+    assert_eq!(
+        run.volumes,
+        vec![Volume { source: path.display().to_string(), target: "/workspace".into(), read_only: false }]
+    );
+    // ${CWD} is the workspace; an explicit --workspace also replaces a fixed workspace source.
+    let yaml =
+        "volumes: [{source: /elsewhere, target: /workspace}, {source: '${CWD}/data', target: /data, read_only: true}]";
+    let run = build_yaml(yaml, &options).unwrap();
+    assert_eq!(run.volumes[0].source, path.display().to_string());
+    assert_eq!(run.volumes[1].bind(), format!("{}/data:/data:ro", path.display()));
+
+    let missing = RunOptions { workspace: Some(path.join("nope")), ..opts() };
+    assert!(message("", &missing).starts_with(&format!("workspace {}", path.join("nope").display())));
+}
+
+#[test]
+fn ulimits_from_profile_and_flags() {
+    let options = RunOptions { ulimits: vec!["nofile=4096:4096".into(), "nproc=2048".into()], ..opts() };
+    let run = build_yaml("ulimits: [\"nofile=1024:2048\", \"core=0\"]", &options).unwrap();
+    let shown: Vec<_> = run.ulimits.iter().map(|u| format!("{}={}:{}", u.name, u.soft, u.hard)).collect();
+    assert_eq!(shown, ["core=0:0", "nofile=4096:4096", "nproc=2048:2048"]);
+    for bad in ["nofile", "nofile=a", "=1", "nofile=10:5"] {
+        let options = RunOptions { ulimits: vec![bad.into()], ..opts() };
+        assert_eq!(
+            message("", &options),
+            format!("ulimit '{bad}' is not NAME=SOFT[:HARD] with numbers (e.g. nofile=4096:4096)")
+        );
+    }
+}
+
+#[test]
+fn warnings_and_token() {
+    let run = build_yaml(&format!("{SEED_PROFILE}\nssh: {{host: build.example}}\n"), &opts()).unwrap();
+    assert_eq!(run.warnings.len(), 1, "{:?}", run.warnings);
+    assert!(run.warnings[0].contains("two filesystems"));
+    assert!(!build_yaml("", &RunOptions { no_token: true, ..opts() }).unwrap().token);
+}

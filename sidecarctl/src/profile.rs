@@ -1,0 +1,125 @@
+//! The profile file as written: the seed's YAML shape (`volumes:`, `tool_backends: sidecars: [...]`, `ssh:`),
+//! before any validation. Values whose range the seed validates with its own message (port, ready_timeout) are
+//! read loosely here so that `model` can word the error, instead of a YAML type error.
+//!
+//! YAML is read with `serde_norway`: the maintained fork of `serde_yaml` (archived in 2024), same API and the
+//! same libyaml-derived parser, with regular releases; `serde_yml`, the other fork, is deprecated.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_norway::Value;
+
+/// A whole profile. Keys this tool does not use (an agent CLI's profile has many) are ignored.
+#[derive(Debug, Default, Deserialize)]
+pub struct Profile {
+    /// `docker` or `compose` work; `custom` cannot carry sidecars (the seed's message).
+    pub runner: Option<String>,
+    /// The agent's binds; one of them must be the workspace the builders share. Absent: the workspace alone.
+    pub volumes: Option<Vec<VolumeSpec>>,
+    #[serde(default)]
+    pub tool_backends: ToolBackends,
+    /// The SSH backend's block: only checked for the "two filesystems" warning (sidecar-exec has no SSH backend).
+    pub ssh: Option<Value>,
+    /// Resource limits for every container of the run, `NAME=SOFT[:HARD]` (see `--ulimit`).
+    #[serde(default)]
+    pub ulimits: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeSpec {
+    /// A host path (`${CWD}` is the workspace) or a named volume.
+    pub source: String,
+    pub target: String,
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ToolBackends {
+    pub sidecars: Option<Vec<SidecarSpec>>,
+    /// The default `ready_timeout` of every sidecar, in seconds.
+    pub ready_timeout: Option<Value>,
+}
+
+/// One `tool_backends.sidecars[i]` entry as written. Unknown keys are rejected: a typo (`cache_volume`) would
+/// otherwise silently do nothing.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SidecarSpec {
+    #[serde(default)]
+    pub runtime: String,
+    #[serde(default)]
+    pub image: String,
+    pub port: Option<i64>,
+    pub command: Option<Vec<String>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
+    #[serde(default)]
+    pub cache_volumes: Vec<String>,
+    pub healthcheck: Option<HealthcheckSpec>,
+    pub workspace_target: Option<String>,
+    pub ready_timeout: Option<Value>,
+    pub run_as_caller_uid: Option<bool>,
+}
+
+/// A compose-style healthcheck override: only `test` is used (`["CMD", argv…]`, `["CMD-SHELL", "script"]`, or a
+/// bare argv); the timing keys are accepted and ignored, the gate has its own (every 2 s up to `ready_timeout`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct HealthcheckSpec {
+    pub test: Vec<String>,
+    #[serde(flatten)]
+    pub _timing: BTreeMap<String, Value>,
+}
+
+/// Why a profile could not be read: the file, or its YAML.
+#[derive(Debug)]
+pub enum ProfileError {
+    Read { path: String, error: std::io::Error },
+    Yaml { path: String, error: serde_norway::Error },
+}
+
+impl std::fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProfileError::Read { path, error } => write!(f, "cannot read profile {path}: {error}"),
+            ProfileError::Yaml { path, error } => write!(f, "profile {path}: {error}"),
+        }
+    }
+}
+
+impl Profile {
+    pub fn parse(text: &str, path: &str) -> Result<Profile, ProfileError> {
+        // An empty file is an empty profile, not a YAML error.
+        if text.trim().is_empty() {
+            return Ok(Profile::default());
+        }
+        serde_norway::from_str(text).map_err(|error| ProfileError::Yaml { path: path.to_owned(), error })
+    }
+
+    pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|error| ProfileError::Read { path: shown.clone(), error })?;
+        Profile::parse(&text, &shown)
+    }
+}
+
+/// A YAML scalar as an environment value: `false` and `8080` are written unquoted as often as quoted.
+pub fn scalar_string(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Null => Some(String::new()),
+        _ => None,
+    }
+}
+
+/// A YAML number as seconds; anything else (a string, a list) is `None`, which validation reports.
+pub fn seconds(value: &Value) -> Option<f64> {
+    value.as_f64()
+}

@@ -1,0 +1,100 @@
+//! `sidecarctl ps`: every run on this engine, its agent and its builders, each with its state and, for a running
+//! builder, its health — from the engine when it runs HEALTHCHECKs, else by running the health command (as the
+//! gate does).
+
+use std::collections::BTreeMap;
+
+use bollard::models::HealthStatusEnum;
+
+use crate::engine::{Engine, EngineError};
+use crate::gate::{health_command, PROBE_TIMEOUT};
+use crate::names::{LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_RUNTIME, ROLE_BUILDER};
+
+/// One line of the listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub run: String,
+    pub container: String,
+    pub role: String,
+    pub runtime: String,
+    pub state: String,
+    pub health: String,
+}
+
+pub async fn rows(engine: &Engine) -> Result<Vec<Row>, EngineError> {
+    let mut rows = Vec::new();
+    for summary in engine.containers(&[format!("{LABEL_MANAGED}=true")]).await? {
+        let labels = summary.labels.clone().unwrap_or_default();
+        let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        let container = summary
+            .names
+            .as_ref()
+            .and_then(|n| n.first())
+            .map(|n| n.trim_start_matches('/').to_owned())
+            .unwrap_or_default();
+        let state = summary.state.map(|s| s.to_string()).unwrap_or_default();
+        let health = if label(LABEL_ROLE) == ROLE_BUILDER && state == "running" {
+            health(engine, &container).await
+        } else {
+            "-".to_owned()
+        };
+        rows.push(Row {
+            run: label(LABEL_RUN),
+            container,
+            role: label(LABEL_ROLE),
+            runtime: label(LABEL_RUNTIME),
+            state,
+            health,
+        });
+    }
+    rows.sort_by(|a, b| (&a.run, &a.role, &a.runtime).cmp(&(&b.run, &b.role, &b.runtime)));
+    Ok(rows)
+}
+
+async fn health(engine: &Engine, container: &str) -> String {
+    let Ok(inspected) = engine.inspect(container).await else { return "unknown".into() };
+    if inspected.state.and_then(|s| s.health).and_then(|h| h.status) == Some(HealthStatusEnum::HEALTHY) {
+        return "healthy".into();
+    }
+    let command = health_command(None, inspected.config.and_then(|c| c.healthcheck).as_ref());
+    match tokio::time::timeout(PROBE_TIMEOUT, engine.exec(container, command)).await {
+        Ok(Ok(probe)) if probe.exit_code == Some(0) => "healthy".into(),
+        Ok(Ok(_)) => "unhealthy".into(),
+        _ => "unknown".into(),
+    }
+}
+
+/// The listing as aligned text, one container a line, grouped by run.
+pub fn render(rows: &[Row]) -> String {
+    let header = Row {
+        run: "RUN".into(),
+        container: "CONTAINER".into(),
+        role: "ROLE".into(),
+        runtime: "RUNTIME".into(),
+        state: "STATE".into(),
+        health: "HEALTH".into(),
+    };
+    let all: Vec<&Row> = std::iter::once(&header).chain(rows).collect();
+    let width = |f: fn(&Row) -> &str| all.iter().map(|r| f(r).len()).max().unwrap_or(0);
+    let widths =
+        [width(|r| &r.run), width(|r| &r.container), width(|r| &r.role), width(|r| &r.runtime), width(|r| &r.state)];
+    let mut out = String::new();
+    for r in all {
+        let cells = [&r.run, &r.container, &r.role, &r.runtime, &r.state];
+        for (cell, w) in cells.iter().zip(widths) {
+            out.push_str(&format!("{cell:<w$}  "));
+        }
+        out.push_str(&r.health);
+        out.push('\n');
+    }
+    out
+}
+
+/// Runs per id, for `down` without an id and for tests.
+pub fn by_run(rows: &[Row]) -> BTreeMap<&str, Vec<&Row>> {
+    let mut map: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+    for row in rows {
+        map.entry(row.run.as_str()).or_default().push(row);
+    }
+    map
+}

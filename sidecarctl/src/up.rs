@@ -1,0 +1,323 @@
+//! `sidecarctl up`: network → builders → health gate → agent → teardown. Every object carries the run's label,
+//! and every way out (the agent's exit, Ctrl-C / SIGTERM / SIGHUP at any step, a failed gate, an engine error)
+//! goes through the same label-driven teardown, unless `--detach` succeeded.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use futures_util::future::try_join_all;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{run_attached, AgentEnd};
+use crate::down::remove_run;
+use crate::engine::{Engine, EngineError};
+use crate::gate::{health_command, wait_healthy, GateError};
+use crate::model::{ModelError, Run};
+use crate::names::{BadRunName, RunId, ROLE_NETWORK};
+use crate::options::RunOptions;
+use crate::progress::Progress;
+use crate::spec::{self, AgentSpec, Context};
+use crate::token::{Token, TokenError};
+
+#[derive(Args, Debug, Clone)]
+pub struct UpOptions {
+    #[command(flatten)]
+    pub run: RunOptions,
+
+    /// The engine's socket, e.g. unix:///run/podman/podman.sock (default: DOCKER_HOST, then Docker's and
+    /// Podman's usual sockets).
+    #[arg(long, value_name = "URL")]
+    pub engine: Option<String>,
+
+    /// The run's id (names and labels); default: 8 random hex digits. Objects of an earlier run with the same id
+    /// are replaced.
+    #[arg(long, value_name = "RUN")]
+    pub name: Option<String>,
+
+    /// Leave the run going once the agent has started, and print its id.
+    #[arg(long, short = 'd')]
+    pub detach: bool,
+
+    /// Keep the agent's stdin open and attached even when it is not a terminal.
+    #[arg(long, short = 'i')]
+    pub interactive: bool,
+
+    /// The agent's user (UID:GID); default: the image's.
+    #[arg(long, value_name = "UID:GID")]
+    pub agent_user: Option<String>,
+
+    /// An environment variable for the agent, NAME=VALUE or NAME (taken from ours); repeatable.
+    #[arg(long = "env", short = 'e', value_name = "NAME[=VALUE]")]
+    pub env: Vec<String>,
+
+    /// Seconds between SIGTERM and SIGKILL when stopping a container.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub stop_grace: u64,
+
+    /// The agent's image, then its command.
+    #[arg(required = true, trailing_var_arg = true, value_name = "AGENT_IMAGE [CMD]...")]
+    pub agent: Vec<String>,
+}
+
+/// Why `up` did not get to the agent.
+#[derive(Debug)]
+pub enum UpError {
+    Model(ModelError),
+    Name(BadRunName),
+    Engine(EngineError),
+    Token(TokenError),
+    Gate(GateError),
+    /// A signal arrived before the agent started.
+    Interrupted,
+}
+
+impl std::fmt::Display for UpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpError::Model(e) => e.fmt(f),
+            UpError::Name(e) => e.fmt(f),
+            UpError::Engine(e) => e.fmt(f),
+            UpError::Token(e) => e.fmt(f),
+            UpError::Gate(e) => e.fmt(f),
+            UpError::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl From<EngineError> for UpError {
+    fn from(e: EngineError) -> Self {
+        UpError::Engine(e)
+    }
+}
+impl From<TokenError> for UpError {
+    fn from(e: TokenError) -> Self {
+        UpError::Token(e)
+    }
+}
+impl From<GateError> for UpError {
+    fn from(e: GateError) -> Self {
+        match e {
+            GateError::Cancelled => UpError::Interrupted,
+            other => UpError::Gate(other),
+        }
+    }
+}
+
+/// Exit code when sidecarctl itself fails (as `docker run`: 125).
+pub const EXIT_FAILED: i32 = 125;
+
+/// Runs `up`; returns the process exit code (the agent's, when it ran).
+pub async fn up(options: UpOptions) -> i32 {
+    let started = Instant::now();
+    let progress = Progress::default();
+    let run = match Run::from_options(&options.run) {
+        Ok(run) => run,
+        Err(e) => return fail(&progress, &UpError::Model(e)),
+    };
+    for warning in &run.warnings {
+        progress.step(&format!("warning: {warning}"));
+    }
+    let id = match options.name.as_deref().map(RunId::named).transpose() {
+        Ok(id) => id.unwrap_or_else(RunId::random),
+        Err(e) => return fail(&progress, &UpError::Name(e)),
+    };
+    let engine = match Engine::connect(options.engine.as_deref()).await {
+        Ok(engine) => engine,
+        Err(e) => return fail(&progress, &UpError::Engine(e)),
+    };
+    let (cancel, signalled) = on_signals();
+    let grace = Duration::from_secs(options.stop_grace);
+
+    let outcome = start(&engine, &run, &id, &options, &progress, &cancel).await;
+    let code = match outcome {
+        Err(e) => {
+            let interrupted = matches!(e, UpError::Interrupted);
+            if !interrupted {
+                progress.step(&format!("error: {e}"));
+            }
+            teardown(&engine, &id, grace, &progress).await;
+            if interrupted {
+                return signalled.code();
+            }
+            return EXIT_FAILED;
+        }
+        Ok(Started { tty, stdin }) if !options.detach => {
+            progress.step(&format!("agent starting ({:.1}s after up)", started.elapsed().as_secs_f64()));
+            let end = run_attached(&engine, &id.agent(), tty, stdin, grace, &cancel).await;
+            let code = match end {
+                Ok(AgentEnd::Exited(code)) => code as i32,
+                Ok(AgentEnd::Stopped(_)) => signalled.code(),
+                Err(e) => {
+                    progress.step(&format!("error: {e}"));
+                    EXIT_FAILED
+                }
+            };
+            teardown(&engine, &id, grace, &progress).await;
+            code
+        }
+        Ok(_) => {
+            println!("{id}");
+            progress.step(&format!("run {id} is up; `sidecarctl down {id}` removes it"));
+            0
+        }
+    };
+    code
+}
+
+fn fail(progress: &Progress, error: &UpError) -> i32 {
+    progress.step(&format!("error: {error}"));
+    EXIT_FAILED
+}
+
+async fn teardown(engine: &Engine, id: &RunId, grace: Duration, progress: &Progress) {
+    let started = Instant::now();
+    match remove_run(engine, id.as_str(), grace).await {
+        Ok(removed) => progress.step(&format!(
+            "removed run {id}: {} containers, {} network ({:.1}s; cache volumes kept)",
+            removed.containers,
+            removed.networks,
+            started.elapsed().as_secs_f64()
+        )),
+        Err(e) => progress.step(&format!("error: teardown of run {id}: {e} (retry with `sidecarctl down {id}`)")),
+    }
+}
+
+/// The agent is created and ready to be attached (or started, detached).
+struct Started {
+    tty: bool,
+    stdin: bool,
+}
+
+async fn start(
+    engine: &Engine,
+    run: &Run,
+    id: &RunId,
+    options: &UpOptions,
+    progress: &Progress,
+    cancel: &CancellationToken,
+) -> Result<Started, UpError> {
+    let checkpoint = || if cancel.is_cancelled() { Err(UpError::Interrupted) } else { Ok(()) };
+    let (agent_image, agent_cmd) = options.agent.split_first().expect("clap requires AGENT_IMAGE");
+
+    // Images first: nothing is created for a run whose images are missing.
+    let mut images = Vec::new();
+    for image in run.sidecars.iter().map(|s| s.image.as_str()).chain([agent_image.as_str()]) {
+        checkpoint()?;
+        let inspected = match engine.image(image).await? {
+            Some(found) => found,
+            None => {
+                progress.step(&format!("pulling {image}"));
+                engine.pull(image, |line| progress.status(&format!("pulling {image}: {line}"))).await?;
+                engine.image(image).await?.ok_or_else(|| EngineError::Pull {
+                    image: image.to_owned(),
+                    error: "the engine reported success but the image is absent".into(),
+                })?
+            }
+        };
+        images.push(inspected.config.unwrap_or_default());
+    }
+    let (agent_config, builder_configs) = images.split_last().expect("the agent image is in the list");
+
+    let caller = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
+    let token = run.token.then(|| Token::create(id)).transpose()?;
+    let ctx =
+        Context { run, id, caller: caller.clone(), token_dir: token.as_ref().map(|t| t.dir.display().to_string()) };
+
+    checkpoint()?;
+    progress.step(&format!("network {}", id.network()));
+    engine.ensure_network(&id.network(), id.labels(ROLE_NETWORK, None)).await?;
+
+    let mut commands = Vec::new();
+    for (sidecar, config) in run.sidecars.iter().zip(builder_configs) {
+        checkpoint()?;
+        let name = id.builder(sidecar.runtime);
+        let user = if sidecar.run_as_caller_uid { caller.clone() } else { config.user.clone().unwrap_or_default() };
+        let token_file = token.as_ref().map(|t| t.file_for(&name, &user)).transpose()?;
+        if sidecar.run_as_caller_uid {
+            make_caller_home(run, sidecar);
+        }
+        let body = spec::builder(&ctx, sidecar, token_file.as_ref().map(|p| p.display().to_string()).as_deref());
+        progress.step(&format!(
+            "builder {name} ({}) as {}",
+            sidecar.image,
+            if user.is_empty() { "root" } else { &user }
+        ));
+        engine.create(&name, body, true).await?;
+        commands.push(health_command(sidecar.healthcheck.as_deref(), config.healthcheck.as_ref()));
+    }
+
+    // The gate: all builders at once, so the slowest one sets the wait.
+    try_join_all(run.sidecars.iter().zip(&commands).map(|(sidecar, command)| async move {
+        let name = id.builder(sidecar.runtime);
+        let took = wait_healthy(engine, &name, sidecar, command, progress, cancel).await?;
+        progress.step(&format!("builder-{} healthy after {:.1}s", sidecar.runtime, took.as_secs_f64()));
+        Ok::<_, UpError>(())
+    }))
+    .await?;
+
+    checkpoint()?;
+    let tty = !options.detach && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let stdin = !options.detach && (tty || options.interactive);
+    let agent_user = options.agent_user.clone();
+    let effective_user = agent_user.clone().or_else(|| agent_config.user.clone()).unwrap_or_default();
+    let token_file = token.as_ref().map(|t| t.file_for(&id.agent(), &effective_user)).transpose()?;
+    let agent = AgentSpec {
+        image: agent_image.clone(),
+        cmd: agent_cmd.to_vec(),
+        user: agent_user,
+        env: options.env.iter().filter_map(|e| agent_env(e)).collect(),
+        tty,
+        stdin,
+    };
+    let body = spec::agent(&ctx, &agent, token_file.as_ref().map(|p| p.display().to_string()).as_deref());
+    engine.create(&id.agent(), body, options.detach).await?;
+    Ok(Started { tty, stdin })
+}
+
+/// `NAME=VALUE` as is; `NAME` takes our value, and is dropped when we have none (as `docker run -e NAME`).
+fn agent_env(entry: &str) -> Option<String> {
+    if entry.contains('=') {
+        Some(entry.to_owned())
+    } else {
+        std::env::var(entry).ok().map(|value| format!("{entry}={value}"))
+    }
+}
+
+/// The builder's `HOME` (in the workspace) exists before it starts, owned by the caller who creates it.
+fn make_caller_home(run: &Run, sidecar: &crate::model::Sidecar) {
+    if let Some(volume) = run.workspace_volume(sidecar).filter(|v| v.source.starts_with('/')) {
+        let relative = spec::caller_home(sidecar);
+        let relative = relative.strip_prefix(sidecar.workspace_target.trim_end_matches('/')).unwrap_or(&relative);
+        let _ = std::fs::create_dir_all(format!("{}{relative}", volume.source));
+    }
+}
+
+/// Which signal asked us to stop, for the exit code (128 + N, as a shell reports it).
+#[derive(Clone)]
+struct Signalled(std::sync::Arc<std::sync::atomic::AtomicI32>);
+
+impl Signalled {
+    fn code(&self) -> i32 {
+        128 + self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP cancel the run (once; the teardown then runs to its end).
+fn on_signals() -> (CancellationToken, Signalled) {
+    let cancel = CancellationToken::new();
+    let signalled = Signalled(std::sync::Arc::new(std::sync::atomic::AtomicI32::new(2)));
+    let kinds = [(SignalKind::interrupt(), 2), (SignalKind::terminate(), 15), (SignalKind::hangup(), 1)];
+    for (kind, number) in kinds {
+        let Ok(mut stream) = signal(kind) else { continue };
+        let (cancel, signalled) = (cancel.clone(), signalled.clone());
+        tokio::spawn(async move {
+            if stream.recv().await.is_some() && !cancel.is_cancelled() {
+                signalled.0.store(number, std::sync::atomic::Ordering::Relaxed);
+                cancel.cancel();
+            }
+        });
+    }
+    (cancel, signalled)
+}

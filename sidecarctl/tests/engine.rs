@@ -1,0 +1,286 @@
+//! sidecarctl against a real engine: a private `podman system service` on a socket in a temporary folder (runc,
+//! as images/test.sh runs podman), and the images images/test.sh builds (`localhost/sidecar-builder-python`,
+//! `-node`, `sidecar-agent`). Without podman or without those images each test prints why and passes, unless
+//! SIDECARCTL_ENGINE_TESTS=1 (CI sets it, after images/test.sh), which turns a missing prerequisite into a failure.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sidecarctl::engine::{run_filter, Engine};
+
+const IMAGES: [&str; 3] = ["sidecar-builder-python:latest", "sidecar-builder-node:latest", "sidecar-agent:latest"];
+/// Podman here may not raise limits: containers get explicit ones (Docker would not need them).
+const ULIMITS: [&str; 4] = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"];
+
+/// One engine test at a time: each starts containers, and the machine has 2 cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A `podman system service` on its own socket, stopped (SIGTERM, then reaped) on drop.
+struct Service {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Service {
+    fn socket(&self) -> String {
+        format!("unix://{}", self.dir.path().join("podman.sock").display())
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+}
+
+/// The service, or `None` (with the reason printed) when this machine cannot run the test.
+fn service() -> Option<Service> {
+    let required = std::env::var("SIDECARCTL_ENGINE_TESTS").is_ok_and(|v| v == "1");
+    let skip = |why: &str| {
+        assert!(!required, "SIDECARCTL_ENGINE_TESTS=1 but {why}");
+        eprintln!("SKIPPED (real-engine test): {why}");
+        None
+    };
+    if Command::new("podman").arg("--version").output().is_err() {
+        return skip("podman is not installed");
+    }
+    for image in IMAGES {
+        let present = Command::new("podman").args(["image", "exists", image]).status().is_ok_and(|s| s.success());
+        if !present {
+            return skip(&format!("image {image} is missing (images/test.sh builds it)"));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("podman.sock");
+    let child = Command::new("podman")
+        .args(["--runtime", "runc", "system", "service", "--time=0"])
+        .arg(format!("unix://{}", socket.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let service = Service { child, dir };
+    // The socket appears once the service listens.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "podman system service did not create {}", socket.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(service)
+}
+
+fn sidecarctl(service: &Service, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sidecarctl"));
+    command.env("DOCKER_HOST", service.socket()).args(args);
+    command
+}
+
+fn up_args<'a>(name: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["up", "--name", name, "--stop-grace", "3"];
+    args.extend(ULIMITS);
+    args.extend(rest);
+    args
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", sidecarctl::names::random_hex(4))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// Nothing labelled with the run is left on the engine, and its token folder is gone.
+fn assert_nothing_left(service: &Service, run: &str) {
+    let (containers, networks) = runtime().block_on(async {
+        let engine = Engine::connect(Some(&service.socket())).await.unwrap();
+        let containers = engine.containers(&[run_filter(run)]).await.unwrap();
+        let networks = engine.networks(&[run_filter(run)]).await.unwrap();
+        (containers.len(), networks.len())
+    });
+    assert_eq!((containers, networks), (0, 0), "containers and networks of run {run} left behind");
+    let token_dir = sidecarctl::token::state_root().unwrap().join(run);
+    assert!(!token_dir.exists(), "the token folder {} is left", token_dir.display());
+}
+
+fn volume_exists(name: &str) -> bool {
+    Command::new("podman").args(["volume", "exists", name]).status().is_ok_and(|s| s.success())
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write_profile(dir: &Path, yaml: &str) -> PathBuf {
+    let path = dir.join("profile.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// `up` of run `run` with one python builder described by `fields` (YAML flow mapping entries) and agent `true`.
+fn up_one_python(service: &Service, run: &str, workspace: &Path, fields: &str) -> Command {
+    let yaml = format!(
+        "tool_backends:\n  sidecars:\n    - {{runtime: python, image: sidecar-builder-python:latest, {fields}}}\n"
+    );
+    let profile = write_profile(workspace, &yaml).display().to_string();
+    let workspace = workspace.display().to_string();
+    sidecarctl(service, &up_args(run, &["-p", &profile, "--workspace", &workspace, "--", "sidecar-agent", "true"]))
+}
+
+#[test]
+fn up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(service) = service() else { return };
+    let run = unique("it-up");
+    let (npm_cache, pip_cache) = (format!("{run}-npm"), format!("{run}-pip"));
+    let workspace = tempfile::tempdir().unwrap();
+    let profile = write_profile(
+        workspace.path(),
+        &format!(
+            "tool_backends:\n  sidecars:\n    - {{runtime: python, image: sidecar-builder-python:latest, cache_volumes: [\"{pip_cache}:/cache/pip\"]}}\n    - {{runtime: node, image: sidecar-builder-node:latest, cache_volumes: [\"{npm_cache}:/cache/npm\"]}}\n"
+        ),
+    );
+    // python3 and npm are not in the agent image: they run in the builders. The last line proves /exec is closed
+    // to a client without the run's token.
+    let script = "python3 -c 'print(1)'; npm --version; \
+                  SIDECAR_TOKEN_FILE= /opt/sidecar/sidecar-exec python true 2>/dev/null && echo open || echo closed; exit 7";
+    let profile_arg = profile.display().to_string();
+    let workspace_arg = workspace.path().display().to_string();
+    let args =
+        up_args(&run, &["-p", &profile_arg, "--workspace", &workspace_arg, "--", "sidecar-agent", "sh", "-c", script]);
+    let output: Output = sidecarctl(&service, &args).stdin(Stdio::null()).output().unwrap();
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(7), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "stdout is the agent's output only:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(lines[0], "1");
+    assert!(lines[1].split('.').all(|part| part.parse::<u32>().is_ok()), "npm --version: {}", lines[1]);
+    assert_eq!(lines[2], "closed", "/exec answered without the token");
+    // Both builders were healthy before the agent started.
+    let position = |needle: &str| stderr.find(needle).unwrap_or_else(|| panic!("no '{needle}' in:\n{stderr}"));
+    let agent = position("agent starting");
+    assert!(position("builder-python healthy") < agent && position("builder-node healthy") < agent, "{stderr}");
+    assert_nothing_left(&service, &run);
+    assert!(volume_exists(&npm_cache) && volume_exists(&pip_cache), "the cache volumes were removed");
+    let _ = Command::new("podman").args(["volume", "rm", &npm_cache, &pip_cache]).output();
+}
+
+#[test]
+fn a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(service) = service() else { return };
+    let workspace = tempfile::tempdir().unwrap();
+
+    // Running, but its exec-server never listens.
+    let run = unique("it-unhealthy");
+    let started = Instant::now();
+    let output =
+        up_one_python(&service, &run, workspace.path(), "ready_timeout: 3, command: [sleep, '600']").output().unwrap();
+    let took = started.elapsed();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("build sidecar 'python' did not become healthy within 3s"), "{stderr}");
+    assert!(!stderr.contains("agent starting"), "{stderr}");
+    assert!(output.stdout.is_empty());
+    // Not before the timeout; the upper bound is generous (a loaded machine), far from a hang.
+    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(60), "took {took:?}");
+    assert_nothing_left(&service, &run);
+
+    // Exits at once.
+    let run = unique("it-exited");
+    let output = up_one_python(&service, &run, workspace.path(), "command: [sh, -c, 'exit 3']").output().unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("build sidecar 'python' exited before becoming healthy (status: exited, exit code 3)"),
+        "{stderr}"
+    );
+    assert_nothing_left(&service, &run);
+}
+
+#[test]
+fn ctrl_c_during_the_gate_leaves_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(service) = service() else { return };
+    let workspace = tempfile::tempdir().unwrap();
+    let run = unique("it-sigint");
+    let mut child = up_one_python(&service, &run, workspace.path(), "ready_timeout: 300, command: [sleep, '600']")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The builder line is printed just before it is created; its first health check comes after the creation.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("builder sidecarctl-") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "sidecarctl ended early:\n{seen}");
+        seen.push_str(&line);
+    }
+    let engine_has_builder = || {
+        runtime().block_on(async {
+            let engine = Engine::connect(Some(&service.socket())).await.unwrap();
+            !engine.containers(&[run_filter(&run)]).await.unwrap().is_empty()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !engine_has_builder() {
+        assert!(Instant::now() < deadline, "the builder never appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert_eq!(status.code(), Some(130), "{seen}{rest}");
+    assert!(rest.contains(&format!("removed run {run}")), "{seen}{rest}");
+    assert_nothing_left(&service, &run);
+}
+
+#[test]
+fn detach_then_ps_then_down() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(service) = service() else { return };
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace_arg = workspace.path().display().to_string();
+    let run = unique("it-detach");
+    let output = sidecarctl(
+        &service,
+        &up_args(
+            &run,
+            &["--detach", "--sidecar", "python", "--workspace", &workspace_arg, "--", "sidecar-agent", "sleep", "600"],
+        ),
+    )
+    .output()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), format!("{run}\n"));
+
+    let ps = sidecarctl(&service, &["ps"]).output().unwrap();
+    let listing = text(&ps.stdout);
+    let row = |role: &str| {
+        listing
+            .lines()
+            .find(|l| l.starts_with(&run) && l.contains(role))
+            .unwrap_or_else(|| panic!("no {role} of {run} in:\n{listing}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("build-sidecar")[3..], ["python", "running", "healthy"], "{listing}");
+    assert_eq!(row("agent")[3..], ["running", "-"], "{listing}");
+
+    let logs = sidecarctl(&service, &["logs", &run, "python"]).output().unwrap();
+    assert_eq!(logs.status.code(), Some(0), "{}", text(&logs.stderr));
+
+    let down = sidecarctl(&service, &["down", &run, "--stop-grace", "3"]).output().unwrap();
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));
+    assert!(text(&down.stderr).contains("2 containers, 1 network"), "{}", text(&down.stderr));
+    assert_nothing_left(&service, &run);
+}
