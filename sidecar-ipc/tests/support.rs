@@ -65,6 +65,17 @@ impl Ipc {
         Server { child: Some(child) }
     }
 
+    /// A prompt server whose address space is capped at [`MEMORY_CAP_KIB`] (`ulimit -v`), for files that would make
+    /// an unfixed server read without end: it then fails on its own instead of taking the machine's memory.
+    pub fn capped_server(&self, args: &[&str]) -> Server {
+        let mut command = isolated_command("sh");
+        command
+            .args(["-c", &format!("ulimit -v {MEMORY_CAP_KIB} && exec \"$0\" \"$@\""), BIN, "prompt-server"])
+            .args(args)
+            .env("SIDECAR_IPC_ROOT", self.root());
+        Server { child: Some(command.spawn().unwrap()) }
+    }
+
     /// Files in `prompts/` whose names start with `prefix`.
     pub fn prompt_files(&self, prefix: &str) -> Vec<PathBuf> {
         files_starting(&self.prompts(), prefix)
@@ -131,12 +142,37 @@ impl Cmd {
     }
 }
 
+/// The address-space cap of [`Ipc::capped_server`]: far above what the server needs, far below what reading
+/// /dev/zero or a 10 GiB file asks for.
+pub const MEMORY_CAP_KIB: u64 = 2 * 1024 * 1024;
+
+pub fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
 /// A prompt server running in the background.
 pub struct Server {
     child: Option<tokio::process::Child>,
 }
 
 impl Server {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id().unwrap()
+    }
+
+    pub fn terminate(&self) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    }
+
+    /// Its peak resident memory so far (VmHWM), in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|line| line.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    }
+
     /// Waits for it to end by itself (it does once `done` appears) and returns what it printed.
     pub async fn finished(mut self) -> Output {
         let child = self.child.take().unwrap();
