@@ -120,9 +120,33 @@ impl Executor {
 }
 
 impl Executor {
-    fn terminate(&self) {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    /// Sends SIGTERM until the server exits, at most for `within`, and returns how it exited. It waits first until
+    /// the server has a SIGTERM handler (before that, the default action would end it and prove nothing), and sends
+    /// again every half second because a signal that comes in the instant the handler is installed can go unseen
+    /// by tokio; a server that does not act on SIGTERM still never exits.
+    fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        let caught = || -> u64 {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            let mask = status.lines().find_map(|line| line.strip_prefix("SigCgt:")).unwrap();
+            u64::from_str_radix(mask.trim(), 16).unwrap()
+        };
+        let deadline = Instant::now() + within;
+        while caught() & (1 << (nix::libc::SIGTERM - 1)) == 0 {
+            assert!(Instant::now() < deadline, "the server never handled SIGTERM");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        loop {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).unwrap();
+            let again = Instant::now() + Duration::from_millis(500);
+            while Instant::now() < again {
+                if let Some(status) = self.child.try_wait().unwrap() {
+                    return status;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(Instant::now() < deadline, "the server did not exit on SIGTERM within {within:?}");
+        }
     }
 
     /// The server's peak resident memory so far (VmHWM), in bytes.
@@ -422,8 +446,7 @@ fn a_fifo_request_does_not_stop_sigterm() {
     std::os::unix::fs::symlink(&pipe, ipc.tools().join("exec-request-linked.json")).unwrap();
     // The first sweep (which meets the FIFO) always comes before the server looks at its stop signal.
     let mut executor = ipc.executor(&[]);
-    executor.terminate();
-    assert!(executor.wait_exit(SOON).success());
+    assert!(executor.terminate(SOON).success());
 }
 
 /// A symlink to /dev/zero and a 10 GiB sparse file: before, the server read them whole (again at every rescan)
