@@ -22,7 +22,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use nix::errno::Errno;
-use nix::fcntl::OFlag;
+use nix::libc::{O_NOCTTY, O_NOFOLLOW, O_NONBLOCK};
 
 /// What was read, with the metadata of the descriptor it was read from (so that its size, time and inode describe
 /// these bytes, not whatever stands under the name by now).
@@ -118,14 +118,13 @@ impl std::error::Error for ReadError {}
 /// Reads the regular file `path`, of at most `limit` bytes. See the module's rules.
 pub fn read_request(path: &Path, limit: u64) -> Result<Contents, ReadError> {
     refuse_irregular(std::fs::symlink_metadata(path).map_err(ReadError::Io)?.file_type())?;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_NOCTTY).bits())
-        .open(path)
-        .map_err(|err| match err.raw_os_error() {
-            // What O_NOFOLLOW answers for a symlink that replaced the file after the look-up.
-            Some(code) if code == Errno::ELOOP as i32 => ReadError::NotRegular { kind: FileKind::Symlink },
-            _ => ReadError::Io(err),
+    let file =
+        OpenOptions::new().read(true).custom_flags(O_NONBLOCK | O_NOFOLLOW | O_NOCTTY).open(path).map_err(|err| {
+            match err.raw_os_error() {
+                // What O_NOFOLLOW answers for a symlink that replaced the file after the look-up.
+                Some(code) if code == Errno::ELOOP as i32 => ReadError::NotRegular { kind: FileKind::Symlink },
+                _ => ReadError::Io(err),
+            }
         })?;
     let metadata = file.metadata().map_err(ReadError::Io)?;
     refuse_irregular(metadata.file_type())?;
@@ -174,7 +173,7 @@ mod tests {
     fn fifos_devices_folders_and_links_are_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         assert_eq!(kind(read_request(&fifo, 10)), FileKind::Fifo);
         assert_eq!(kind(read_request(Path::new("/dev/null"), 10)), FileKind::CharDevice);
         assert_eq!(kind(read_request(dir.path(), 10)), FileKind::Directory);

@@ -28,7 +28,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::fcntl::OFlag;
+use nix::libc::O_NOFOLLOW;
 
 /// How many temporary names are tried before giving up. Names are unpredictable, so only a stale file from an
 /// earlier process could be in the way, and the first or second name is free.
@@ -57,8 +57,7 @@ fn write_with_names(path: &Path, bytes: &[u8], names: impl IntoIterator<Item = S
 fn create_exclusive(dir: &Path, names: impl IntoIterator<Item = String>) -> io::Result<(File, PathBuf)> {
     for name in names {
         let candidate = dir.join(name);
-        let created =
-            OpenOptions::new().write(true).create_new(true).custom_flags(OFlag::O_NOFOLLOW.bits()).open(&candidate);
+        let created = OpenOptions::new().write(true).create_new(true).custom_flags(O_NOFOLLOW).open(&candidate);
         match created {
             Ok(file) => return Ok((file, candidate)),
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,

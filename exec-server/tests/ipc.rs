@@ -46,11 +46,12 @@ impl IpcRoot {
         self.spawn_executor(Command::new(BIN), args, env)
     }
 
-    /// An executor whose address space is capped at [`MEMORY_CAP_KIB`] (`ulimit -v`), for requests that would make
-    /// an unfixed server read without end: it then fails on its own instead of taking the machine's memory.
+    /// An executor with its address space capped ([`memory_capped`]), for requests that would make a broken build
+    /// read without end.
     fn capped_executor(&self) -> Executor {
-        let mut command = Command::new("sh");
-        command.args(["-c", &format!("ulimit -v {MEMORY_CAP_KIB} && exec \"$0\" \"$@\""), BIN]);
+        let argv = memory_capped(BIN);
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]);
         self.spawn_executor(command, &[], &[])
     }
 
@@ -148,13 +149,6 @@ impl Executor {
             assert!(Instant::now() < deadline, "the server did not exit on SIGTERM within {within:?}");
         }
     }
-
-    /// The server's peak resident memory so far (VmHWM), in bytes.
-    fn peak_rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|line| line.starts_with("VmHWM:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
-    }
 }
 
 impl Drop for Executor {
@@ -165,9 +159,6 @@ impl Drop for Executor {
 }
 
 const SOON: Duration = Duration::from_secs(10);
-/// The address-space cap of [`IpcRoot::capped_executor`]: far above what a server needs (its threads' stacks and
-/// allocator arenas are reserved, not used), far below what reading /dev/zero or a 10 GiB file asks for.
-const MEMORY_CAP_KIB: u64 = 2 * 1024 * 1024;
 /// Peak resident memory a server that refused hostile requests may have reached: it never read more than 1 MiB of
 /// any of them.
 const SMALL_RSS: u64 = 64 * 1024 * 1024;
@@ -406,11 +397,6 @@ fn timeout_cap_parallelism_and_a_custom_done_file() {
     assert!(executor.wait_exit(Duration::from_secs(5)).success());
 }
 
-fn mkfifo(path: &std::path::Path) {
-    let status = Command::new("mkfifo").arg(path).status().unwrap();
-    assert!(status.success(), "mkfifo {}", path.display());
-}
-
 /// Waits for the result of a request that was refused (exit code 2) and returns its stderr.
 fn refused(ipc: &IpcRoot, id: &str) -> String {
     let result = ipc.result(id, SOON);
@@ -473,7 +459,7 @@ fn endless_and_huge_requests_get_one_error_result_each() {
     ipc.request("ok", &json!({"command": "echo fine"}));
     assert_eq!(ipc.result("ok", SOON)["stdout"], "fine\n");
     assert_eq!(answered("sparse"), before, "answered twice");
-    let peak = executor.peak_rss();
+    let peak = peak_rss(executor.child.id());
     assert!(peak < SMALL_RSS, "peak RSS {} MiB", peak >> 20);
 }
 

@@ -38,7 +38,7 @@ async fn hostile_requests_get_one_error_result_and_block_nothing() {
         assert_eq!(result["status"], "error", "{result}");
         assert!(result["error"].as_str().unwrap().contains(why), "{id}: {result}");
     }
-    let peak = server.peak_rss();
+    let peak = peak_rss(server.pid());
     assert!(peak < SMALL_RSS, "peak RSS {} MiB", peak >> 20);
 
     let output = ipc.cmd(["finish", "--result", "{}"]).run().await;

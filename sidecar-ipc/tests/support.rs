@@ -65,14 +65,12 @@ impl Ipc {
         Server { child: Some(child) }
     }
 
-    /// A prompt server whose address space is capped at [`MEMORY_CAP_KIB`] (`ulimit -v`), for files that would make
-    /// an unfixed server read without end: it then fails on its own instead of taking the machine's memory.
+    /// A prompt server with its address space capped ([`memory_capped`]), for files that would make a broken build
+    /// read without end.
     pub fn capped_server(&self, args: &[&str]) -> Server {
-        let mut command = isolated_command("sh");
-        command
-            .args(["-c", &format!("ulimit -v {MEMORY_CAP_KIB} && exec \"$0\" \"$@\""), BIN, "prompt-server"])
-            .args(args)
-            .env("SIDECAR_IPC_ROOT", self.root());
+        let argv = memory_capped(BIN);
+        let mut command = isolated_command(&argv[0]);
+        command.args(&argv[1..]).arg("prompt-server").args(args).env("SIDECAR_IPC_ROOT", self.root());
         Server { child: Some(command.spawn().unwrap()) }
     }
 
@@ -142,15 +140,6 @@ impl Cmd {
     }
 }
 
-/// The address-space cap of [`Ipc::capped_server`]: far above what the server needs, far below what reading
-/// /dev/zero or a 10 GiB file asks for.
-pub const MEMORY_CAP_KIB: u64 = 2 * 1024 * 1024;
-
-pub fn mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
-    assert!(status.success(), "mkfifo {}", path.display());
-}
-
 /// A prompt server running in the background.
 pub struct Server {
     child: Option<tokio::process::Child>,
@@ -164,13 +153,6 @@ impl Server {
     pub fn terminate(&self) {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid()).unwrap());
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    }
-
-    /// Its peak resident memory so far (VmHWM), in bytes.
-    pub fn peak_rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        let line = status.lines().find(|line| line.starts_with("VmHWM:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
     }
 
     /// Waits for it to end by itself (it does once `done` appears) and returns what it printed.
