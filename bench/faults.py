@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -411,6 +412,134 @@ while True:
     server.stop()
 
 
+def wait_catching(pid, signum, within=10):
+    """Waits until process `pid` has a handler for `signum` (SigCgt), so that the signal tests its handling and not
+    its default action."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        with open(f"/proc/{pid}/status") as f:
+            caught = int(next(line for line in f if line.startswith("SigCgt:")).split()[1], 16)
+        if caught & (1 << (signum - 1)):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"process {pid} installed no handler for signal {signum}")
+
+
+def ipc_hostile_files(tmp):
+    """File-IPC requests an agent should never write: FIFOs (plain and behind symlinks), symlinks to /dev/zero,
+    10 GiB sparse files, symlinks planted at the old temporary result names, ids as long as a name allows. Every
+    hostile file gets exactly one error result and nothing waits on it; the others are answered; memory stays small;
+    done and SIGTERM still end the server."""
+    root = os.path.join(tmp, "ipc-hostile")
+    tools, workspace = os.path.join(root, "ipc", "tools"), os.path.join(root, "workspace")
+    os.makedirs(tools)
+    os.makedirs(workspace)
+    canary = os.path.join(root, "canary")
+    with open(canary, "w") as f:
+        f.write("canary\n")
+    pipe = os.path.join(root, "pipe")
+    os.mkfifo(pipe)
+    server = Server(workspace, "--ipc-dir", tools, "--grace", "0.3")
+    # A guard for a broken build: it fails on its own instead of taking the machine's memory.
+    resource.prlimit(server.proc.pid, resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    def request_path(name):
+        return os.path.join(tools, f"exec-request-{name}.json")
+
+    def write_request(name, command):
+        with open(request_path(name), "w") as f:
+            json.dump({"command": command}, f)
+
+    n = 25
+    hostile = {"fifo": "is a FIFO", "fifolink": "is a symbolic link", "zero": "is a symbolic link",
+               "sparse": "is larger than 1048576 bytes"}
+    expected = {}  # result id -> (exit code, text its stdout or stderr must hold)
+    for i in range(n):
+        os.mkfifo(request_path(f"fifo{i}"))
+        os.symlink(pipe, request_path(f"fifolink{i}"))
+        os.symlink("/dev/zero", request_path(f"zero{i}"))
+        with open(request_path(f"sparse{i}"), "wb") as f:
+            f.truncate(10 << 30)
+        for kind, why in hostile.items():
+            expected[f"{kind}{i}"] = (2, why)
+        os.symlink(canary, os.path.join(tools, f".exec-result-planted{i}.json.tmp"))
+        write_request(f"planted{i}", "echo planted")
+        expected[f"planted{i}"] = (0, "planted")
+        write_request(f"ok{i}", f"echo ok{i}")
+        expected[f"ok{i}"] = (0, f"ok{i}")
+    for length in (234, 237):
+        write_request("i" * length, f"echo long{length}")
+        expected["i" * length] = (0, f"long{length}")
+
+    def result_path(name):
+        return os.path.join(tools, f"exec-result-{name}.json")
+
+    started = time.time()
+    deadline = started + 60
+    while time.time() < deadline and not all(os.path.exists(result_path(name)) for name in expected):
+        time.sleep(0.05)
+    took = time.time() - started
+    right, wrong = 0, []
+    for name, (code, text) in expected.items():
+        try:
+            with open(result_path(name)) as f:
+                result = json.load(f)
+        except (OSError, ValueError) as err:
+            wrong.append(f"{name[:20]}: {err}")
+            continue
+        if result["exitCode"] == code and text in result["stdout" if code == 0 else "stderr"]:
+            right += 1
+        else:
+            wrong.append(f"{name[:20]}: {result}")
+    hostile_results = [result_path(name) for name, (code, _) in expected.items() if code == 2]
+    stamps = {path: os.stat(path).st_mtime_ns for path in hostile_results if os.path.exists(path)}
+    time.sleep(6)  # past the 5 s full rescan of the folder: nothing may be read or answered again
+    rewritten = sum(1 for path, stamp in stamps.items() if os.stat(path).st_mtime_ns != stamp)
+    peak = server.status("VmHWM")
+    with open(canary) as f:
+        canary_intact = f.read() == "canary\n"
+    healthy = server.healthy()
+    check("file-IPC hostile requests", right == len(expected) and rewritten == 0 and canary_intact
+          and peak < 64 * MiB and healthy,
+          f"{right}/{len(expected)} right results ({4 * n} hostile, {n} planted temporaries, {n} plain, 2 long ids) "
+          f"in {took:.2f} s; wrong {len(wrong)} {wrong[:2]}; answered again after a rescan: {rewritten}; canary "
+          f"intact: {canary_intact}; peak RSS {peak / MiB:.1f} MiB; HTTP healthy: {healthy}")
+
+    with open(os.path.join(root, "ipc", "done"), "w"):
+        pass
+    started = time.time()
+    try:
+        code = server.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        code = None
+        server.proc.kill()
+    check("done with hostile requests present", code == 0,
+          f"exit {code} after {time.time() - started:.2f} s (limit 10 s)")
+
+    # SIGTERM while FIFOs wait in a fresh folder: the first sweep meets them before the signal is looked at.
+    tools = os.path.join(root, "again", "tools")
+    os.makedirs(tools)
+    for i in range(n):
+        os.mkfifo(request_path(f"fifo{i}"))
+        os.symlink(pipe, request_path(f"fifolink{i}"))
+    server = Server(workspace, "--ipc-dir", tools, "--grace", "0.3")
+    wait_catching(server.proc.pid, signal.SIGTERM)
+    # Sent again every half second: one that comes in the instant the handler is installed can go unseen by tokio,
+    # and a server that does not act on SIGTERM never exits however many it gets.
+    started, sent, code = time.time(), 0, None
+    while code is None and time.time() - started < 10:
+        server.proc.send_signal(signal.SIGTERM)
+        sent += 1
+        try:
+            code = server.proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            pass
+    if code is None:
+        server.proc.kill()
+    check("SIGTERM with FIFO requests present", code == 0,
+          f"{2 * n} FIFO requests; exit {code} after {time.time() - started:.2f} s and {sent} SIGTERM (limit 10 s)")
+
+
 # Each scenario makes its own checks; the closing line counts the checks that ran.
 SCENARIOS = [
     abuse,
@@ -420,6 +549,7 @@ SCENARIOS = [
     bad_inputs,
     adopted_zombies,
     cwd_swap_race,
+    ipc_hostile_files,
 ]
 
 

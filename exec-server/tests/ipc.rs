@@ -43,7 +43,20 @@ impl IpcRoot {
     }
 
     fn executor_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Executor {
-        let mut child = Command::new(BIN)
+        self.spawn_executor(Command::new(BIN), args, env)
+    }
+
+    /// An executor with its address space capped ([`memory_capped`]), for requests that would make a broken build
+    /// read without end.
+    fn capped_executor(&self) -> Executor {
+        let argv = memory_capped(BIN);
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]);
+        self.spawn_executor(command, &[], &[])
+    }
+
+    fn spawn_executor(&self, mut command: Command, args: &[&str], env: &[(&str, &str)]) -> Executor {
+        let mut child = command
             .arg("--ipc-dir")
             .arg(self.tools())
             .arg("--cwd")
@@ -107,6 +120,37 @@ impl Executor {
     }
 }
 
+impl Executor {
+    /// Sends SIGTERM until the server exits, at most for `within`, and returns how it exited. It waits first until
+    /// the server has a SIGTERM handler (before that, the default action would end it and prove nothing), and sends
+    /// again every half second because a signal that comes in the instant the handler is installed can go unseen
+    /// by tokio; a server that does not act on SIGTERM still never exits.
+    fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        let caught = || -> u64 {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            let mask = status.lines().find_map(|line| line.strip_prefix("SigCgt:")).unwrap();
+            u64::from_str_radix(mask.trim(), 16).unwrap()
+        };
+        let deadline = Instant::now() + within;
+        while caught() & (1 << (nix::libc::SIGTERM - 1)) == 0 {
+            assert!(Instant::now() < deadline, "the server never handled SIGTERM");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        loop {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).unwrap();
+            let again = Instant::now() + Duration::from_millis(500);
+            while Instant::now() < again {
+                if let Some(status) = self.child.try_wait().unwrap() {
+                    return status;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(Instant::now() < deadline, "the server did not exit on SIGTERM within {within:?}");
+        }
+    }
+}
+
 impl Drop for Executor {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -115,6 +159,9 @@ impl Drop for Executor {
 }
 
 const SOON: Duration = Duration::from_secs(10);
+/// Peak resident memory a server that refused hostile requests may have reached: it never read more than 1 MiB of
+/// any of them.
+const SMALL_RSS: u64 = 64 * 1024 * 1024;
 
 #[test]
 fn shell_and_argv_modes() {
@@ -348,4 +395,99 @@ fn timeout_cap_parallelism_and_a_custom_done_file() {
     assert!(executor.child.try_wait().unwrap().is_none(), "the default done file ended a server told to watch another");
     std::fs::write(&done, "").unwrap();
     assert!(executor.wait_exit(Duration::from_secs(5)).success());
+}
+
+/// Waits for the result of a request that was refused (exit code 2) and returns its stderr.
+fn refused(ipc: &IpcRoot, id: &str) -> String {
+    let result = ipc.result(id, SOON);
+    assert_eq!(result["exitCode"], 2, "{result}");
+    result["stderr"].as_str().unwrap().to_owned()
+}
+
+/// A FIFO, or a symlink to one, as a request: before, opening it blocked the transport for good (no other request
+/// answered, `done` and SIGTERM ignored). Now each gets an error result and nothing waits on them.
+#[test]
+fn fifo_requests_block_nothing_and_done_still_ends_the_run() {
+    let ipc = IpcRoot::new();
+    mkfifo(&ipc.tools().join("exec-request-early.json"));
+    let mut executor = ipc.executor(&[]);
+    let pipe = ipc.root.path().join("pipe");
+    mkfifo(&pipe);
+    std::os::unix::fs::symlink(&pipe, ipc.tools().join("exec-request-linked.json")).unwrap();
+    mkfifo(&ipc.tools().join("exec-request-late.json"));
+    ipc.request("ok", &json!({"command": "echo fine"}));
+    assert_eq!(ipc.result("ok", SOON)["stdout"], "fine\n");
+    assert!(refused(&ipc, "early").contains("is a FIFO"));
+    assert!(refused(&ipc, "late").contains("is a FIFO"));
+    assert!(refused(&ipc, "linked").contains("is a symbolic link"));
+    ipc.done();
+    assert!(executor.wait_exit(SOON).success());
+}
+
+#[test]
+fn a_fifo_request_does_not_stop_sigterm() {
+    let ipc = IpcRoot::new();
+    let pipe = ipc.root.path().join("pipe");
+    mkfifo(&pipe);
+    std::os::unix::fs::symlink(&pipe, ipc.tools().join("exec-request-linked.json")).unwrap();
+    // The first sweep (which meets the FIFO) always comes before the server looks at its stop signal.
+    let mut executor = ipc.executor(&[]);
+    assert!(executor.terminate(SOON).success());
+}
+
+/// A symlink to /dev/zero and a 10 GiB sparse file: before, the server read them whole (again at every rescan)
+/// until memory ran out. Now each gets one error result, having read at most 1 MiB.
+#[test]
+fn endless_and_huge_requests_get_one_error_result_each() {
+    let ipc = IpcRoot::new();
+    let executor = ipc.capped_executor();
+    std::os::unix::fs::symlink("/dev/zero", ipc.tools().join("exec-request-zero.json")).unwrap();
+    let sparse = std::fs::File::create(ipc.tools().join("exec-request-sparse.json")).unwrap();
+    sparse.set_len(10 << 30).unwrap();
+    // One byte over the limit, in a regular file: the limit is the HTTP body's.
+    let mut over = json!({"command": "true"}).to_string().into_bytes();
+    over.resize(protocol::MAX_BODY_BYTES + 1, b' ');
+    std::fs::write(ipc.tools().join("exec-request-over.json"), over).unwrap();
+    assert!(refused(&ipc, "zero").contains("is a symbolic link"));
+    assert!(refused(&ipc, "sparse").contains("larger than 1048576 bytes"));
+    assert!(refused(&ipc, "over").contains("larger than 1048576 bytes"));
+
+    // Another look at the same files (a write wakes the transport): they are not read or answered again.
+    let answered = |id: &str| std::fs::metadata(ipc.result_path(id)).unwrap().modified().unwrap();
+    let before = answered("sparse");
+    sparse.set_len(11 << 30).unwrap();
+    ipc.request("ok", &json!({"command": "echo fine"}));
+    assert_eq!(ipc.result("ok", SOON)["stdout"], "fine\n");
+    assert_eq!(answered("sparse"), before, "answered twice");
+    let peak = peak_rss(executor.child.id());
+    assert!(peak < SMALL_RSS, "peak RSS {} MiB", peak >> 20);
+}
+
+/// Ids as long as a request name allows (255 bytes in all: ids up to 237 bytes): before, the temporary result name
+/// was 22 bytes longer than the id and could not be created, so the command ran and no result came.
+#[test]
+fn the_longest_ids_get_their_result() {
+    let ipc = IpcRoot::new();
+    let _executor = ipc.executor(&[]);
+    for len in [233, 234, 237] {
+        let id = "i".repeat(len);
+        ipc.request(&id, &json!({"command": format!("echo {len}")}));
+        assert_eq!(ipc.result(&id, SOON)["stdout"], format!("{len}\n"));
+    }
+}
+
+/// A symlink planted where the old temporary result name was: before, the server wrote the result through it into
+/// the file it points to.
+#[test]
+fn a_planted_temporary_symlink_is_not_written_through() {
+    let ipc = IpcRoot::new();
+    let _executor = ipc.executor(&[]);
+    let canary = ipc.root.path().join("canary");
+    std::fs::write(&canary, "canary\n").unwrap();
+    std::os::unix::fs::symlink(&canary, ipc.tools().join(".exec-result-p.json.tmp")).unwrap();
+    ipc.request("p", &json!({"command": "echo result"}));
+    let result = ipc.result("p", SOON);
+    assert_eq!(result["stdout"], "result\n");
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "canary\n");
+    assert!(std::fs::symlink_metadata(ipc.result_path("p")).unwrap().is_file());
 }

@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use crate::atomic;
 use crate::failure::Failure;
 use crate::ids::new_id;
-use crate::ipc::Ipc;
+use crate::ipc::{self, Ipc};
 use crate::wire::ClearContextRequest;
 
 /// How long to wait after writing the clear. The agent-runner polls every 150 ms and, in one poll, answers new
@@ -16,7 +15,7 @@ pub const PAUSE: Duration = Duration::from_millis(300);
 pub async fn clear_context(ipc: &Ipc, reason: Option<String>) -> Result<(), Failure> {
     ipc.ensure_dirs()?;
     let id = new_id();
-    atomic::write_json(&ipc.clear(&id), &ClearContextRequest { request_id: id.clone(), reason })?;
+    ipc::write_json(&ipc.clear(&id), &ClearContextRequest { request_id: id.clone(), reason })?;
     tokio::time::sleep(PAUSE).await;
     Ok(())
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::failure::Failure;
-use crate::ipc::Ipc;
+use crate::ipc::{self, Ipc};
 use crate::tolerant::{self, Read};
-use crate::{atomic, inflight, json_arg};
+use crate::{inflight, json_arg};
 
 /// Set by `run` for the orchestrator: `finish` then writes only the run result, and the supervisor writes
 /// `/ipc/done` once the orchestrator's whole process group is gone, so nothing the orchestrator still runs can be
@@ -22,12 +22,12 @@ pub fn error_result(error: &str, exit_code: i32) -> Value {
 
 pub fn write_run_result(ipc: &Ipc, value: &Value) -> Result<(), String> {
     std::fs::create_dir_all(ipc.root()).map_err(|err| format!("cannot create {}: {err}", ipc.root().display()))?;
-    atomic::write_json(&ipc.run_result(), value)
+    ipc::write_json(&ipc.run_result(), value)
 }
 
 /// The last file of a run.
 pub fn write_done(ipc: &Ipc) -> Result<(), String> {
-    atomic::write_atomic(&ipc.done(), b"")
+    ipc::write_file(&ipc.done(), b"")
 }
 
 /// Whether the run result on disk is JSON (an error message if not).

@@ -74,6 +74,21 @@ impl Ipc {
     }
 }
 
+/// Writes a document into the folders: pretty JSON with a final newline, atomically, through an exclusive
+/// temporary whose name starts with a dot (so that no reader, the agent-runner included, ever takes it for a
+/// request): see [`agent_files::write_atomic`].
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
+    let mut bytes =
+        serde_json::to_vec_pretty(value).map_err(|err| format!("cannot encode {}: {err}", path.display()))?;
+    bytes.push(b'\n');
+    write_file(path, &bytes)
+}
+
+/// Writes `bytes` to `path` atomically ([`agent_files::write_atomic`]), with the path in the error.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    agent_files::write_atomic(path, bytes).map_err(|err| format!("cannot write {}: {err}", path.display()))
+}
+
 /// The file names in a folder, sorted; an unreadable folder reads as empty (it is re-read on the next change).
 pub fn file_names(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
@@ -103,10 +118,19 @@ pub fn is_clear_name(name: &str) -> bool {
     name.starts_with(CLEAR) && !name.ends_with(".tmp")
 }
 
-/// Whether `id` can name a file in the folder: the agent builds `result-{requestId}.json` from a request's own
-/// field, so an id such as `../x` must not be used as it is.
+/// The longest file name Linux filesystems take, in bytes.
+const NAME_MAX: usize = 255;
+
+/// Whether `id` can name a result in the folder: the agent builds `result-{requestId}.json` from a request's own
+/// field, so an id such as `../x` must not be used as it is, nor one whose result name would be longer than a file
+/// name can be (that result could never be written). The id in the request's file name always fits, since
+/// `request-` is longer than `result-`.
 pub fn is_safe_id(id: &str) -> bool {
-    !id.is_empty() && id != "." && id != ".." && !id.contains(['/', '\0'])
+    !id.is_empty()
+        && id != "."
+        && id != ".."
+        && !id.contains(['/', '\0'])
+        && RESULT.len() + id.len() + ".json".len() <= NAME_MAX
 }
 
 fn id_between<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
@@ -129,5 +153,15 @@ mod tests {
         assert!(is_request_name("request-7.json") && !is_request_name("request-7.json.tmp"));
         assert!(!is_request_name(".request-7.json.1.tmp"));
         assert!(is_safe_id("1-2-3") && !is_safe_id("../x") && !is_safe_id(""));
+        assert!(is_safe_id(&"i".repeat(243)) && !is_safe_id(&"i".repeat(244)), "result-{{id}}.json fits 255 bytes");
+    }
+
+    #[test]
+    fn documents_are_written_whole_as_pretty_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("request-1.json");
+        write_json(&path, &serde_json::json!({"a": 1})).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\n  \"a\": 1\n}\n");
+        assert_eq!(file_names(dir.path()), ["request-1.json"], "no temporary file is left");
     }
 }

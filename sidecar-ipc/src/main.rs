@@ -1,6 +1,5 @@
 //! sidecar-ipc: orchestrator sidecars over the shared /ipc folder. See `sidecar-ipc --help`.
 
-mod atomic;
 mod clear;
 mod cli;
 mod failure;

@@ -8,12 +8,12 @@ use tokio::time::Instant;
 
 use crate::failure::{Failure, TIMED_OUT};
 use crate::ids::new_id;
-use crate::ipc::Ipc;
+use crate::ipc::{self, Ipc};
+use crate::json_arg;
 use crate::schema::{self, SchemaSpec};
 use crate::tolerant::{self, Read as FileRead, Settle};
 use crate::watch::Watcher;
 use crate::wire::{PromptRequest, PromptResult};
-use crate::{atomic, json_arg};
 
 pub struct PromptArgs {
     pub text: Option<String>,
@@ -60,7 +60,7 @@ pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), Failure> {
         prompt: text,
         schema: schema.as_ref().map(|(s, _)| s.to_request_field()),
     };
-    atomic::write_json(&ipc.request(&id), &request)?;
+    ipc::write_json(&ipc.request(&id), &request)?;
 
     let deadline = Instant::now() + args.timeout;
     let result = match wait_for_result(ipc, &id, deadline, &mut watcher).await {

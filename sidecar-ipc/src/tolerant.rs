@@ -1,10 +1,16 @@
 //! Reading JSON files that another process may still be writing: the agent-runner writes its results in place, so
 //! a reader can see an empty or half-written file and must read it again when it changes.
+//!
+//! Whoever writes the folders may also leave what is no file to read at all (a FIFO, a symlink to `/dev/zero`, a
+//! 10 GiB sparse file): files are read by [`agent_files::read_request`] (regular files only, never through a
+//! symlink, at most [`LIMIT`] bytes, never blocking), and anything else is [`Read::Invalid`] at once.
 
+use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use agent_files::ReadError;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
@@ -12,6 +18,11 @@ use tokio::time::Instant;
 /// written. A writer that writes a whole file in one call finishes in microseconds; two seconds also covers a slow
 /// network filesystem.
 pub const SETTLE: Duration = Duration::from_secs(2);
+
+/// The most of any file in the folders that is read: 8 MiB. The largest files are prompts, text for a model; the
+/// largest context windows (about two million tokens) hold about 8 MB of text, so no prompt a model could take is
+/// refused, and a hostile file costs at most this much memory.
+pub const LIMIT: u64 = 8 * 1024 * 1024;
 
 /// What is in the file now.
 #[derive(Debug)]
@@ -22,7 +33,8 @@ pub enum Read<T> {
         error: String,
         stamp: Stamp,
     },
-    /// Complete JSON of the wrong shape: no later write can be pending (a prefix of JSON is never JSON).
+    /// Complete JSON of the wrong shape (no later write can be pending: a prefix of JSON is never JSON), or no file
+    /// to read (not a regular file, too large).
     Invalid(String),
     Ready(T),
 }
@@ -32,26 +44,30 @@ pub enum Read<T> {
 pub struct Stamp {
     inode: u64,
     len: u64,
-    mtime_nanos: i128,
+    modified: Option<SystemTime>,
 }
 
 impl Stamp {
+    /// The stamp of the entry at `path` (of a symlink itself, not of what it points to: links are never read).
     pub fn of(path: &Path) -> Option<Stamp> {
-        let meta = std::fs::metadata(path).ok()?;
-        Some(Stamp {
-            inode: meta.ino(),
-            len: meta.len(),
-            mtime_nanos: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-        })
+        std::fs::symlink_metadata(path).ok().map(|meta| Stamp::from_metadata(&meta))
+    }
+
+    fn from_metadata(meta: &Metadata) -> Stamp {
+        Stamp { inode: meta.ino(), len: meta.len(), modified: meta.modified().ok() }
     }
 }
 
 pub fn read<T: DeserializeOwned>(path: &Path) -> Read<T> {
-    let Some(stamp) = Stamp::of(path) else { return Read::Missing };
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Read::Missing,
-        Err(err) => return Read::Incomplete { error: format!("cannot read it: {err}"), stamp },
+    let (bytes, stamp) = match agent_files::read_request(path, LIMIT) {
+        Ok(contents) => (contents.bytes, Stamp::from_metadata(&contents.metadata)),
+        Err(err) if err.is_not_found() => return Read::Missing,
+        // Perhaps passing (a permission not set yet): read again while it settles.
+        Err(ReadError::Io(err)) => match Stamp::of(path) {
+            Some(stamp) => return Read::Incomplete { error: format!("cannot read it: {err}"), stamp },
+            None => return Read::Missing,
+        },
+        Err(refused) => return Read::Invalid(format!("it {refused}")),
     };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Read::Incomplete { error: "it is empty".to_owned(), stamp };
@@ -121,5 +137,17 @@ mod tests {
         assert!(matches!(read::<Shape>(&path), Read::Invalid(_)));
         std::fs::write(&path, "{\"status\": \"ok\"}").unwrap();
         assert!(matches!(read::<Shape>(&path), Read::Ready(_)));
+    }
+
+    #[test]
+    fn what_is_no_file_to_read_is_invalid_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("zero.json");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let sparse = dir.path().join("sparse.json");
+        std::fs::File::create(&sparse).unwrap().set_len(LIMIT + 1).unwrap();
+        for path in [link, sparse, dir.path().to_path_buf()] {
+            assert!(matches!(read::<Shape>(&path), Read::Invalid(_)), "{}", path.display());
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! fake peers written here, and a fake OpenAI-compatible server on 127.0.0.1:0.
 
 mod example;
+mod hostile;
 mod openai;
 mod prompt;
 mod run;

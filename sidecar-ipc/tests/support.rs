@@ -65,6 +65,15 @@ impl Ipc {
         Server { child: Some(child) }
     }
 
+    /// A prompt server with its address space capped ([`memory_capped`]), for files that would make a broken build
+    /// read without end.
+    pub fn capped_server(&self, args: &[&str]) -> Server {
+        let argv = memory_capped(BIN);
+        let mut command = isolated_command(&argv[0]);
+        command.args(&argv[1..]).arg("prompt-server").args(args).env("SIDECAR_IPC_ROOT", self.root());
+        Server { child: Some(command.spawn().unwrap()) }
+    }
+
     /// Files in `prompts/` whose names start with `prefix`.
     pub fn prompt_files(&self, prefix: &str) -> Vec<PathBuf> {
         files_starting(&self.prompts(), prefix)
@@ -137,6 +146,15 @@ pub struct Server {
 }
 
 impl Server {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id().unwrap()
+    }
+
+    pub fn terminate(&self) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    }
+
     /// Waits for it to end by itself (it does once `done` appears) and returns what it printed.
     pub async fn finished(mut self) -> Output {
         let child = self.child.take().unwrap();

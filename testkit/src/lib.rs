@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests of every crate: markers that tag the processes a test starts, checks
-//! that none survive, and deterministic test data.
+//! that none survive, deterministic test data, and hostile files with a memory cap for the servers that meet them.
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -110,4 +110,29 @@ pub fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Creates a FIFO at `path`: what a hostile peer leaves where a file is expected.
+pub fn mkfifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// The address-space cap of [`memory_capped`]: far above what one of our servers needs (its threads' stacks and
+/// allocator arenas are reserved, not used), far below what reading /dev/zero or a 10 GiB file asks for.
+pub const MEMORY_CAP_KIB: u64 = 2 * 1024 * 1024;
+
+/// The argv that runs `binary` (with the arguments appended after it) with its address space capped at
+/// [`MEMORY_CAP_KIB`]: for tests that feed a server what would make a broken build read without end, so that it
+/// fails on its own instead of taking the machine's memory.
+pub fn memory_capped(binary: &str) -> [String; 4] {
+    let script = format!("ulimit -v {MEMORY_CAP_KIB} && exec \"$0\" \"$@\"");
+    ["sh".to_owned(), "-c".to_owned(), script, binary.to_owned()]
+}
+
+/// The peak resident memory (VmHWM) of process `pid` so far, in bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|line| line.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
 }

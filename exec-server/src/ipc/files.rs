@@ -1,9 +1,13 @@
-//! File names of the protocol, claims, and atomic result writes.
+//! File names of the protocol, claims, bounded request reads and atomic result writes.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use agent_files::{Contents, ReadError};
+
 use super::request::ToolResult;
+
+/// The most a request file may hold: the HTTP body's limit (1 MiB), since a request carries the same things.
+pub const REQUEST_LIMIT: usize = protocol::MAX_BODY_BYTES;
 
 const REQUEST_PREFIX: &str = "exec-request-";
 const RESULT_PREFIX: &str = "exec-result-";
@@ -48,18 +52,20 @@ pub fn claim(dir: &Path, id: &str) -> std::io::Result<bool> {
     }
 }
 
-/// Writes the result under a temporary name that no reader looks for, then renames it into place, so the agent
-/// never reads half a result.
+/// Reads a request file by the rules of [`agent_files::read_request`]: a regular file of at most
+/// [`REQUEST_LIMIT`] bytes, never through a symlink, never blocking.
+pub fn read_request(dir: &Path, id: &str) -> Result<Contents, ReadError> {
+    agent_files::read_request(&request_path(dir, id), REQUEST_LIMIT as u64)
+}
+
+/// Writes the result atomically (the agent never reads half a result) through an exclusive temporary of a short
+/// name: nothing planted in the folder is written through, and the longest ids still get their result (a result
+/// name is one byte shorter than its request's, which existed).
 pub fn write_result(dir: &Path, result: &ToolResult) -> std::io::Result<()> {
-    let temporary = dir.join(format!(".{RESULT_PREFIX}{}.json.tmp", result.id));
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(&serde_json::to_vec(result).map_err(std::io::Error::other)?)?;
-        std::fs::rename(&temporary, result_path(dir, &result.id))
-    };
-    write().inspect_err(|_| {
-        let _ = std::fs::remove_file(&temporary);
-    })
+    agent_files::write_atomic(
+        &result_path(dir, &result.id),
+        &serde_json::to_vec(result).map_err(std::io::Error::other)?,
+    )
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //!
 //! Better than the shell executor, by design: the folder is watched with inotify instead of polled; a request is
 //! never claimed before its JSON parses (the agent writes non-atomically), and one that never parses gets an error
-//! result after [`PARSE_WAIT`]; timeouts end the whole process group (TERM, grace, KILL), so no request hangs;
+//! result after [`PARSE_WAIT`]; a request that is not a regular file (a FIFO, a symlink, a device) or is larger than
+//! [`files::REQUEST_LIMIT`] is never read beyond that limit nor waited on, and gets one error result; timeouts end the whole process group (TERM, grace, KILL), so no request hangs;
 //! output is capped while it is read; parallelism is bounded; claim folders are removed once their request and
 //! result are gone; requests older than their own deadline (the agent gave up) are ignored. When the `done` file
 //! appears the run is over: nothing new is claimed, running commands are stopped by the policy and get a result
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use agent_files::ReadError;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -260,35 +262,50 @@ impl Watcher {
             return;
         }
         let path = files::request_path(&dir, id);
-        let (bytes, modified) = match std::fs::read(&path) {
-            Ok(bytes) => (bytes, std::fs::metadata(&path).and_then(|m| m.modified()).ok()),
-            Err(_) => {
+        let (bytes, modified) = match files::read_request(&dir, id) {
+            Ok(contents) => (contents.bytes, contents.metadata.modified().ok()),
+            Err(err) if err.is_not_found() => {
                 self.unparsed.remove(id);
                 return;
             }
+            // Perhaps passing (a permission not set yet, no descriptor free): tried again like a half-written file.
+            Err(ReadError::Io(err)) => {
+                if !self.keep_waiting(id) {
+                    let message = format!(
+                        "request file {} cannot be read after {} s: {err}",
+                        path.display(),
+                        PARSE_WAIT.as_secs()
+                    );
+                    self.refuse(id, message);
+                }
+                return;
+            }
+            // Final for this file (not a regular file, too large): answered once, and the claim keeps it from being
+            // looked at again.
+            Err(refused) => {
+                self.unparsed.remove(id);
+                self.refuse(id, format!("request file {} {refused}", path.display()));
+                return;
+            }
         };
-        let parsed = serde_json::from_slice::<ToolRequest>(&bytes);
-        let request = match parsed {
+        let request = match serde_json::from_slice::<ToolRequest>(&bytes) {
             Ok(request) => {
                 self.unparsed.remove(id);
                 request
             }
             Err(err) => {
-                let first_seen = *self.unparsed.entry(id.to_owned()).or_insert_with(Instant::now);
-                if first_seen.elapsed() < PARSE_WAIT {
-                    return;
+                if !self.keep_waiting(id) {
+                    let message = if bytes.is_empty() {
+                        format!("request file {} stayed empty for {} s", path.display(), PARSE_WAIT.as_secs())
+                    } else {
+                        format!(
+                            "request file {} is not a valid request after {} s: {err}",
+                            path.display(),
+                            PARSE_WAIT.as_secs()
+                        )
+                    };
+                    self.refuse(id, message);
                 }
-                self.unparsed.remove(id);
-                let message = if bytes.is_empty() {
-                    format!("request file {} stayed empty for {} s", path.display(), PARSE_WAIT.as_secs())
-                } else {
-                    format!(
-                        "request file {} is not a valid request after {} s: {err}",
-                        path.display(),
-                        PARSE_WAIT.as_secs()
-                    )
-                };
-                self.spawn(id, Err(ToolResult::refused(id, request::EXIT_BAD_REQUEST, message)));
                 return;
             }
         };
@@ -313,6 +330,22 @@ impl Watcher {
         )
         .map_err(|message| ToolResult::refused(id, request::EXIT_BAD_REQUEST, message));
         self.spawn(id, job);
+    }
+
+    /// Whether a request that cannot be used yet (does not parse, cannot be read) is still within [`PARSE_WAIT`] of
+    /// when it was first seen; once it is not, it is forgotten here and the caller answers it.
+    fn keep_waiting(&mut self, id: &str) -> bool {
+        let first_seen = *self.unparsed.entry(id.to_owned()).or_insert_with(Instant::now);
+        if first_seen.elapsed() < PARSE_WAIT {
+            return true;
+        }
+        self.unparsed.remove(id);
+        false
+    }
+
+    /// Answers a request with an error result saying why nothing ran.
+    fn refuse(&mut self, id: &str, message: String) {
+        self.spawn(id, Err(ToolResult::refused(id, request::EXIT_BAD_REQUEST, message)));
     }
 
     /// A task that waits for a slot, claims the request, runs it (or reports why it cannot) and writes its result.

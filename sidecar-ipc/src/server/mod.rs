@@ -11,7 +11,6 @@ mod openai;
 mod replay;
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,7 +18,6 @@ use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
-use crate::atomic;
 use crate::failure::Failure;
 use crate::ipc::{self, Ipc};
 use crate::schema::{self, SchemaSpec};
@@ -168,9 +166,9 @@ impl Server {
                         continue;
                     }
                 }
-                let Ok(meta) = std::fs::metadata(&path) else { continue };
-                let written = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-                found.push((written, kind, Item { path, name, kind }));
+                // The entry itself, not what a symlink points to: a link is read (and refused) like any file.
+                let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+                found.push((meta.modified().ok(), kind, Item { path, name, kind }));
             }
         }
         found.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
@@ -227,7 +225,7 @@ impl Server {
 
     async fn answer(&mut self, request: PromptRequest, item: &Item) {
         // The result is named after the request's own id, as the agent-runner names it; an id that is not a plain
-        // name falls back to the one in the file name.
+        // name, or too long for a result name, falls back to the one in the file name (which always fits).
         let id = if ipc::is_safe_id(&request.request_id) {
             request.request_id.clone()
         } else if let Some(id) = ipc::request_id(&item.name).filter(|id| ipc::is_safe_id(id)) {
@@ -294,7 +292,7 @@ impl Server {
     }
 
     fn write_result(&mut self, result: &PromptResult, took: Duration) {
-        let written = atomic::write_json(&self.ipc.result(&result.request_id), result);
+        let written = ipc::write_json(&self.ipc.result(&result.request_id), result);
         let mut line = serde_json::to_value(result).unwrap_or_default();
         line["ms"] = json!(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
         if let Err(err) = written {

@@ -1,0 +1,15 @@
+//! Files in folders an agent controls: the file-IPC folders that exec-server and sidecar-ipc share with an agent
+//! (or an orchestrator) that may be careless or hostile. Anything may stand under a name there: a FIFO, a symlink to
+//! `/dev/zero`, a 10 GiB sparse file, a symlink planted where a temporary file will be created. Both crates read and
+//! write those folders through this one crate, so the rules exist once:
+//!
+//! - [`read_request`] reads regular files only, never through a symlink, never more than a bound, and never blocks
+//!   on what it opens.
+//! - [`write_atomic`] writes through a temporary created exclusively (never through anything planted) under a short
+//!   name, then renames it into place.
+
+mod read;
+mod write;
+
+pub use read::{read_request, Contents, FileKind, ReadError};
+pub use write::write_atomic;
