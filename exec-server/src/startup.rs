@@ -70,17 +70,16 @@ impl Drop for PortFile {
 /// created a missing bind-mount source as root. A missing workspace is left to the server's own start-up error.
 pub fn warn_if_workspace_unwritable(workspace: &Path) {
     use nix::unistd::{eaccess, getegid, geteuid, AccessFlags};
-    match eaccess(workspace, AccessFlags::W_OK | AccessFlags::X_OK) {
-        Err(nix::errno::Errno::EACCES | nix::errno::Errno::EROFS) => {
-            let (uid, gid) = (geteuid(), getegid());
-            tracing::warn!(
-                "the workspace {} is not writable by uid {uid} (gid {gid}): commands cannot create files there \
-                 (npm install, pip install and builds fail with EACCES). Make it writable for uid {uid} (create it \
-                 as that user before the container starts, or chown it), or run the server as its owner",
-                workspace.display()
-            );
-        }
-        _ => {}
+    if let Err(nix::errno::Errno::EACCES | nix::errno::Errno::EROFS) =
+        eaccess(workspace, AccessFlags::W_OK | AccessFlags::X_OK)
+    {
+        let (uid, gid) = (geteuid(), getegid());
+        tracing::warn!(
+            "the workspace {} is not writable by uid {uid} (gid {gid}): commands cannot create files there \
+             (npm install, pip install and builds fail with EACCES). Make it writable for uid {uid} (create it as \
+             that user before the container starts, or chown it), or run the server as its owner",
+            workspace.display()
+        );
     }
 }
 
