@@ -35,9 +35,15 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 
-    /// Probe a running server: GET http://127.0.0.1:PORT/health with a 3 s timeout; exit 0 on 200, else 1.
+    /// Probe a running server: GET http://127.0.0.1:PORT/health with a 3 s timeout; exit 0 on 200, else 1. PORT is
+    /// this probe's own --port when given, else the one in --port-file, else EXEC_SERVER_PORT or 8080.
     #[arg(long)]
     pub healthcheck: bool,
+
+    /// Write the port the server listens on to FILE (removed on a clean exit), so -healthcheck finds a port given
+    /// only on the server's command line. The builder images set /tmp/exec-server.port.
+    #[arg(long, env = "EXEC_SERVER_PORT_FILE", value_name = "FILE")]
+    pub port_file: Option<PathBuf>,
 
     /// Commands that may run at once; more get 503 with Retry-After.
     #[arg(long, env = "EXEC_SERVER_MAX_CONCURRENT", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
