@@ -1,22 +1,12 @@
 //! sidecar-exec: runs a command in a build sidecar as if it ran here. See `sidecar-exec --help`.
 
-mod body;
-mod config;
-mod exit_code;
-mod forward;
-mod http;
-mod request;
-mod shown;
-mod status;
-mod stdin;
-mod token;
-mod wrappers;
-
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use config::{CallSettings, Sidecars};
-use forward::Ending;
+use sidecar_exec::config::{self, CallSettings, Sidecars};
+use sidecar_exec::forward::{self, Ending};
+use sidecar_exec::interrupt::Interrupts;
+use sidecar_exec::{argv, request, status, stdin, wrappers};
 
 const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
        sidecar-exec --status
@@ -87,15 +77,10 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn run(args: &[OsString]) -> i32 {
     let runtime_name = args[0].to_string_lossy().into_owned();
-    let mut cmd = Vec::with_capacity(args.len() - 1);
-    for (index, arg) in args[1..].iter().enumerate() {
-        match arg.to_str() {
-            Some(arg) => cmd.push(arg.to_owned()),
-            None => {
-                return fail(&format!("argument {} ({arg:?}) is not valid UTF-8 and cannot be forwarded", index + 1))
-            }
-        }
-    }
+    let cmd = match argv::command_args(&args[1..]) {
+        Ok(cmd) => cmd,
+        Err(message) => return fail(&message),
+    };
     let prepared = (|| {
         let target = Sidecars::from_env()?.target(&runtime_name)?;
         let settings = CallSettings::from_env()?;
@@ -120,25 +105,20 @@ fn run(args: &[OsString]) -> i32 {
     let unread_data = || unread_pipe && stdin::has_data_now();
     let hinted = unread_data();
     if hinted {
-        eprintln!("sidecar-exec: {}", stdin::UNREAD_HINT);
+        eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
     let ending = runtime().block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term), Ok(mut hup)) =
-            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()))
-        else {
+        let Ok(mut interrupts) = Interrupts::install() else {
             return Ending::fail("cannot install signal handlers");
         };
         // A signal drops the forwarding future, which closes the connection; the server then cancels the command.
         tokio::select! {
             ending = forward::forward(&target, &settings, body) => ending,
-            _ = int.recv() => Ending { code: 130, message: None },
-            _ = term.recv() => Ending { code: 143, message: None },
-            _ = hup.recv() => Ending { code: 129, message: None },
+            interrupt = interrupts.recv() => Ending { code: interrupt.code(), message: None },
         }
     });
     if !hinted && unread_data() {
-        eprintln!("sidecar-exec: {}", stdin::UNREAD_HINT);
+        eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
     if let Some(message) = &ending.message {
         eprintln!("sidecar-exec: {message}");

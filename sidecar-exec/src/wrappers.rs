@@ -78,7 +78,7 @@ fn nix_uid() -> String {
 fn write_wrapper(dir: &Path, runtime: &str, command: &str, exe: &Path) -> Result<(), String> {
     let script = format!(
         "#!/bin/sh\n{MARK}: forwards {command} to the {runtime} build sidecar\nexec {} {runtime} {command} \"$@\"\n",
-        shell_quote(&exe.to_string_lossy())
+        crate::shell::quote(&exe.to_string_lossy())
     );
     let target = dir.join(command);
     let temporary = dir.join(format!(".{command}.tmp"));
@@ -109,20 +109,4 @@ pub fn find_on_path(command: &str, path: &str, skip: &Path) -> Option<PathBuf> {
         let meta = std::fs::metadata(&candidate).ok()?;
         (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
     })
-}
-
-/// Quotes for `sh`: `'…'` with embedded quotes as `'\''`.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quoting() {
-        assert_eq!(shell_quote("/opt/x"), "'/opt/x'");
-        assert_eq!(shell_quote("/it's"), r"'/it'\''s'");
-    }
 }
