@@ -1,8 +1,9 @@
 //! The agent-side clients and what they share.
 //!
-//! `sidecar-exec` forwards a command to a build sidecar over HTTP. The exit contract ([`exit_code`],
-//! [`interrupt`]), the argv handling ([`argv`]), the stdin policy ([`stdin`]) and the wrapper installer
-//! ([`wrappers`]) are kept apart from HTTP, for a second backend to share.
+//! Two binaries live here: `sidecar-exec` forwards a command to a build sidecar over HTTP, `ssh-exec` runs it on a
+//! host over OpenSSH. They share the exit contract ([`exit_code`], [`interrupt`]), the argv handling ([`argv`]),
+//! the stdin policy ([`stdin`]) and the wrapper installer ([`wrappers`]), which picks one backend per command:
+//! native > sidecar > SSH.
 
 pub mod argv;
 pub mod body;
@@ -14,6 +15,7 @@ pub mod interrupt;
 pub mod request;
 pub mod shell;
 pub mod shown;
+pub mod ssh;
 pub mod status;
 pub mod stdin;
 pub mod token;
