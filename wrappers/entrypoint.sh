@@ -1,7 +1,8 @@
 #!/bin/sh
-# Entrypoint for agent images: writes the PATH wrappers for every runtime in BUILD_SIDECARS, puts their folder
-# first on PATH, then becomes the container's command (exec), so that command is PID 1's successor and receives
-# the container's signals itself.
+# Entrypoint for agent images: writes the PATH wrappers (each command to the build sidecar of its runtime in
+# BUILD_SIDECARS, else to the SSH host when SSH_HOST is set; see docs/ssh-exec.md), puts their folder first on
+# PATH, then becomes the container's command (exec), so that command is PID 1's successor and receives the
+# container's signals itself.
 #
 #   SIDECAR_WRAPPERS_DIR  where the wrappers go (default /opt/sidecar/wrappers)
 #   SIDECAR_EXEC          the client binary (default /opt/sidecar/sidecar-exec)

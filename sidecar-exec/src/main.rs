@@ -23,9 +23,10 @@ Everything after <runtime> is the command's own: `sidecar-exec node npm -v` runs
 
   --status                   each configured sidecar, its URL, whether /health answers, and its /info;
                              exit 1 unless every sidecar is healthy and accepts the token
-  --install-wrappers [DIR]   write a #!/bin/sh wrapper into DIR (default {}) for each command of each
-                             runtime in BUILD_SIDECARS that is not already on PATH outside DIR; remove
-                             stale ones
+  --install-wrappers [DIR]   write a #!/bin/sh wrapper into DIR (default {}) for each command that is
+                             not already on PATH outside DIR: to its runtime's sidecar in BUILD_SIDECARS,
+                             else to the SSH host when SSH_HOST is set (ssh-exec; also SSH_COMMANDS,
+                             host-run and auto-run); remove stale ones
   -h, --help / -V, --version
 
 Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed out; 255 when the sidecar
@@ -138,12 +139,13 @@ fn status() -> i32 {
     }
 }
 
-/// `--install-wrappers [DIR]`: makes DIR hold exactly the wrappers BUILD_SIDECARS calls for.
+/// `--install-wrappers [DIR]`: makes DIR hold exactly the wrappers BUILD_SIDECARS and SSH_HOST call for.
 ///
-/// *Decision:* BUILD_SIDECARS unset (or blank) is not an error: exit 0, no wrappers, stale ones of ours removed, and
-/// one line saying so and what to set. The folder follows the configuration, and no sidecar is a configuration: an
-/// agent image's entrypoint runs this at every start, and an agent started without builders must still start (its
-/// commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid is an error (exit 1).
+/// *Decision:* neither BUILD_SIDECARS nor SSH_HOST set (or blank) is not an error: exit 0, no wrappers, stale ones of
+/// ours removed, and one line saying so and what to set. The folder follows the configuration, and no backend is a
+/// configuration: an agent image's entrypoint runs this at every start, and an agent started without builders must
+/// still start (its commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid, or an
+/// invalid SSH_COMMANDS, is an error (exit 1).
 fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
     let sidecars = match Sidecars::from_env() {
@@ -155,12 +157,16 @@ fn install_wrappers(dir: Option<PathBuf>) -> i32 {
         Ok(exe) => exe,
         Err(err) => return fail(&format!("cannot find this program's own path: {err}")),
     };
+    let ssh = match wrappers::SshBackend::from_env(&exe) {
+        Ok(ssh) => ssh,
+        Err(message) => return fail(&message),
+    };
     let path = std::env::var("PATH").unwrap_or_default();
-    let report = match wrappers::install(&dir, sidecars.as_ref(), &path, &exe) {
+    let report = match wrappers::install(&dir, sidecars.as_ref(), ssh.as_ref(), &path, &exe) {
         Ok(report) => report,
         Err(message) => return fail(&message),
     };
-    if sidecars.is_none() {
+    if sidecars.is_none() && ssh.is_none() {
         let removed = if report.removed.is_empty() {
             String::new()
         } else {
@@ -168,7 +174,7 @@ fn install_wrappers(dir: Option<PathBuf>) -> i32 {
         };
         eprintln!(
             "sidecar-exec: BUILD_SIDECARS is not set, so no build sidecar is configured: no wrappers in {}{removed}; \
-             set BUILD_SIDECARS (e.g. {}) and run this again to install them",
+             SSH_HOST is not set either; set BUILD_SIDECARS (e.g. {}) or SSH_HOST and run this again to install them",
             dir.display(),
             config::EXAMPLE
         );
@@ -177,10 +183,18 @@ fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     for runtime in &report.unknown_runtimes {
         eprintln!("sidecar-exec: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it");
     }
+    if !report.both.is_empty() {
+        eprintln!(
+            "sidecar-exec: both BUILD_SIDECARS and SSH_HOST are set: [{}] could use either and get their build \
+             sidecar (native > sidecar > SSH); the SSH host takes the other commands",
+            report.both.join(" ")
+        );
+    }
     eprintln!(
-        "sidecar-exec: wrappers in {}: installed [{}]; native, not wrapped [{}]; removed [{}]",
+        "sidecar-exec: wrappers in {}: sidecar [{}]; ssh [{}]; native, not wrapped [{}]; removed [{}]",
         dir.display(),
-        report.installed.join(" "),
+        report.sidecar.join(" "),
+        report.ssh.join(" "),
         report.native.join(" "),
         report.removed.join(" ")
     );

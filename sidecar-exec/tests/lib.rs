@@ -8,6 +8,7 @@ mod raw_server;
 mod signals;
 mod ssh_exec;
 mod ssh_stop;
+mod ssh_wrappers;
 mod sshd;
 mod support;
 mod wrappers;
