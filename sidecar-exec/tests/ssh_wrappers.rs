@@ -1,31 +1,15 @@
 //! The installer's three-way order (native > sidecar > SSH) and a generated SSH wrapper at work.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-
 use crate::sshd::*;
-use crate::support::Client;
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    names.sort();
-    names
-}
-
-fn executable(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
+use crate::support::{executable, names, Client};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn native_beats_sidecar_beats_ssh() {
     let scratch = tempfile::tempdir().unwrap();
     let wrappers = scratch.path().join("wrappers");
     let native = scratch.path().join("native-bin");
-    executable(&native.join("node"), "#!/bin/sh\n");
-    executable(&native.join("go"), "#!/bin/sh\n");
+    executable(&native, "node", "#!/bin/sh\n");
+    executable(&native, "go", "#!/bin/sh\n");
     let install = |ssh_host: Option<&str>| {
         let client = Client::new()
             .env("PATH", &format!("{}:{}", wrappers.display(), native.display()))
@@ -82,7 +66,7 @@ async fn a_generated_ssh_wrapper_runs_on_the_host_with_arguments_intact() {
     let sshd = sshd_or_skip!();
     let wrappers = sshd.path("wrappers");
     let host_bin = sshd.host_cwd.path().join("bin");
-    executable(&host_bin.join("only-on-host"), "#!/bin/sh\nprintf 'host:'; printf ' [%s]' \"$@\"; echo\n");
+    executable(&host_bin, "only-on-host", "#!/bin/sh\nprintf 'host:'; printf ' [%s]' \"$@\"; echo\n");
     let path = format!("{}:/usr/bin:/bin", wrappers.display());
     let output = Client::new()
         .env("PATH", &path)
@@ -95,7 +79,7 @@ async fn a_generated_ssh_wrapper_runs_on_the_host_with_arguments_intact() {
     assert!(names(&wrappers).contains(&"only-on-host".to_owned()), "{}", stderr(&output));
 
     let mut wrapper =
-        sshd.client().env("PATH", &path).env("SSH_HOST_PATH", &host_bin).other(wrappers.join("only-on-host"));
+        sshd.client().env("PATH", &path).env_os("SSH_HOST_PATH", &host_bin).other(wrappers.join("only-on-host"));
     wrapper.args(["a b", "it's", "; echo x"]);
     let output = wrapper.output().await.unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

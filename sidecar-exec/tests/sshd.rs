@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use crate::support::{isolated_command, stderr};
+pub use crate::support::{stderr, Client};
 
 pub const SSH_BIN: &str = env!("CARGO_BIN_EXE_ssh-exec");
 
@@ -130,9 +130,10 @@ impl Sshd {
     }
 
     /// A call of the real ssh-exec binary configured for this server, in the workspace.
-    pub fn client(&self) -> SshClient {
-        let mut command = isolated_command(SSH_BIN);
-        command
+    pub fn client(&self) -> Client {
+        let mut client = Client::of(SSH_BIN);
+        client
+            .command
             .env("SSH_HOST", "127.0.0.1")
             .env("SSH_PORT", self.port.to_string())
             .env("SSH_USER", &self.user)
@@ -142,7 +143,7 @@ impl Sshd {
             .env("SSH_HOST_CWD", self.host_cwd.path())
             .env("XDG_RUNTIME_DIR", self.runtime_dir())
             .current_dir(self.workspace.path());
-        SshClient { command }
+        client
     }
 
     /// Stops the server and every connection it serves (sshd's listener leaves running sessions alone; a shared
@@ -150,7 +151,7 @@ impl Sshd {
     pub fn stop(&mut self) {
         let Some(pid) = self.pid.take() else { return };
         let mut doomed = vec![pid];
-        doomed.extend(children_of(pid));
+        doomed.extend(testkit::children_of(pid as u32).into_iter().map(|pid| pid as i32));
         doomed
             .extend(testkit::processes_matching(&self.dir.path().to_string_lossy()).into_iter().map(|pid| pid as i32));
         for pid in doomed {
@@ -176,65 +177,15 @@ impl Sshd {
 
     /// The per-connection sshd processes serving this server's clients (its children).
     pub fn connections(&self) -> Vec<i32> {
-        self.pid.map(children_of).unwrap_or_default()
+        self.pid
+            .map(|pid| testkit::children_of(pid as u32).into_iter().map(|pid| pid as i32).collect())
+            .unwrap_or_default()
     }
 }
 
 impl Drop for Sshd {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// Builder for one ssh-exec run.
-pub struct SshClient {
-    pub command: tokio::process::Command,
-}
-
-impl SshClient {
-    pub fn env(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
-        self.command.env(name, value);
-        self
-    }
-
-    pub fn env_remove(mut self, name: &str) -> Self {
-        self.command.env_remove(name);
-        self
-    }
-
-    pub fn current_dir(mut self, dir: &Path) -> Self {
-        self.command.current_dir(dir);
-        self
-    }
-
-    pub fn stdin(mut self, stdin: Stdio) -> Self {
-        self.command.stdin(stdin);
-        self
-    }
-
-    pub fn args<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(mut self, args: I) -> Self {
-        self.command.args(args);
-        self
-    }
-
-    pub async fn run(mut self) -> Output {
-        tokio::time::timeout(Duration::from_secs(60), self.command.output()).await.expect("ssh-exec hung").unwrap()
-    }
-
-    pub fn spawn(mut self) -> tokio::process::Child {
-        self.command.spawn().unwrap()
-    }
-
-    /// Another program with this call's environment and directory (a generated wrapper, a shell pipeline).
-    pub fn other(mut self, program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
-        let std = self.command.as_std_mut();
-        let mut other = tokio::process::Command::new(program);
-        other.env_clear().envs(std.get_envs().filter_map(|(name, value)| Some((name, value?))));
-        if let Some(dir) = std.get_current_dir() {
-            other.current_dir(dir);
-        }
-        other.kill_on_drop(true);
-        other
     }
 }
 
@@ -263,17 +214,4 @@ pub fn stranger_key(dir: &Path) -> PathBuf {
     let key = dir.join("stranger_key");
     keygen(&key);
     key
-}
-
-fn children_of(parent: i32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
-            ppid == Some(parent)
-        })
-        .collect()
 }
