@@ -157,8 +157,10 @@ impl Sshd {
         for pid in doomed {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
         }
+        // Until every process of ours is gone: sshd logs its exit into our folder, which must be empty to go.
+        let folder = self.dir.path().to_string_lossy().into_owned();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() && Instant::now() < deadline {
+        while !testkit::processes_matching(&folder).is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
