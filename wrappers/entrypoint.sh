@@ -1,6 +1,7 @@
 #!/bin/sh
-# Entrypoint for agent images: writes the PATH wrappers for every runtime in BUILD_SIDECARS, puts their folder
-# first on PATH, then becomes the container's command (exec). In the agent image it runs under tini
+# Entrypoint for agent images: writes the PATH wrappers (each command to the build sidecar of its runtime in
+# BUILD_SIDECARS, else to the SSH host when SSH_HOST is set; see docs/ssh-exec.md), puts their folder first on
+# PATH, then becomes the container's command (exec). In the agent image it runs under tini
 # (`/opt/sidecar/tini -s -- /opt/sidecar/entrypoint.sh`), so that command is tini's child: it gets the container's
 # SIGTERM with its default action, and orphans are reaped.
 #

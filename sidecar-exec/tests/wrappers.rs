@@ -1,33 +1,16 @@
 //! The wrapper installer and the wrappers it writes.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-
 use crate::support::*;
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    names.sort();
-    names
-}
-
-fn fake_tool(dir: &Path, name: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, "#!/bin/sh\necho native\n").unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn native_commands_win_and_stale_wrappers_go() {
     let scratch = tempfile::tempdir().unwrap();
     let wrappers = scratch.path().join("wrappers");
     let native = scratch.path().join("native-bin");
-    fake_tool(&native, "node");
-    fake_tool(&native, "go");
+    executable(&native, "node", "#!/bin/sh\necho native\n");
+    executable(&native, "go", "#!/bin/sh\necho native\n");
     // An executable in the wrapper folder itself does not count as native.
-    fake_tool(&wrappers, "npx");
+    executable(&wrappers, "npx", "#!/bin/sh\necho native\n");
     let path = format!("{}:{}", wrappers.display(), native.display());
     let install = |sidecars: &str| {
         Client::new()

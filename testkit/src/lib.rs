@@ -33,6 +33,22 @@ pub fn processes_matching(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Pids of the live processes whose parent is `parent` (from /proc: for processes a test did not spawn itself,
+/// e.g. the per-connection children of a daemon).
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // After the parenthesised command name: the state, then the parent's pid.
+            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            ppid == Some(parent) && !is_zombie(*pid)
+        })
+        .collect()
+}
+
 fn is_zombie(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The state follows the parenthesised command name, which may itself hold spaces or parentheses.
