@@ -6,6 +6,7 @@
 Every check prints its counts; the run exits 1 if any check failed. Standard library only.
 """
 
+import base64
 import http.client
 import json
 import os
@@ -193,8 +194,9 @@ def floods(tmp):
     reply = json.loads(body)
     peak = server.status("VmHWM")
     check("10 GB through /exec", status == 200 and reply["exit_code"] == 0 and reply["output_truncated"]
-          and len(reply["output"]) == 16 * MiB and peak < 200 * MiB and server.healthy(),
-          f"{time.time() - started:.1f} s; exit {reply['exit_code']}; kept {len(reply['output']) // MiB} MiB, "
+          and len(reply["output"]) == 16 * MiB // 6 and peak < 200 * MiB and server.healthy(),
+          f"{time.time() - started:.1f} s; exit {reply['exit_code']}; kept {len(reply['output']) / MiB:.1f} MiB "
+          f"(a NUL is 6 bytes escaped: --max-output counts them), "
           f"truncated {reply['output_truncated']}; peak server RSS {peak / MiB:.0f} MiB; healthy {server.healthy()}")
 
     marker = f"4444.{os.getpid()}"
@@ -331,6 +333,65 @@ def bad_inputs(tmp):
     server.stop()
 
 
+def read_reply(sock):
+    """The status and body of an HTTP response on a socket already sent its request (chunked or not)."""
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    return response.status, response.read()
+
+
+def running_commands(server):
+    """/info's "running", or -1 when /info does not answer."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        conn.request("GET", "/info")
+        response = conn.getresponse()
+        return json.loads(response.read()).get("running", -1) if response.status == 200 else -1
+    except OSError:
+        return -1
+
+
+def unread_replies(tmp):
+    """Eight /exec of 16 MiB of \\x01 (stdout) and 16 MiB of \\xff (stderr) whose clients read nothing for 10 s:
+    the server's peak RSS stays under 200 MiB, the replies are exact prefixes flagged as cut, and /info counts the
+    replies still unsent as running (before: one such reply was ~200 MB, eight peaked at 1.4 GiB, "running": 0)."""
+    workspace = os.path.join(tmp, "unread")
+    os.makedirs(workspace)
+    server = Server(workspace)
+    script = "head -c 16777216 /dev/zero | tr '\\0' '\\001'; head -c 16777216 /dev/zero | tr '\\0' '\\377' >&2"
+    body = json.dumps({"cmd": ["sh", "-c", script]}).encode()
+    socks = [raw_request(server.port, http_bytes("POST", "/exec", body), read=False) for _ in range(8)]
+    started = time.time()
+    running = []
+    while time.time() - started < 10:
+        time.sleep(0.5)
+        running.append(running_commands(server))
+    peak = server.status("VmHWM")
+    wrong, sizes = [], []
+    for sock in socks:
+        try:
+            sock.settimeout(120)
+            status, payload = read_reply(sock)
+            sizes.append(len(payload))
+            reply = json.loads(payload)
+            stdout = reply["output"].encode()
+            stderr = base64.b64decode(reply.get("stderr_b64") or "")
+            if (status != 200 or reply["exit_code"] != 0 or not reply["output_truncated"]
+                    or not reply["stderr_truncated"] or stdout.strip(b"\x01") or stderr.strip(b"\xff")
+                    or not stdout or not stderr):
+                wrong.append(f"{status} exit {reply.get('exit_code')} stdout {len(stdout)} stderr {len(stderr)}")
+        except Exception as err:  # noqa: BLE001 - counted and reported below
+            wrong.append(repr(err))
+        sock.close()
+    time.sleep(0.5)
+    after = running_commands(server)
+    check("eight unread 16 MiB /exec replies", peak < 200 * MiB and not wrong and max(running) == 8 and after == 0,
+          f"peak server RSS {peak / MiB:.0f} MiB (bound 200 MiB); replies {min(sizes, default=0) / MiB:.1f}-"
+          f"{max(sizes, default=0) / MiB:.1f} MiB each; wrong: {len(wrong)} {wrong[:2]}; /info running while "
+          f"unread: {max(running)}, after: {after}; healthy {server.healthy()}")
+    server.stop()
+
+
 # Each scenario makes its own checks; the closing line counts the checks that ran.
 SCENARIOS = [
     abuse,
@@ -338,6 +399,7 @@ SCENARIOS = [
     sigterm_with_50_running,
     floods,
     bad_inputs,
+    unread_replies,
 ]
 
 

@@ -39,7 +39,8 @@ pub struct Config {
     #[arg(long)]
     pub healthcheck: bool,
 
-    /// Commands that may run at once; more get 503 with Retry-After.
+    /// Commands that may run at once (a POST /exec reply still being sent counts as its command); more get 503
+    /// with Retry-After.
     #[arg(long, env = "EXEC_SERVER_MAX_CONCURRENT", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrent: u32,
 
@@ -55,7 +56,9 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_MAX_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub max_timeout: u64,
 
-    /// Bytes of stdout and of stderr kept by POST /exec; the rest is read and dropped (`output_truncated`).
+    /// Bytes each of stdout and stderr may take in a POST /exec reply, counted as sent: escaped, plus base64 when
+    /// not UTF-8 (a control byte costs 6, an invalid one about 4.3); the rest is read and dropped
+    /// (`output_truncated`). Bounds a reply's size and memory whatever the command prints.
     #[arg(long, env = "EXEC_SERVER_MAX_OUTPUT", default_value_t = 16 * 1024 * 1024, value_name = "BYTES")]
     pub max_output: usize,
 

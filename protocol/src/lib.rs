@@ -7,6 +7,7 @@
 pub mod exec;
 pub mod frames;
 pub mod json;
+pub mod reply_text;
 pub mod runtimes;
 pub mod sse;
 pub mod text;

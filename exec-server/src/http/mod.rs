@@ -4,6 +4,7 @@
 mod auth;
 mod error;
 mod exec;
+mod reply;
 mod request;
 pub use request::inherited_env;
 mod stream;
@@ -43,13 +44,14 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// A slot for one more running command, or 503.
+    /// A slot for one more running command, or 503. An `/exec` reply keeps its command's slot until it is sent.
     fn permit(&self) -> Result<OwnedSemaphorePermit, AppError> {
         self.permits.clone().try_acquire_owned().map_err(|_| {
             AppError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "too many commands running (limit {}, set by --max-concurrent); retry shortly",
+                    "too many commands running or replies still being sent (limit {}, set by --max-concurrent); \
+                     retry shortly",
                     self.max_concurrent
                 ),
             )
