@@ -157,15 +157,7 @@ async fn too_many_running_commands_get_503_with_retry_after() {
     drop(first);
     assert_no_survivors(&marker, std::time::Duration::from_secs(5));
     // The slot comes back once the cancelled command is gone.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let response = server.post("/exec", json!({"cmd": ["true"]}).to_string()).send().await.unwrap();
-        if response.status() == 200 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "slot never freed");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    server.wait_for_a_free_slot().await;
     server.stop().await;
 }
 
@@ -184,15 +176,7 @@ async fn an_unread_reply_holds_its_slot_until_it_is_read() {
     assert_eq!(info["running"], 1);
     let rest = tokio::task::spawn_blocking(move || read_all(&mut unread)).await.unwrap();
     assert!(rest.len() > 32 * 1024 * 1024 && rest.contains(r#""output_truncated":false"#));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let response = server.post("/exec", json!({"cmd": ["true"]}).to_string()).send().await.unwrap();
-        if response.status() == 200 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the slot never came back");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    server.wait_for_a_free_slot().await;
     server.stop().await;
 }
 

@@ -1,5 +1,5 @@
-//! The `/exec` reply, streamed: the same JSON as [`protocol::ExecReply::to_json`], written a piece at a time from
-//! the kept output instead of built whole.
+//! The `/exec` reply, streamed: the same JSON as [`protocol::ExecReply::to_json`] (the same layout,
+//! [`protocol::ExecReply::parts`]), written a piece at a time from the kept output instead of built whole.
 //!
 //! Escaped, a command's output can be six times its size; built whole (with its lossy text and base64 twin as
 //! Strings first) a reply of 16 MiB of control bytes cost over 200 MB. Streamed, a reply holds the kept bytes and
@@ -7,12 +7,12 @@
 //! replies that a client does not read are counted like the commands that made them.
 
 use std::collections::VecDeque;
-use std::io::Write as _;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::Bytes;
 use protocol::reply_text::LossyText;
+use protocol::ReplyPart;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::engine::Outcome;
@@ -46,40 +46,30 @@ enum Which {
 impl ReplyBody {
     /// The reply for `outcome`, holding `permit` while it is sent.
     pub fn new(outcome: Outcome, error: Option<String>, permit: Option<OwnedSemaphorePermit>) -> Self {
-        let stdout_b64 = std::str::from_utf8(&outcome.stdout.bytes).is_err();
-        let stderr_b64 = std::str::from_utf8(&outcome.stderr.bytes).is_err();
-        let mut parts = VecDeque::new();
-        parts.push_back(Part::Literal(format!("{{\"exit_code\":{},\"output\":\"", outcome.exit_code).into_bytes()));
-        parts.push_back(Part::Text(Which::Stdout, LossyText::default()));
-        parts.push_back(Part::Literal(b"\",\"stderr\":\"".to_vec()));
-        parts.push_back(Part::Text(Which::Stderr, LossyText::default()));
-        let mut middle = b"\"".to_vec();
-        if let Some(error) = &error {
-            middle.extend_from_slice(b",\"error\":");
-            protocol::json::write_str(&mut middle, error);
-        }
-        let _ = write!(middle, ",\"timed_out\":{}", outcome.timed_out);
-        if let Some(signal) = outcome.signal {
-            let _ = write!(middle, ",\"signal\":{signal}");
-        }
-        let _ = write!(
-            middle,
-            ",\"duration_ms\":{},\"output_truncated\":{},\"stderr_truncated\":{}",
-            u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-            outcome.stdout.truncated,
-            outcome.stderr.truncated
-        );
-        parts.push_back(Part::Literal(middle));
-        for (wanted, which, name) in
-            [(stdout_b64, Which::Stdout, "output_b64"), (stderr_b64, Which::Stderr, "stderr_b64")]
-        {
-            if wanted {
-                parts.push_back(Part::Literal(format!(",\"{name}\":\"").into_bytes()));
-                parts.push_back(Part::Base64(which, 0));
-                parts.push_back(Part::Literal(b"\"".to_vec()));
-            }
-        }
-        parts.push_back(Part::Literal(b"}".to_vec()));
+        // The small fields as they are; the output fields' places, filled from the kept bytes as they are sent.
+        let layout = protocol::ExecReply {
+            exit_code: outcome.exit_code,
+            error,
+            timed_out: outcome.timed_out,
+            signal: outcome.signal,
+            duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            output_truncated: outcome.stdout.truncated,
+            stderr_truncated: outcome.stderr.truncated,
+            output_b64: std::str::from_utf8(&outcome.stdout.bytes).is_err().then(String::new),
+            stderr_b64: std::str::from_utf8(&outcome.stderr.bytes).is_err().then(String::new),
+            ..Default::default()
+        };
+        let parts = layout
+            .parts()
+            .into_iter()
+            .map(|part| match part {
+                ReplyPart::Json(json) => Part::Literal(json),
+                ReplyPart::Output => Part::Text(Which::Stdout, LossyText::default()),
+                ReplyPart::Stderr => Part::Text(Which::Stderr, LossyText::default()),
+                ReplyPart::OutputB64 => Part::Base64(Which::Stdout, 0),
+                ReplyPart::StderrB64 => Part::Base64(Which::Stderr, 0),
+            })
+            .collect();
         ReplyBody { stdout: outcome.stdout.bytes, stderr: outcome.stderr.bytes, parts, permit }
     }
 
