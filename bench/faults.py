@@ -392,6 +392,118 @@ def unread_replies(tmp):
     server.stop()
 
 
+def connection_limits(tmp):
+    """2000 idle connections, then 200 slowloris ones (a header byte a second), against a server started with a
+    low open-file limit (soft 256, hard 1024) and --max-concurrent 32: /health and 32 concurrent commands still
+    work (the connection cap leaves descriptors for them; new connections push out the longest idle ones),
+    slowloris connections are closed after --header-timeout, idle ones after --idle-timeout, the soft limit was
+    raised to the hard one (before: connections were never closed, /health timed out, commands failed with
+    "Too many open files")."""
+    import resource
+    import select
+    import threading
+
+    def readable(socks, timeout):
+        """The sockets of `socks` with something to read (or closed), waiting up to `timeout` s (poll: fds > 1024)."""
+        poller, by_fd = select.poll(), {sock.fileno(): sock for sock in socks}
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        return [by_fd[fd] for fd, _ in poller.poll(timeout * 1000)]
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2600 and (hard == resource.RLIM_INFINITY or hard >= 2600):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2600, hard))
+    workspace = os.path.join(tmp, "connections")
+    os.makedirs(workspace)
+    header_timeout, idle_timeout = 2, 6
+    server = Server(workspace, "--max-concurrent", "32", "--header-timeout", str(header_timeout),
+                    "--idle-timeout", str(idle_timeout),
+                    preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 1024)))
+    with open(f"/proc/{server.proc.pid}/limits") as f:
+        limit = next(line.split()[3] for line in f if line.startswith("Max open files"))
+
+    idle = []
+    for _ in range(2000):
+        try:
+            idle.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+        except OSError:
+            break
+    time.sleep(0.5)
+    slow, slow_closed, stop = [], {}, threading.Event()
+    for _ in range(200):
+        try:
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: faults\r\nX-Slow: ")
+        except OSError:
+            break
+        slow.append((sock, time.time()))
+
+    def drip():
+        while not stop.is_set():
+            for sock, opened in slow:
+                if sock not in slow_closed:
+                    try:
+                        sock.send(b"a")
+                    except OSError:
+                        slow_closed[sock] = (time.time() - opened, b"")
+            for sock in readable([s for s, _ in slow if s not in slow_closed], 1):
+                try:
+                    data = sock.recv(4096)
+                except OSError:
+                    data = b""
+                slow_closed[sock] = (time.time() - dict(slow)[sock], data)
+
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+    time.sleep(0.5)
+    health_started = time.time()
+    healthy = server.healthy()
+    health_took = time.time() - health_started
+    results = []
+
+    def one(i):
+        try:
+            status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", f"sleep 1; echo {i}"]}), timeout=30)
+            reply = json.loads(body)
+            return status == 200 and reply["exit_code"] == 0 and reply["output"] == f"{i}\n", reply.get("error")
+        except Exception as err:  # noqa: BLE001 - counted and reported below
+            return False, repr(err)
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        results = list(pool.map(one, range(32)))
+    fds = server.fds()
+    # Every slowloris connection is closed within the header timeout (plus margin for a loaded machine).
+    deadline = time.time() + header_timeout + 10
+    while len(slow_closed) < len(slow) and time.time() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    dripper.join()
+    slow_408 = sum(1 for _, data in slow_closed.values() if data.startswith(b"HTTP/1.1 408"))
+    slow_late = sum(1 for took, _ in slow_closed.values() if took > header_timeout + 10)
+    # Idle connections: pushed out by newer ones or closed after the idle timeout.
+    deadline = time.time() + idle_timeout + 10
+    open_idle = list(idle)
+    while open_idle and time.time() < deadline:
+        for sock in readable(open_idle, 0.5):
+            try:
+                sock.recv(1)
+            except OSError:
+                pass
+            open_idle.remove(sock)
+    for sock in idle + [s for s, _ in slow]:
+        sock.close()
+    failed = [error for ok, error in results if not ok]
+    check("2000 idle and 200 slowloris connections", healthy and not failed and len(slow) == 200
+          and len(slow_closed) == len(slow)
+          and not slow_late and not open_idle and limit == "1024" and fds <= 1024,
+          f"{len(idle)} idle connections opened, {len(idle) - len(open_idle)} closed by the server; slowloris opened: "
+          f"{len(slow)}, closed: "
+          f"{len(slow_closed)} ({slow_408} with a 408, {slow_late} late); /health {healthy} in "
+          f"{health_took:.2f} s; 32 concurrent commands: {len(results) - len(failed)} ok {failed[:2]}; server fds "
+          f"{fds}, soft limit {limit}; healthy after: {server.healthy()}")
+    server.stop()
+
+
 # Each scenario makes its own checks; the closing line counts the checks that ran.
 SCENARIOS = [
     abuse,
@@ -400,6 +512,7 @@ SCENARIOS = [
     floods,
     bad_inputs,
     unread_replies,
+    connection_limits,
 ]
 
 

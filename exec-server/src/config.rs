@@ -70,6 +70,23 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_KEEPALIVE", default_value = "15", value_parser = parse_seconds, value_name = "SECONDS")]
     pub keepalive: Duration,
 
+    /// Seconds a client has to send a request head (request line and headers), from its first byte (for a
+    /// connection's first request, from when it opened), and again to send the body; slower clients get 408 and
+    /// the connection closes. 0: no limit.
+    #[arg(long, env = "EXEC_SERVER_HEADER_TIMEOUT", default_value = "10", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub header_timeout: Duration,
+
+    /// Seconds a keep-alive connection may stay unused between requests before it is closed. A connection with a
+    /// request in flight (a command running, a stream, a reply still being sent) is never idle. 0: no limit.
+    #[arg(long, env = "EXEC_SERVER_IDLE_TIMEOUT", default_value = "60", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub idle_timeout: Duration,
+
+    /// Open HTTP connections at most [default: 1024, or fewer when the open-file limit leaves less after keeping 8
+    /// descriptors per command that may run]. At the cap a new connection closes the one unused longest; when every
+    /// connection has a request in flight, it gets 503 with Retry-After.
+    #[arg(long, env = "EXEC_SERVER_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub max_connections: Option<u32>,
+
     /// Log level: error, warn, info (one line per command), debug.
     #[arg(long, env = "EXEC_SERVER_LOG", default_value = "info")]
     pub log: tracing::Level,

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use protocol::ExecReply;
 use tokio_util::sync::CancellationToken;
 
+use super::connection::BodyTimeout;
 use super::reply::ReplyBody;
 use super::request::prepare;
 use super::{AppError, AppState};
@@ -43,7 +44,8 @@ fn json_reply(json: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
-/// Body-read failures: 413 for the size cap, otherwise the extractor's own status.
+/// Body-read failures: 413 for the size cap, 408 for a body that did not arrive in time, otherwise the extractor's
+/// own status.
 pub fn body_error(rejection: BytesRejection) -> AppError {
     let status = rejection.status();
     if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -54,6 +56,13 @@ pub fn body_error(rejection: BytesRejection) -> AppError {
                 protocol::MAX_BODY_BYTES
             ),
         );
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+    while let Some(err) = source {
+        if let Some(timeout) = err.downcast_ref::<BodyTimeout>() {
+            return AppError::new(StatusCode::REQUEST_TIMEOUT, format!("{timeout}: send the whole body at once"));
+        }
+        source = err.source();
     }
     AppError::new(status, format!("cannot read request body: {}", rejection.body_text()))
 }

@@ -1,13 +1,21 @@
 //! The HTTP transport: routes, shared state, and the pieces that turn requests into engine jobs and outcomes back
 //! into replies or frames.
 
+mod activity;
 mod auth;
+mod connection;
 mod error;
 mod exec;
+pub mod fds;
+mod listener;
 mod reply;
 mod request;
-pub use request::inherited_env;
 mod stream;
+mod wire;
+
+pub use activity::Timeouts;
+pub use listener::{serve, Limits};
+pub use request::inherited_env;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
