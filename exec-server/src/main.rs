@@ -28,6 +28,12 @@ fn main() -> ExitCode {
             std::process::id()
         );
     }
+    // Connections and commands share the open-file limit: take all of it (see `http::fds`).
+    match exec_server::http::fds::raise_nofile_limit() {
+        Ok((before, after)) if before < after => tracing::debug!(before, after, "open-file limit raised"),
+        Ok(_) => {}
+        Err(err) => tracing::warn!("cannot raise the open-file limit to its hard limit: {err}"),
+    }
     if let Err(err) = exec_server::engine::become_subreaper() {
         tracing::warn!("cannot become a child subreaper ({err}); orphaned grandchildren will be reaped by PID 1");
     }
