@@ -84,10 +84,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-step "exec-server and sidecar-exec: release build on the host, as shipped (images/binaries.sh)"
+step "exec-server, sidecar-exec and ssh-exec: release build on the host, as shipped (images/binaries.sh)"
 static_bin="$(images/binaries.sh)"
 mkdir -p images/dist
-for f in exec-server sidecar-exec; do
+for f in exec-server sidecar-exec ssh-exec; do
     # Replaced by a rename, and only when changed: a concurrent run may be copying images/dist into a build.
     cmp -s "$static_bin/$f" "images/dist/$f" \
         || { install -m 0755 "$static_bin/$f" "images/dist/.$f.$$" && mv -f "images/dist/.$f.$$" "images/dist/$f"; }
@@ -387,6 +387,21 @@ for shell in "sh -c" "sh -lc"; do
     [ "$found" = "/opt/sidecar/wrappers/$probe" ] || fail "podman exec $agent $shell: $probe is $found"
     echo "    podman exec $shell 'command -v $probe': $found"
 done
+
+step "the SSH backend in the agent: ssh-exec beside sidecar-exec, OpenSSH's client (AGENT_SSH=1), host-run for SSH_HOST"
+version=$(pm exec "$agent" /opt/sidecar/ssh-exec --version) || fail "no /opt/sidecar/ssh-exec in the agent image"
+client=$(pm exec "$agent" ssh -V 2>&1) || fail "no ssh on the agent image's PATH: $client"
+# A port nothing listens on: ssh-exec starts ssh, which is refused at once (exit 255 and ssh-exec's own line).
+set +e
+refused=$(pm exec -e SSH_HOST=127.0.0.1 -e SSH_PORT=1 -e SSH_CONTROL_PERSIST=0 "$agent" /opt/sidecar/ssh-exec true 2>&1)
+code=$?
+set -e
+{ [ "$code" = 255 ] && grep -q '^ssh-exec: connection failed, the command did not run' <<<"$refused"; } \
+    || fail "ssh-exec to a closed port: exit $code, $refused"
+tools=$(pm exec -e SSH_HOST=ssh-host.invalid "$agent" sh -c \
+    '/opt/sidecar/sidecar-exec --install-wrappers /tmp/ssh-wrappers 2>/dev/null && ls /tmp/ssh-wrappers')
+{ grep -qx host-run <<<"$tools" && grep -qx auto-run <<<"$tools"; } || fail "SSH_HOST set: no host-run/auto-run wrappers: $tools"
+echo "    $version; $client; a refused connection: exit 255 with ssh-exec's line; SSH_HOST set: host-run, auto-run"
 
 step "inside the agent (podman exec): forwarded commands through the generated wrappers"
 echo "    BUILD_SIDECARS=$sidecars"

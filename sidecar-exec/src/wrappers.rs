@@ -3,7 +3,6 @@
 //! (native, on PATH outside DIR: no wrapper), the build sidecar of its runtime (BUILD_SIDECARS), the SSH host
 //! (SSH_HOST, through `ssh-exec`).
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -188,19 +187,10 @@ fn nix_uid() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// Atomically, through an exclusive temporary ([`agent_files::write_atomic_mode`]): the folder is writable by the
+/// agent's user, so nothing planted there may redirect the write, and a wrapper appears whole and executable.
 fn write_wrapper(dir: &Path, command: &str, script: &str) -> Result<(), String> {
-    let target = dir.join(command);
-    let temporary = dir.join(format!(".{command}.tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(script.as_bytes())?;
-        file.set_permissions(std::fs::Permissions::from_mode(0o755))?;
-        std::fs::rename(&temporary, &target)
-    };
-    write().map_err(|err| {
-        let _ = std::fs::remove_file(&temporary);
-        unwritable(dir, &err)
-    })
+    agent_files::write_atomic_mode(&dir.join(command), script.as_bytes(), 0o755).map_err(|err| unwritable(dir, &err))
 }
 
 fn is_ours(path: &Path) -> bool {
