@@ -6,6 +6,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+pub use sidecar_ipc::ipc::{Ipc, ROOT_VAR};
 pub use testkit::*;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sidecar-ipc");
@@ -13,37 +14,37 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_sidecar-ipc");
 /// Hang guard for every process a test runs (never a timing assertion).
 pub const HANG: Duration = Duration::from_secs(60);
 
-/// A temporary IPC root with `prompts/` and `context/`.
-pub struct Ipc {
-    pub dir: tempfile::TempDir,
+/// A temporary IPC root with `prompts/` and `context/`; the paths in it are the library's own layout
+/// ([`Ipc`], through `Deref`), so a test names every file the way the subcommands do.
+pub struct TestIpc {
+    _dir: tempfile::TempDir,
+    layout: Ipc,
 }
 
-impl Ipc {
+impl std::ops::Deref for TestIpc {
+    type Target = Ipc;
+
+    fn deref(&self) -> &Ipc {
+        &self.layout
+    }
+}
+
+impl TestIpc {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("prompts")).unwrap();
-        std::fs::create_dir_all(dir.path().join("context")).unwrap();
-        Ipc { dir }
+        let layout = Ipc::new(dir.path().to_path_buf());
+        layout.ensure_dirs().unwrap();
+        TestIpc { _dir: dir, layout }
     }
 
-    pub fn root(&self) -> &Path {
-        self.dir.path()
+    /// The layout alone, for a fake agent on another thread.
+    pub fn layout(&self) -> Ipc {
+        self.layout.clone()
     }
 
-    pub fn prompts(&self) -> PathBuf {
-        self.root().join("prompts")
-    }
-
-    pub fn context(&self) -> PathBuf {
-        self.root().join("context")
-    }
-
-    pub fn done(&self) -> PathBuf {
-        self.root().join("done")
-    }
-
-    pub fn run_result(&self) -> Value {
-        read_json(&self.root().join("run-result.json"))
+    /// `run-result.json`, parsed.
+    pub fn run_result_json(&self) -> Value {
+        read_json(&self.run_result())
     }
 
     /// A file in the root holding `lines` as JSON lines (replay files).
@@ -56,7 +57,7 @@ impl Ipc {
 
     /// A run of the binary with this root, a clean environment and stdin from /dev/null.
     pub fn cmd<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(&self, args: I) -> Cmd {
-        Cmd::new(args).env("SIDECAR_IPC_ROOT", self.root().to_str().unwrap())
+        Cmd::new(args).env(ROOT_VAR, self.root().to_str().unwrap())
     }
 
     /// A prompt server in the background (killed when dropped).
@@ -70,7 +71,7 @@ impl Ipc {
     pub fn capped_server(&self, args: &[&str]) -> Server {
         let argv = memory_capped(BIN);
         let mut command = isolated_command(&argv[0]);
-        command.args(&argv[1..]).arg("prompt-server").args(args).env("SIDECAR_IPC_ROOT", self.root());
+        command.args(&argv[1..]).arg("prompt-server").args(args).env(ROOT_VAR, self.root());
         Server { child: Some(command.spawn().unwrap()) }
     }
 
@@ -180,25 +181,25 @@ pub fn events(path: &Path, event: &str) -> Vec<Value> {
         .collect()
 }
 
-/// A fake agent on a thread: for each new `request-*.json` it calls `answer(ipc_root, request_id, request)`.
+/// A fake agent on a thread: for each new `request-*.json` it calls `answer(layout, request_id, request)`.
 /// Stops after `count` requests.
 pub fn fake_agent(
-    root: &Path,
+    ipc: &TestIpc,
     count: usize,
-    answer: impl Fn(&Path, &str, &Value) + Send + 'static,
+    answer: impl Fn(&Ipc, &str, &Value) + Send + 'static,
 ) -> std::thread::JoinHandle<()> {
-    let root = root.to_path_buf();
+    let ipc = ipc.layout();
     std::thread::spawn(move || {
         let mut seen = Vec::new();
         let deadline = Instant::now() + HANG;
         while seen.len() < count {
             assert!(Instant::now() < deadline, "the fake agent saw no request");
-            for path in files_starting(&root.join("prompts"), "request-") {
+            for path in files_starting(&ipc.prompts(), "request-") {
                 if seen.contains(&path) {
                     continue;
                 }
                 let request = read_json(&path);
-                answer(&root, request["requestId"].as_str().unwrap(), &request);
+                answer(&ipc, request["requestId"].as_str().unwrap(), &request);
                 seen.push(path);
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -207,6 +208,6 @@ pub fn fake_agent(
 }
 
 /// Writes a result the way the agent-runner does: in place, not atomically.
-pub fn write_result(root: &Path, id: &str, result: &Value) {
-    std::fs::write(root.join("prompts").join(format!("result-{id}.json")), result.to_string()).unwrap();
+pub fn write_result(ipc: &Ipc, id: &str, result: &Value) {
+    std::fs::write(ipc.result(id), result.to_string()).unwrap();
 }
