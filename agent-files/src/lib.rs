@@ -7,8 +7,10 @@
 //!   on what it opens.
 //! - [`write_atomic`] writes through a temporary created exclusively (never through anything planted) under a short
 //!   name, then renames it into place.
+//! - [`watch::FolderWatch`] reports changes in those folders to async code (inotify on the runtime's reactor).
 
 mod read;
+pub mod watch;
 mod write;
 
 pub use read::{read_request, Contents, FileKind, ReadError};

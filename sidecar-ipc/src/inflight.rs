@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::changes::Changes;
 use crate::ipc::{self, Ipc};
-use crate::watch::Watcher;
 
 /// Ids of `request-{id}.json` files that have no `result-{id}.json`.
 pub fn unanswered(ipc: &Ipc) -> Vec<String> {
@@ -27,13 +27,13 @@ pub async fn wait_answered(ipc: &Ipc, limit: Duration) -> Vec<String> {
     if unanswered(ipc).is_empty() {
         return Vec::new();
     }
-    let mut watcher = Watcher::new(&[ipc.prompts()]);
+    let mut changes = Changes::watch(&[ipc.prompts()]);
     loop {
         let pending = unanswered(ipc);
         if pending.is_empty() || Instant::now() >= deadline {
             return pending;
         }
-        watcher.wait(Some(deadline)).await;
+        changes.wait(Some(deadline)).await;
     }
 }
 

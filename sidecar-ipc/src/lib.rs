@@ -2,6 +2,7 @@
 //! and runs [`execute`] on a one-thread runtime; the folder layout ([`ipc::Ipc`]) is public, so tests and other
 //! tools name the protocol's files the way the subcommands do.
 
+mod changes;
 mod clear;
 pub mod cli;
 pub mod failure;
@@ -16,7 +17,6 @@ mod run_config;
 mod schema;
 mod server;
 mod tolerant;
-mod watch;
 mod wire;
 
 use cli::Command;

@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use agent_files::watch::{AddWatchFlags, FolderWatch, InotifyEvent, WatchDescriptor, CONTENT_CHANGES};
 use agent_files::ReadError;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -59,9 +59,7 @@ pub struct Settings {
 pub struct Watcher {
     settings: Arc<Settings>,
     engine: Engine,
-    inotify: Arc<Inotify>,
-    /// Batches of events from the reader thread (blocking reads keep this free of unsafe fd registration).
-    events: mpsc::Receiver<std::io::Result<Vec<InotifyEvent>>>,
+    inotify: FolderWatch,
     tools_watch: WatchDescriptor,
     done_watch: WatchDescriptor,
     permits: Arc<Semaphore>,
@@ -72,15 +70,6 @@ pub struct Watcher {
     tasks: JoinSet<()>,
     /// Fired when the watcher stops: queued requests are then left unclaimed.
     closing: CancellationToken,
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        let _ = self.inotify.rm_watch(self.tools_watch);
-        if self.done_watch != self.tools_watch {
-            let _ = self.inotify.rm_watch(self.done_watch);
-        }
-    }
 }
 
 /// Why the watcher stopped.
@@ -98,15 +87,11 @@ impl Watcher {
             std::io::Error::other(format!("cannot create the IPC folder {}: {err}", settings.dir.display()))
         })?;
         let done_dir = settings.done.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let inotify = Arc::new(Inotify::init(InitFlags::IN_CLOEXEC).map_err(std::io::Error::from)?);
-        let tools_mask = AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_MODIFY
-            | AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_DELETE;
+        let inotify = FolderWatch::new()?;
+        let tools_mask = CONTENT_CHANGES;
         let watch = |path: &Path, mask: AddWatchFlags| {
             inotify
-                .add_watch(path, mask)
+                .add(path, mask)
                 .map_err(|err| std::io::Error::other(format!("cannot watch {} with inotify: {err}", path.display())))
         };
         let done_mask = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CLOSE_WRITE;
@@ -114,17 +99,6 @@ impl Watcher {
         let same = done_dir.canonicalize().ok() == settings.dir.canonicalize().ok();
         let tools_watch = watch(&settings.dir, if same { tools_mask | done_mask } else { tools_mask })?;
         let done_watch = if same { tools_watch } else { watch(done_dir, done_mask)? };
-        let (sender, events) = mpsc::channel(64);
-        let reader = inotify.clone();
-        std::thread::Builder::new().name("ipc-inotify".into()).spawn(move || loop {
-            // Ends when the watcher is dropped: removing its watches wakes this read with IN_IGNORED, and the
-            // send then fails.
-            let batch = reader.read_events().map_err(std::io::Error::from);
-            let failed = batch.is_err();
-            if sender.blocking_send(batch).is_err() || failed {
-                break;
-            }
-        })?;
         tracing::info!(
             dir = %settings.dir.display(),
             done = %settings.done.display(),
@@ -136,7 +110,6 @@ impl Watcher {
             settings: Arc::new(settings),
             engine,
             inotify,
-            events,
             tools_watch,
             done_watch,
             active: Arc::default(),
@@ -172,10 +145,9 @@ impl Watcher {
                 if self.unparsed.is_empty() { next_sweep } else { (Instant::now() + PARSE_RETRY).min(next_sweep) };
             let events = tokio::select! {
                 () = stop.cancelled() => return Ok(Ending::Stopped),
-                batch = self.events.recv() => match batch {
-                    Some(batch) => batch.map_err(|err| std::io::Error::other(format!("inotify failed: {err}")))?,
-                    None => return Err(std::io::Error::other("the inotify reader stopped")),
-                },
+                batch = self.inotify.next_batch() => {
+                    batch.map_err(|err| std::io::Error::other(format!("inotify failed: {err}")))?
+                }
                 () = tokio::time::sleep_until(retry_at.into()) => Vec::new(),
             };
             for event in events {

@@ -18,11 +18,11 @@ use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
+use crate::changes::Changes;
 use crate::failure::Failure;
 use crate::ipc::{self, Ipc};
 use crate::schema::{self, SchemaSpec};
 use crate::tolerant::{self, Read, Settle};
-use crate::watch::Watcher;
 use crate::wire::{ClearContextRequest, Metrics, PromptRequest, PromptResult, ERROR};
 use audit::Audit;
 use history::History;
@@ -132,7 +132,7 @@ struct Item {
 impl Server {
     async fn serve(&mut self) -> Result<(), Failure> {
         // Watch first, then look: nothing written in between is missed.
-        let mut watcher = Watcher::new(&[self.ipc.prompts(), self.ipc.context(), self.ipc.root().to_path_buf()]);
+        let mut changes = Changes::watch(&[self.ipc.prompts(), self.ipc.context(), self.ipc.root().to_path_buf()]);
         loop {
             if self.ipc.is_done() {
                 return self.end_of_run().await;
@@ -143,7 +143,7 @@ impl Server {
                 }
                 self.handle(item).await;
             }
-            watcher.wait(None).await;
+            changes.wait(None).await;
         }
     }
 
