@@ -6,7 +6,7 @@ mod escaped;
 mod output;
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use process_group::{self as group, Members, Pgid, Tagged};
+use process_group::{self as group, program, Members, Pgid, Tagged};
 use protocol::StreamKind;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
@@ -283,25 +283,13 @@ async fn join_reader(reader: Option<tokio::task::JoinHandle<Captured>>) -> Captu
 /// PATH differs from ours and the program is not a path). Names with a `/` are left to the spawn, relative to the
 /// command's working directory.
 fn resolve_program(program: &OsString, job: &Job) -> Result<PathBuf, StartError> {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::PermissionsExt;
-    if program.as_bytes().contains(&b'/') {
+    if !program::is_bare_name(program) {
         return Ok(PathBuf::from(program));
     }
     let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
-    // A command without PATH gets the shell's usual default.
-    let path = path.unwrap_or(std::ffi::OsStr::new("/usr/local/bin:/usr/bin:/bin"));
     let cwd = job.cwd.enter();
-    for dir in std::env::split_paths(path) {
-        let dir = if dir.as_os_str().is_empty() { cwd.clone() } else { cwd.join(dir) };
-        let candidate = dir.join(program);
-        if let Ok(meta) = std::fs::metadata(&candidate) {
-            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
-                return Ok(candidate);
-            }
-        }
-    }
-    Err(cwd_problem(job).unwrap_or_else(|| not_found(&program.to_string_lossy())))
+    let found = program::executables_on_path(program, path.unwrap_or(OsStr::new(program::DEFAULT_PATH)), &cwd).next();
+    found.ok_or_else(|| cwd_problem(job).unwrap_or_else(|| not_found(&program.to_string_lossy())))
 }
 
 /// Why a spawn failed, in the user's terms: a missing working directory first, since that fails every program.

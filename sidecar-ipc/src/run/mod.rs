@@ -7,9 +7,8 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use process_group::{self as group, exit_code_of};
+use process_group::{self as group, exit_code_of, next_stop_signal, StopSignals};
 use serde_json::json;
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep_until, Instant};
 
 use crate::failure::TIMED_OUT;
@@ -49,7 +48,8 @@ pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
     }
     // A result already there (a re-used folder) only counts as the orchestrator's if it is written anew.
     let before = Stamp::of(&ipc.run_result());
-    let mut signals = match Signals::install() {
+    // SIGHUP too: its default action would end us before `/ipc/done`.
+    let mut signals = match StopSignals::install() {
         Ok(signals) => Some(signals),
         Err(err) => {
             eprintln!("sidecar-ipc: cannot install signal handlers ({err}); SIGTERM will not be passed on");
@@ -63,7 +63,7 @@ pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
 
     let pending = tokio::select! {
         pending = inflight::wait_answered(ipc, args.drain) => pending,
-        signal = Signals::next(signals.as_mut()) => {
+        signal = next_stop_signal(signals.as_mut()) => {
             eprintln!("sidecar-ipc: {signal} while waiting for prompts to be answered; ending the run now");
             inflight::unanswered(ipc)
         }
@@ -113,7 +113,7 @@ enum Event {
     Timeout,
 }
 
-async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut Signals>) -> Ending {
+async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut StopSignals>) -> Ending {
     if let Err(err) = group::become_subreaper() {
         eprintln!("sidecar-ipc: cannot become child subreaper ({err}); leftover processes are reaped by PID 1");
     }
@@ -138,7 +138,7 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut
 
     let event = tokio::select! {
         status = leader.wait() => Event::Exited(status),
-        signal = Signals::next(signals) => Event::Signal(signal),
+        signal = next_stop_signal(signals) => Event::Signal(signal),
         () = sleep_until_some(timeout_at) => Event::Timeout,
     };
     // Whatever the orchestrator does with the signal, its group has `--grace` to end; and whatever the leader left
@@ -184,34 +184,6 @@ async fn sleep_until_some(at: Option<Instant>) {
     match at {
         Some(at) => sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The signals passed on to the orchestrator. SIGHUP too: its default action would end us before `/ipc/done`.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Self> {
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next signal; never, without handlers.
-    async fn next(signals: Option<&mut Self>) -> Signal {
-        let Some(signals) = signals else { return std::future::pending().await };
-        tokio::select! {
-            Some(()) = signals.term.recv() => Signal::SIGTERM,
-            Some(()) = signals.int.recv() => Signal::SIGINT,
-            Some(()) = signals.hup.recv() => Signal::SIGHUP,
-            else => std::future::pending().await,
-        }
     }
 }
 

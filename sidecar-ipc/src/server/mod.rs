@@ -14,8 +14,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use process_group::StopSignals;
 use serde_json::{json, Value};
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
 use crate::changes::Changes;
@@ -76,7 +76,7 @@ impl Backend {
 }
 
 /// Serves until `/ipc/done` (exit 0 with the run result on stdout; 1 if it is missing or unreadable) or until
-/// SIGTERM/SIGINT (exit 0).
+/// SIGTERM, SIGINT or SIGHUP (exit 0).
 pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
     ipc.ensure_dirs()?;
     let audit = Audit::open(args.audit.as_deref()).map_err(Failure::usage)?;
@@ -87,7 +87,7 @@ pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
         BackendArgs::Replay(path) => Backend::Replay(replay::Replay::load(&path).map_err(Failure::usage)?),
     };
     let history = History::new(history::use_context_from(args.use_context.as_deref()), args.system);
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let Ok(mut signals) = StopSignals::install() else {
         return Err(Failure::new("cannot install signal handlers"));
     };
     let mut server =
@@ -98,10 +98,9 @@ pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
     server.audit.log("start", start);
     let stopped_by = tokio::select! {
         ended = server.serve() => return ended,
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+        signal = signals.recv() => signal,
     };
-    server.audit.log("stop", json!({"signal": stopped_by}));
+    server.audit.log("stop", json!({"signal": stopped_by.as_str()}));
     Ok(())
 }
 
