@@ -193,6 +193,17 @@ fn shell_and_argv_modes() {
     let result = ipc.result("6", SOON);
     assert_eq!(result["exitCode"], 2);
     assert!(result["stderr"].as_str().unwrap().contains("neither a command nor an argv"));
+
+    // Start failures get the shell's codes by what failed, not by the words in a path (before, this one was 126).
+    let missing = ipc.workspace().join("permission denied");
+    ipc.request("7", &json!({"argv": ["true"], "workDir": missing}));
+    let result = ipc.result("7", SOON);
+    assert_eq!(result["exitCode"], 1, "{result}");
+    let expected = format!("working directory {} does not exist", missing.display());
+    assert!(result["stderr"].as_str().unwrap().contains(&expected), "{result}");
+    std::fs::write(ipc.workspace().join("not-executable"), "#!/bin/sh\n").unwrap();
+    ipc.request("8", &json!({"argv": ["./not-executable"]}));
+    assert_eq!(ipc.result("8", SOON)["exitCode"], 126);
 }
 
 #[test]
