@@ -92,20 +92,9 @@ fn single_dash_flags_and_the_health_probe() {
     assert!(String::from_utf8_lossy(&probe.stderr).contains("unhealthy"));
 }
 
-/// POST /exec on a plain socket with a bearer token; the whole raw response.
+/// POST /exec with a bearer token; the whole raw response.
 fn exec_with_token(server: &RunningBinary, token: &str, request: &serde_json::Value) -> String {
-    use std::io::{Read, Write};
-    let body = request.to_string();
-    let mut socket = std::net::TcpStream::connect(server.addr()).unwrap();
-    write!(
-        socket,
-        "POST /exec HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    socket.read_to_string(&mut response).unwrap();
-    response
+    raw_request(server.addr(), "POST", "/exec", Some(token), &request.to_string())
 }
 
 #[test]
@@ -220,9 +209,9 @@ fn token_file_is_read_and_help_names_every_variable() {
     let token = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(token.path(), "from-file\n").unwrap();
     let server = start_binary(&["--token-file", token.path().to_str().unwrap()], &[]);
-    let client = reqwest::blocking_free_get(server.port, "/info", Some("from-file"));
+    let client = raw_request(server.addr(), "GET", "/info", Some("from-file"), "");
     assert!(client.starts_with("HTTP/1.1 200"), "{client}");
-    let denied = reqwest::blocking_free_get(server.port, "/info", Some("from-fil"));
+    let denied = raw_request(server.addr(), "GET", "/info", Some("from-fil"), "");
     assert!(denied.starts_with("HTTP/1.1 401"), "{denied}");
 
     let help = Command::new(BIN).arg("--help").output().unwrap();
@@ -247,18 +236,4 @@ fn token_file_is_read_and_help_names_every_variable() {
     }
     let version = Command::new(BIN).arg("-version").output().unwrap();
     assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
-}
-
-/// A tiny raw GET, so the CLI tests need no async runtime.
-mod reqwest {
-    use std::io::{Read, Write};
-
-    pub fn blocking_free_get(port: u16, path: &str, token: Option<&str>) -> String {
-        let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let auth = token.map(|t| format!("Authorization: Bearer {}\r\n", t.trim_end())).unwrap_or_default();
-        write!(socket, "GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n").unwrap();
-        let mut response = String::new();
-        socket.read_to_string(&mut response).unwrap();
-        response
-    }
 }

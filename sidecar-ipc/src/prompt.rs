@@ -12,7 +12,7 @@ use crate::ids::new_id;
 use crate::ipc::{self, Ipc};
 use crate::json_arg;
 use crate::schema::{self, SchemaSpec};
-use crate::tolerant::{self, Read as FileRead, Settle};
+use crate::tolerant::{self, Reading, Settle};
 use crate::wire::{PromptRequest, PromptResult};
 
 pub struct PromptArgs {
@@ -147,17 +147,17 @@ async fn wait_for_result(ipc: &Ipc, id: &str, deadline: Instant, changes: &mut C
     loop {
         let now = Instant::now();
         match tolerant::read::<PromptResult>(&path) {
-            FileRead::Ready(result) => return Waited::Answered(result),
-            FileRead::Invalid(error) => return Waited::Unreadable(error),
+            Reading::Ready(result) => return Waited::Answered(result),
+            Reading::Invalid(error) => return Waited::Unreadable(error),
             // Written in place by the agent: read again when it changes, unless it has stopped changing.
-            FileRead::Incomplete { error, stamp } => {
+            Reading::Incomplete { error, stamp } => {
                 if settle.stalled(stamp) || now >= deadline {
                     return Waited::Unreadable(error);
                 }
             }
-            FileRead::Missing if ipc.is_done() => return Waited::RunEnded,
-            FileRead::Missing if now >= deadline => return Waited::TimedOut,
-            FileRead::Missing => {}
+            Reading::Missing if ipc.is_done() => return Waited::RunEnded,
+            Reading::Missing if now >= deadline => return Waited::TimedOut,
+            Reading::Missing => {}
         }
         changes.wait(Some(deadline)).await;
     }

@@ -119,7 +119,8 @@ pub const SHUTDOWN_KILL_WAIT: Duration = Duration::from_millis(400);
 /// engines in one process.
 static NEXT_JOB: AtomicU64 = AtomicU64::new(1);
 
-enum Ending {
+/// What ended the wait for a command's leader.
+enum LeaderEnd {
     Exited(std::io::Result<ExitStatus>),
     TimedOut,
     Cancelled,
@@ -233,16 +234,16 @@ impl Engine {
             .take()
             .map(|pipe| tokio::spawn(output::read_pipe(pipe, StreamKind::Stderr, sink, stop_reading.clone())));
 
-        let ending = tokio::select! {
-            status = leader.wait() => Ending::Exited(status),
-            () = tokio::time::sleep(job.timeout) => Ending::TimedOut,
-            () = cancel.cancelled() => Ending::Cancelled,
-            () = self.inner.shutdown.cancelled() => Ending::Cancelled,
+        let ended = tokio::select! {
+            status = leader.wait() => LeaderEnd::Exited(status),
+            () = tokio::time::sleep(job.timeout) => LeaderEnd::TimedOut,
+            () = cancel.cancelled() => LeaderEnd::Cancelled,
+            () = self.inner.shutdown.cancelled() => LeaderEnd::Cancelled,
         };
-        let (status, timed_out, cancelled, group_done) = match ending {
-            Ending::Exited(status) => (status, false, false, false),
-            Ending::TimedOut => (group::terminate_group(&mut leader, grace).await, true, false, true),
-            Ending::Cancelled => (group::terminate_group(&mut leader, grace).await, false, true, true),
+        let (status, timed_out, cancelled, group_done) = match ended {
+            LeaderEnd::Exited(status) => (status, false, false, false),
+            LeaderEnd::TimedOut => (group::terminate_group(&mut leader, grace).await, true, false, true),
+            LeaderEnd::Cancelled => (group::terminate_group(&mut leader, grace).await, false, true, true),
         };
         let leader_gone = Instant::now();
 

@@ -74,8 +74,10 @@ pub struct Watcher {
 
 /// Why the watcher stopped.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Ending {
-    Done,
+pub enum StopReason {
+    /// The `done` file appeared: the run is over.
+    RunDone,
+    /// The server is shutting down.
     Stopped,
 }
 
@@ -122,21 +124,21 @@ impl Watcher {
     /// Answers requests until `stop` fires or the `done` file appears; then waits for its running requests, which
     /// the engine's shutdown cancels.
     pub async fn serve(mut self, stop: CancellationToken) -> std::io::Result<()> {
-        let ending = self.watch(&stop).await;
+        let stopped = self.watch(&stop).await;
         self.closing.cancel();
-        if matches!(ending, Ok(Ending::Done)) {
+        if matches!(stopped, Ok(StopReason::RunDone)) {
             // The run is over: nothing that is still running may outlive it.
             self.engine.shutdown();
         }
         // Running requests still get their (cancelled) results written.
         while self.tasks.join_next().await.is_some() {}
-        ending.map(|_| ())
+        stopped.map(|_| ())
     }
 
-    async fn watch(&mut self, stop: &CancellationToken) -> std::io::Result<Ending> {
+    async fn watch(&mut self, stop: &CancellationToken) -> std::io::Result<StopReason> {
         if self.settings.done.exists() {
             tracing::info!(done = %self.settings.done.display(), "the run is already done");
-            return Ok(Ending::Done);
+            return Ok(StopReason::RunDone);
         }
         self.sweep();
         let mut next_sweep = Instant::now() + SWEEP;
@@ -144,7 +146,7 @@ impl Watcher {
             let retry_at =
                 if self.unparsed.is_empty() { next_sweep } else { (Instant::now() + PARSE_RETRY).min(next_sweep) };
             let events = tokio::select! {
-                () = stop.cancelled() => return Ok(Ending::Stopped),
+                () = stop.cancelled() => return Ok(StopReason::Stopped),
                 batch = self.inotify.next_batch() => {
                     batch.map_err(|err| std::io::Error::other(format!("inotify failed: {err}")))?
                 }
@@ -152,7 +154,7 @@ impl Watcher {
             };
             for event in events {
                 if self.on_event(&event) {
-                    return Ok(Ending::Done);
+                    return Ok(StopReason::RunDone);
                 }
             }
             let unparsed: Vec<String> = self.unparsed.keys().cloned().collect();

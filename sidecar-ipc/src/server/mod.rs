@@ -22,7 +22,7 @@ use crate::changes::Changes;
 use crate::failure::Failure;
 use crate::ipc::{self, Ipc};
 use crate::schema::{self, SchemaSpec};
-use crate::tolerant::{self, Read, Settle};
+use crate::tolerant::{self, Reading, Settle};
 use crate::wire::{ClearContextRequest, Metrics, PromptRequest, PromptResult, ERROR};
 use audit::Audit;
 use history::History;
@@ -194,23 +194,23 @@ impl Server {
     /// and a broken request gets an error result so that its orchestrator does not wait for a timeout).
     fn read<T: serde::de::DeserializeOwned>(&mut self, item: &Item) -> Option<T> {
         let error = match tolerant::read::<T>(&item.path) {
-            Read::Ready(value) => {
+            Reading::Ready(value) => {
                 self.seen.insert(item.path.clone());
                 self.settling.remove(&item.path);
                 return Some(value);
             }
-            Read::Missing => {
+            Reading::Missing => {
                 self.seen.insert(item.path.clone());
                 self.settling.remove(&item.path);
                 return None;
             }
-            Read::Incomplete { error, stamp } => {
+            Reading::Incomplete { error, stamp } => {
                 if !self.settling.entry(item.path.clone()).or_default().stalled(stamp) {
                     return None;
                 }
                 error
             }
-            Read::Invalid(error) => error,
+            Reading::Invalid(error) => error,
         };
         self.seen.insert(item.path.clone());
         self.settling.remove(&item.path);
@@ -311,19 +311,19 @@ impl Server {
         loop {
             // Written before done, but perhaps not atomically: give a late writer a moment.
             let problem = match tolerant::read::<Value>(&path) {
-                Read::Ready(result) => {
+                Reading::Ready(result) => {
                     self.audit.log("done", json!({"runResult": result, "unusedReplayAnswers": unused}));
                     println!("{result}");
                     return Ok(());
                 }
-                Read::Missing => {
+                Reading::Missing => {
                     format!("{} appeared but there is no run result at {}", done(&self.ipc), path.display())
                 }
-                Read::Incomplete { error, stamp } if settle.stalled(stamp) => {
+                Reading::Incomplete { error, stamp } if settle.stalled(stamp) => {
                     format!("the run result {} is unreadable: {error}", path.display())
                 }
-                Read::Invalid(error) => format!("the run result {} is unreadable: {error}", path.display()),
-                Read::Incomplete { .. } => {
+                Reading::Invalid(error) => format!("the run result {} is unreadable: {error}", path.display()),
+                Reading::Incomplete { .. } => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
