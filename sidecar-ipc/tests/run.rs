@@ -6,17 +6,18 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::*;
 
 /// `sidecar-ipc run [args] -- sh -c script`, with the binary as `$IPC` for the orchestrator.
-fn run(ipc: &TestIpc, args: &[&str], script: &str) -> Cmd {
+fn run(ipc: &TestIpc, args: &[&str], script: &str) -> BinaryRun {
     ipc.cmd(["run", "--grace", "0.5", "--drain", "5"]).args(args).args(["--", "sh", "-c", script]).env("IPC", BIN)
 }
 
 /// The same, with a marker in `$MARK`: the script says `sleep "$MARK"`, so only the sleepers carry the marker on
 /// their command line, not `run` or the shell (a match then proves the orchestrator is running, handlers and all).
-fn run_marked(ipc: &TestIpc, args: &[&str], script: &str, marker: &str) -> Cmd {
+fn run_marked(ipc: &TestIpc, args: &[&str], script: &str, marker: &str) -> BinaryRun {
     run(ipc, args, script).env("MARK", marker)
 }
 
@@ -132,16 +133,22 @@ async fn what_the_orchestrator_leaves_behind_is_ended() {
 #[tokio::test(flavor = "multi_thread")]
 async fn done_waits_for_a_prompt_still_in_flight() {
     let ipc = TestIpc::new();
-    // The orchestrator asks in the background and exits at once: its request is still unanswered.
-    let script = r#""$IPC" prompt --timeout 30 'late question' & sleep 0.2; exit 0"#;
-    let child = run(&ipc, &[], script).spawn();
-    wait_until("the request", || !ipc.prompt_files("request-").is_empty());
-    let request = read_json(&ipc.prompt_files("request-")[0]);
-    std::thread::sleep(Duration::from_millis(700));
+    // The orchestrator asks in the background and exits once its request is written: it is still unanswered.
+    let script = r#""$IPC" prompt --timeout 30 'late question' &
+        until ls "$SIDECAR_IPC_ROOT"/prompts/request-* > /dev/null 2>&1; do sleep 0.01; done; exit 0"#;
+    let mut child = run(&ipc, &[], script).spawn();
+    let mut log = BufReader::new(child.stderr.take().unwrap()).lines();
+    // The supervisor says when it waits for answers: from then on, done must not appear until the answer does.
+    while let Some(line) = tokio::time::timeout(HANG, log.next_line()).await.unwrap().unwrap() {
+        if line.contains("before ending the run, waiting up to 5s for prompts still unanswered") {
+            break;
+        }
+    }
     assert!(!ipc.done().exists(), "done while a request was unanswered");
+    let request = read_json(&ipc.prompt_files("request-")[0]);
     write_result(&ipc, request["requestId"].as_str().unwrap(), &json!({"status": "success", "content": "late"}));
-    let output = tokio::time::timeout(HANG, child.wait_with_output()).await.unwrap().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let status = tokio::time::timeout(HANG, child.wait()).await.unwrap().unwrap();
+    assert_eq!(status.code(), Some(0));
     assert!(ipc.done().exists());
 
     // Bounded: nobody answers, and the run still ends after --drain.

@@ -2,7 +2,7 @@
 //! background, and a fake agent that answers requests however a test needs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -10,9 +10,6 @@ pub use sidecar_ipc::ipc::{Ipc, ROOT_VAR};
 pub use testkit::*;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sidecar-ipc");
-
-/// Hang guard for every process a test runs (never a timing assertion).
-pub const HANG: Duration = Duration::from_secs(60);
 
 /// A temporary IPC root with `prompts/` and `context/`; the paths in it are the library's own layout
 /// ([`Ipc`], through `Deref`), so a test names every file the way the subcommands do.
@@ -56,8 +53,8 @@ impl TestIpc {
     }
 
     /// A run of the binary with this root, a clean environment and stdin from /dev/null.
-    pub fn cmd<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(&self, args: I) -> Cmd {
-        Cmd::new(args).env(ROOT_VAR, self.root().to_str().unwrap())
+    pub fn cmd<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(&self, args: I) -> BinaryRun {
+        BinaryRun::new(BIN).args(args).env(ROOT_VAR, self.root())
     }
 
     /// A prompt server in the background (killed when dropped).
@@ -96,51 +93,6 @@ pub fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|err| panic!("{}: {err}: {text:?}", path.display()))
 }
 
-/// Waits (hang guard: 20 s) until `check` holds.
-pub fn wait_until(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "still waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// One run of the binary.
-pub struct Cmd {
-    command: tokio::process::Command,
-}
-
-impl Cmd {
-    pub fn new<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(args: I) -> Self {
-        let mut command = isolated_command(BIN);
-        command.args(args);
-        Cmd { command }
-    }
-
-    pub fn args<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(mut self, args: I) -> Self {
-        self.command.args(args);
-        self
-    }
-
-    pub fn env(mut self, name: &str, value: &str) -> Self {
-        self.command.env(name, value);
-        self
-    }
-
-    pub fn stdin(mut self, stdin: Stdio) -> Self {
-        self.command.stdin(stdin);
-        self
-    }
-
-    pub async fn run(mut self) -> Output {
-        tokio::time::timeout(HANG, self.command.output()).await.expect("sidecar-ipc hung").unwrap()
-    }
-
-    pub fn spawn(mut self) -> tokio::process::Child {
-        self.command.spawn().unwrap()
-    }
-}
-
 /// A prompt server running in the background.
 pub struct Server {
     child: Option<tokio::process::Child>,
@@ -161,14 +113,6 @@ impl Server {
         let child = self.child.take().unwrap();
         tokio::time::timeout(HANG, child.wait_with_output()).await.expect("prompt-server did not end").unwrap()
     }
-}
-
-pub fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-pub fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// JSON lines of an audit file with the given `event`.
