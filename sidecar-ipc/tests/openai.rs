@@ -12,9 +12,6 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-const TAGS: &str =
-    r#"{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"required":["tags"]}"#;
-
 /// What the fake server saw, and what it answers next (in order; the last one repeats).
 #[derive(Default)]
 struct Fake {

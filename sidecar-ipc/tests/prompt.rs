@@ -10,9 +10,6 @@ use tokio::io::AsyncWriteExt as _;
 
 use crate::support::*;
 
-const TAGS: &str =
-    r#"{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"required":["tags"]}"#;
-
 #[tokio::test(flavor = "multi_thread")]
 async fn round_trip_through_both_halves() {
     let ipc = TestIpc::new();

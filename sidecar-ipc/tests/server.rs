@@ -5,9 +5,6 @@ use serde_json::json;
 
 use crate::support::*;
 
-const TAGS: &str =
-    r#"{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"required":["tags"]}"#;
-
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_that_fails_the_schema_is_an_error_result() {
     let ipc = TestIpc::new();

@@ -11,6 +11,10 @@ pub use testkit::*;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sidecar-ipc");
 
+/// The answer schema most tests ask with: an object with a `tags` array of strings.
+pub const TAGS: &str =
+    r#"{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"required":["tags"]}"#;
+
 /// A temporary IPC root with `prompts/` and `context/`; the paths in it are the library's own layout
 /// ([`Ipc`], through `Deref`), so a test names every file the way the subcommands do.
 pub struct TestIpc {
