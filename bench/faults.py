@@ -6,6 +6,7 @@
 Every check prints its counts; the run exits 1 if any check failed. Standard library only.
 """
 
+import base64
 import http.client
 import json
 import os
@@ -194,8 +195,9 @@ def floods(tmp):
     reply = json.loads(body)
     peak = server.status("VmHWM")
     check("10 GB through /exec", status == 200 and reply["exit_code"] == 0 and reply["output_truncated"]
-          and len(reply["output"]) == 16 * MiB and peak < 200 * MiB and server.healthy(),
-          f"{time.time() - started:.1f} s; exit {reply['exit_code']}; kept {len(reply['output']) // MiB} MiB, "
+          and len(reply["output"]) == 16 * MiB // 6 and peak < 200 * MiB and server.healthy(),
+          f"{time.time() - started:.1f} s; exit {reply['exit_code']}; kept {len(reply['output']) / MiB:.1f} MiB "
+          f"(a NUL is 6 bytes escaped: --max-output counts them), "
           f"truncated {reply['output_truncated']}; peak server RSS {peak / MiB:.0f} MiB; healthy {server.healthy()}")
 
     marker = f"4444.{os.getpid()}"
@@ -540,6 +542,177 @@ def ipc_hostile_files(tmp):
           f"{2 * n} FIFO requests; exit {code} after {time.time() - started:.2f} s and {sent} SIGTERM (limit 10 s)")
 
 
+def read_reply(sock):
+    """The status and body of an HTTP response on a socket already sent its request (chunked or not)."""
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    return response.status, response.read()
+
+
+def running_commands(server):
+    """/info's "running", or -1 when /info does not answer."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        conn.request("GET", "/info")
+        response = conn.getresponse()
+        return json.loads(response.read()).get("running", -1) if response.status == 200 else -1
+    except OSError:
+        return -1
+
+
+def unread_replies(tmp):
+    """Eight /exec of 16 MiB of \\x01 (stdout) and 16 MiB of \\xff (stderr) whose clients read nothing for 10 s:
+    the server's peak RSS stays under 200 MiB, the replies are exact prefixes flagged as cut, and /info counts the
+    replies still unsent as running (before: one such reply was ~200 MB, eight peaked at 1.4 GiB, "running": 0)."""
+    workspace = os.path.join(tmp, "unread")
+    os.makedirs(workspace)
+    server = Server(workspace)
+    script = "head -c 16777216 /dev/zero | tr '\\0' '\\001'; head -c 16777216 /dev/zero | tr '\\0' '\\377' >&2"
+    body = json.dumps({"cmd": ["sh", "-c", script]}).encode()
+    socks = [raw_request(server.port, http_bytes("POST", "/exec", body), read=False) for _ in range(8)]
+    started = time.time()
+    running = []
+    while time.time() - started < 10:
+        time.sleep(0.5)
+        running.append(running_commands(server))
+    peak = server.status("VmHWM")
+    wrong, sizes = [], []
+    for sock in socks:
+        try:
+            sock.settimeout(120)
+            status, payload = read_reply(sock)
+            sizes.append(len(payload))
+            reply = json.loads(payload)
+            stdout = reply["output"].encode()
+            stderr = base64.b64decode(reply.get("stderr_b64") or "")
+            if (status != 200 or reply["exit_code"] != 0 or not reply["output_truncated"]
+                    or not reply["stderr_truncated"] or stdout.strip(b"\x01") or stderr.strip(b"\xff")
+                    or not stdout or not stderr):
+                wrong.append(f"{status} exit {reply.get('exit_code')} stdout {len(stdout)} stderr {len(stderr)}")
+        except Exception as err:  # noqa: BLE001 - counted and reported below
+            wrong.append(repr(err))
+        sock.close()
+    time.sleep(0.5)
+    after = running_commands(server)
+    check("eight unread 16 MiB /exec replies", peak < 200 * MiB and not wrong and max(running) == 8 and after == 0,
+          f"peak server RSS {peak / MiB:.0f} MiB (bound 200 MiB); replies {min(sizes, default=0) / MiB:.1f}-"
+          f"{max(sizes, default=0) / MiB:.1f} MiB each; wrong: {len(wrong)} {wrong[:2]}; /info running while "
+          f"unread: {max(running)}, after: {after}; healthy {server.healthy()}")
+    server.stop()
+
+
+def connection_limits(tmp):
+    """2000 idle connections, then 200 slowloris ones (a header byte a second), against a server started with a
+    low open-file limit (soft 256, hard 1024) and --max-concurrent 32: /health and 32 concurrent commands still
+    work (the connection cap leaves descriptors for them; new connections push out the longest idle ones),
+    slowloris connections are closed after --header-timeout, idle ones after --idle-timeout, the soft limit was
+    raised to the hard one (before: connections were never closed, /health timed out, commands failed with
+    "Too many open files")."""
+    import resource
+    import select
+    import threading
+
+    def readable(socks, timeout):
+        """The sockets of `socks` with something to read (or closed), waiting up to `timeout` s (poll: fds > 1024)."""
+        poller, by_fd = select.poll(), {sock.fileno(): sock for sock in socks}
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        return [by_fd[fd] for fd, _ in poller.poll(timeout * 1000)]
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2600 and (hard == resource.RLIM_INFINITY or hard >= 2600):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2600, hard))
+    workspace = os.path.join(tmp, "connections")
+    os.makedirs(workspace)
+    header_timeout, idle_timeout = 2, 6
+    server = Server(workspace, "--max-concurrent", "32", "--header-timeout", str(header_timeout),
+                    "--idle-timeout", str(idle_timeout),
+                    preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 1024)))
+    with open(f"/proc/{server.proc.pid}/limits") as f:
+        limit = next(line.split()[3] for line in f if line.startswith("Max open files"))
+
+    idle = []
+    for _ in range(2000):
+        try:
+            idle.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+        except OSError:
+            break
+    time.sleep(0.5)
+    slow, slow_closed, stop = [], {}, threading.Event()
+    for _ in range(200):
+        try:
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: faults\r\nX-Slow: ")
+        except OSError:
+            break
+        slow.append((sock, time.time()))
+
+    def drip():
+        while not stop.is_set():
+            for sock, opened in slow:
+                if sock not in slow_closed:
+                    try:
+                        sock.send(b"a")
+                    except OSError:
+                        slow_closed[sock] = (time.time() - opened, b"")
+            for sock in readable([s for s, _ in slow if s not in slow_closed], 1):
+                try:
+                    data = sock.recv(4096)
+                except OSError:
+                    data = b""
+                slow_closed[sock] = (time.time() - dict(slow)[sock], data)
+
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+    time.sleep(0.5)
+    health_started = time.time()
+    healthy = server.healthy()
+    health_took = time.time() - health_started
+    results = []
+
+    def one(i):
+        try:
+            status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", f"sleep 1; echo {i}"]}), timeout=30)
+            reply = json.loads(body)
+            return status == 200 and reply["exit_code"] == 0 and reply["output"] == f"{i}\n", reply.get("error")
+        except Exception as err:  # noqa: BLE001 - counted and reported below
+            return False, repr(err)
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        results = list(pool.map(one, range(32)))
+    fds = server.fds()
+    # Every slowloris connection is closed within the header timeout (plus margin for a loaded machine).
+    deadline = time.time() + header_timeout + 10
+    while len(slow_closed) < len(slow) and time.time() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    dripper.join()
+    slow_408 = sum(1 for _, data in slow_closed.values() if data.startswith(b"HTTP/1.1 408"))
+    slow_late = sum(1 for took, _ in slow_closed.values() if took > header_timeout + 10)
+    # Idle connections: pushed out by newer ones or closed after the idle timeout.
+    deadline = time.time() + idle_timeout + 10
+    open_idle = list(idle)
+    while open_idle and time.time() < deadline:
+        for sock in readable(open_idle, 0.5):
+            try:
+                sock.recv(1)
+            except OSError:
+                pass
+            open_idle.remove(sock)
+    for sock in idle + [s for s, _ in slow]:
+        sock.close()
+    failed = [error for ok, error in results if not ok]
+    check("2000 idle and 200 slowloris connections", healthy and not failed and len(slow) == 200
+          and len(slow_closed) == len(slow)
+          and not slow_late and not open_idle and limit == "1024" and fds <= 1024,
+          f"{len(idle)} idle connections opened, {len(idle) - len(open_idle)} closed by the server; slowloris opened: "
+          f"{len(slow)}, closed: "
+          f"{len(slow_closed)} ({slow_408} with a 408, {slow_late} late); /health {healthy} in "
+          f"{health_took:.2f} s; 32 concurrent commands: {len(results) - len(failed)} ok {failed[:2]}; server fds "
+          f"{fds}, soft limit {limit}; healthy after: {server.healthy()}")
+    server.stop()
+
+
 # Each scenario makes its own checks; the closing line counts the checks that ran.
 SCENARIOS = [
     abuse,
@@ -550,6 +723,8 @@ SCENARIOS = [
     adopted_zombies,
     cwd_swap_race,
     ipc_hostile_files,
+    unread_replies,
+    connection_limits,
 ]
 
 

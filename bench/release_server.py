@@ -30,10 +30,10 @@ def require_binaries(script):
 class Server:
     """Ready when its own 'listening' log line (which names the port) appears; its log is drained after that."""
 
-    def __init__(self, workspace, *args, env=None):
+    def __init__(self, workspace, *args, env=None, preexec_fn=None):
         self.proc = subprocess.Popen(
             [SERVER, "--host", "127.0.0.1", "--port", "0", "--cwd", workspace, "--log", "info", *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=preexec_fn)
         RUNNING.append(self.proc)
         for line in self.proc.stderr:
             if "exec-server listening" in line:

@@ -10,4 +10,10 @@ if [ -z "${BENCH_BIN_DIR:-}" ]; then
     BENCH_BIN_DIR="$(images/binaries.sh)"
     export BENCH_BIN_DIR
 fi
-exec python3 bench/bench.py
+python3 bench/bench.py
+# Optional: ssh-exec against plain ssh, on a local sshd bench/ssh.sh starts itself (appends its own section).
+if [ -x /usr/sbin/sshd ] || [ -x /usr/local/sbin/sshd ]; then
+    bench/ssh.sh
+else
+    echo "bench: no sshd here, so no SSH section (install openssh-server to measure ssh-exec)" >&2
+fi

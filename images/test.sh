@@ -2,33 +2,42 @@
 # The images, for real: builds builder images and the agent image from images/Dockerfile with podman, starts the
 # builders on a private network with one shared workspace, waits for their HEALTHCHECK to report healthy, runs
 # forwarded commands through the generated wrappers inside the agent container, checks output, exit codes, file
-# ownership and the caches, and stops the builders with SIGTERM. Root, Debian bookworm, no Docker engine needed.
+# ownership and the caches, and stops everything with SIGTERM. Root, Debian bookworm, no Docker engine needed.
 #
 #   images/test.sh                                   # python and node
 #   IMAGES_TEST_RUNTIMES="python node java go" images/test.sh
 #
-# What differs from a user's `docker build` (see the README, "Images"):
+# What differs from a user's `docker build` (see docs/images.md, "What was run"):
 #   - no base image can be pulled here, so every base is a local Debian bookworm made with debootstrap, and each
-#     runtime's toolchain comes from Debian's packages (plus PyPI and npm) through images/builder-setup.sh;
+#     runtime's toolchain comes from Debian's packages (plus PyPI and npm) through images/builder-setup.sh; node
+#     instead gets a stand-in for node:22-bookworm-slim made of the host's Node.js (node, npm, corepack, yarn 1 at
+#     /usr/local as the official image has them) when the host has node and corepack;
 #   - no Rust toolchain can be fetched inside a container here, so exec-server and sidecar-exec are built on the host
 #     (images/binaries.sh: exec-server against glibc, sidecar-exec static) and passed in with BINARIES=prebuilt
 #     instead of the default BINARIES=compiled stage.
 #
+# Runs at once on one host do not meet: this run's containers, network and volumes carry a unique name
+# (sidecar-test-<id>-…), and it runs its containers from the image ids it built. The images' tags
+# (localhost/sidecar-builder-<runtime>, localhost/sidecar-agent), the local bases and podman's layer cache are shared
+# and stay after the run, so the next run is fast; so does the debootstrap cache. The last step lists them with their
+# size and the commands that remove them.
+#
 # Environment: IMAGES_TEST_RUNTIMES (default "python node"), IMAGES_TEST_UID (the caller's uid the containers run
-# as, default 2345, deliberately not the image's 1000), IMAGES_TEST_CACHE (debootstrap cache, default
-# /var/tmp/sidecar-images-test), IMAGES_TEST_KEEP=1 (leave containers, network and workspace for inspection),
-# IMAGES_TEST_BINARIES=compiled (build exec-server and sidecar-exec inside the Dockerfile's default "compiled"
-# stage, from a local stand-in for rust:1-bookworm made of the host's rustup toolchain, instead of prebuilt).
-# The rust builder uses that same stand-in as its base.
+# as, default 2345, deliberately not the image's 1000), IMAGES_TEST_OTHER_UID (a second caller reusing a cache
+# volume, default 3456), IMAGES_TEST_CACHE (debootstrap cache, default /var/tmp/sidecar-images-test),
+# IMAGES_TEST_KEEP=1 (leave containers, network and workspace for inspection), IMAGES_TEST_BINARIES=compiled (build
+# exec-server and sidecar-exec inside the Dockerfile's default "compiled" stage, from a local stand-in for
+# rust:1-bookworm made of the host's rustup toolchain, instead of prebuilt). The rust builder uses that same
+# stand-in as its base.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runtimes="${IMAGES_TEST_RUNTIMES:-python node}"
 binaries="${IMAGES_TEST_BINARIES:-prebuilt}"
 uid="${IMAGES_TEST_UID:-2345}"
+other_uid="${IMAGES_TEST_OTHER_UID:-3456}"
 cache="${IMAGES_TEST_CACHE:-/var/tmp/sidecar-images-test}"
 base="localhost/sidecar-test-base:bookworm"
-prefix="sidecar-test"
 started=$(date +%s)
 
 step() { printf '\n==> [%3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
@@ -41,11 +50,12 @@ ulimits=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
 
 [ "$(id -u)" = 0 ] || fail "run as root (podman with the host's network and debootstrap)"
 
-step "tools: podman, runc, debootstrap"
+step "tools: podman, runc, debootstrap, docker-compose"
 need=()
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || need+=(runc)
 command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v docker-compose >/dev/null || need+=(docker-compose)   # runs images/compose.yaml (Debian's, 1.29)
 if [ "${#need[@]}" -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
@@ -53,33 +63,48 @@ fi
 podman --version
 
 tmp="$(mktemp -d /tmp/sidecar-images-test.XXXXXX)"
+chmod 0755 "$tmp"   # the containers' users read the token and the workspace below it
+# This run's names: containers, network and volumes. Unique per run, so two runs on one host never meet.
+prefix="sidecar-test-$(tr '[:upper:]' '[:lower:]' <<<"${tmp##*.}")"
+label="sidecar-images-test=$prefix"
+marker=""
+api_pid=""   # the podman API service the compose step talks to
 cleanup() {
     status=$?
+    [ -z "$api_pid" ] || { kill "$api_pid" 2>/dev/null; wait "$api_pid" 2>/dev/null || true; }
+    # shellcheck disable=SC2086
+    [ -z "$marker" ] || rm -f $marker
     if [ "${IMAGES_TEST_KEEP:-0}" = 1 ]; then
-        echo "kept: containers $prefix-*, network $prefix, workspace $tmp/workspace" >&2
+        echo "kept: containers and volumes labelled $label, network $prefix, workspace $tmp/clone/images/workspace" >&2
         return
     fi
-    for rt in $runtimes; do pm rm -f -t 0 "$prefix-builder-$rt" >/dev/null 2>&1 || true; done
-    pm rm -f -t 0 "$prefix-agent" >/dev/null 2>&1 || true
-    pm network rm -f "$prefix" >/dev/null 2>&1 || true
-    for rt in $runtimes; do pm volume rm -f "$prefix-cache-$rt" >/dev/null 2>&1 || true; done
+    for id in $(podman ps -aq --filter "label=$label" 2>/dev/null); do pm rm -f -t 0 "$id" >/dev/null 2>&1 || true; done
+    for net in "$prefix" "${prefix}_builders"; do pm network rm -f "$net" >/dev/null 2>&1 || true; done
+    for id in $(podman volume ls -q --filter "label=$label" 2>/dev/null); do pm volume rm -f "$id" >/dev/null 2>&1 || true; done
     rm -rf "$tmp"
     exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-step "exec-server and sidecar-exec: release build on the host, as shipped (images/binaries.sh)"
+step "exec-server, sidecar-exec and ssh-exec: release build on the host, as shipped (images/binaries.sh)"
 static_bin="$(images/binaries.sh)"
 mkdir -p images/dist
-install -m 0755 "$static_bin/exec-server" "$static_bin/sidecar-exec" images/dist/
+for f in exec-server sidecar-exec ssh-exec; do
+    # Replaced by a rename, and only when changed: a concurrent run may be copying images/dist into a build.
+    cmp -s "$static_bin/$f" "images/dist/$f" \
+        || { install -m 0755 "$static_bin/$f" "images/dist/.$f.$$" && mv -f "images/dist/.$f.$$" "images/dist/$f"; }
+done
 
+# The local bases are shared by every run on this host: one run makes them while a concurrent one waits.
+mkdir -p "$cache"
+exec {lock}>"$cache/lock"
+flock "$lock"
 step "local base image $base (debootstrap --variant=minbase bookworm, cached in $cache)"
 if ! pm image exists "$base"; then
     rootfs="$cache/rootfs"
     if [ ! -f "$cache/rootfs.done" ]; then
         rm -rf "$rootfs"
-        mkdir -p "$cache"
         debootstrap --variant=minbase --include=ca-certificates bookworm "$rootfs" >"$cache/debootstrap.log" 2>&1 \
             || { tail -20 "$cache/debootstrap.log"; fail "debootstrap"; }
         touch "$cache/rootfs.done"
@@ -128,25 +153,64 @@ CONTAINERFILE
         ;;
 esac
 
-build() { # build TAG TARGET [build args…]; --format docker keeps HEALTHCHECK (the OCI format has none)
-    local tag="$1" target="$2" log
+# A stand-in for node:22-bookworm-slim when the host has Node.js with corepack: the official image's layout (node,
+# npm, npx and corepack in /usr/local, yarn 1 installed globally) from the host's files, so the node builder is built
+# the way a user's is: corepack enabled over an existing yarn, pnpm and yarn pinned through it. Without it, node and
+# npm come from Debian's packages (no corepack) and the packageManager check is skipped.
+node_base=""
+if [[ " $runtimes " == *" node "* ]] && command -v node >/dev/null && command -v corepack >/dev/null; then
+    # Two settings for the registry these machines reach, which is the only way out (like the base's CA
+    # certificates, nothing of this goes into the Dockerfile): it serves package metadata without npm's signatures,
+    # which corepack verifies (COREPACK_INTEGRITY_KEYS=0; the sha512 integrity is still checked), and corepack
+    # fetches Yarn 2+ from repo.yarnpkg.com unless told to use the npm registry.
+    containerfile="FROM $base
+ENV COREPACK_INTEGRITY_KEYS=0 COREPACK_NPM_REGISTRY=https://registry.npmjs.org
+COPY node /usr/local/bin/node
+COPY node_modules /usr/local/lib/node_modules
+RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \\
+    && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx \\
+    && ln -s ../lib/node_modules/corepack/dist/corepack.js /usr/local/bin/corepack \\
+    && npm install -g --cache /tmp/npm-cache --no-fund --no-audit --no-update-notifier yarn@1.22.22 \\
+    && rm -rf /tmp/npm-cache && node --version && corepack --version && yarn --version
+"
+    # Tagged with the host's Node.js version and this recipe, so a change to either makes a new stand-in.
+    node_base="localhost/sidecar-test-node:$(node --version | tr -d v)-$(sha256sum <<<"$containerfile" | cut -c1-8)"
+    step "local stand-in for node:22-bookworm-slim ($node_base) from the host's Node.js"
+    if ! pm image exists "$node_base"; then
+        ctx="$tmp/node-base"
+        modules="$(dirname "$(readlink -f "$(command -v corepack)")")/../.."
+        mkdir -p "$ctx/node_modules"
+        cp "$(readlink -f "$(command -v node)")" "$ctx/node"
+        cp -a "$modules/npm" "$modules/corepack" "$ctx/node_modules/"
+        printf '%s' "$containerfile" >"$ctx/Containerfile"
+        pm build "${ulimits[@]}" -t "$node_base" "$ctx" >"$tmp/build-node-base.log" 2>&1 \
+            || { tail -30 "$tmp/build-node-base.log"; fail "building $node_base"; }
+        rm -rf "$ctx"
+    fi
+fi
+flock -u "$lock"
+
+declare -A image   # runtime (or "agent") -> the id of the image this run built
+build() { # build NAME TARGET [build args…]; --format docker keeps HEALTHCHECK (the OCI format has none)
+    local name="$1" target="$2" log t0
     shift 2
-    log="$tmp/build-${tag##*/}.log"
-    local t0
+    log="$tmp/build-$name.log"
     t0=$(date +%s)
     if ! pm build --format docker "${ulimits[@]}" -f images/Dockerfile --target "$target" \
-        --build-arg BINARIES="$binaries" --build-arg RUST_IMAGE="$rust_base" "$@" -t "$tag" . >"$log" 2>&1; then
+        --build-arg BINARIES="$binaries" --build-arg RUST_IMAGE="$rust_base" "$@" \
+        --iidfile "$tmp/iid-$name" -t "localhost/sidecar-$name" . >"$log" 2>&1; then
         tail -40 "$log"
-        fail "building $tag"
+        fail "building localhost/sidecar-$name"
     fi
-    echo "    $tag built in $(($(date +%s) - t0)) s"
+    image[${name#builder-}]="$(cat "$tmp/iid-$name")"
+    echo "    localhost/sidecar-$name built in $(($(date +%s) - t0)) s (cached steps: $(grep -c 'Using cache' "$log"))"
 }
 
 for rt in $runtimes; do
-    step "builder image for $rt (base: local bookworm; toolchain from Debian's packages, PyPI and npm)"
+    step "builder image for $rt"
     args=(--build-arg RUNTIME="$rt")
     case "$rt" in
-        node) args+=(--build-arg NODE_IMAGE="$base") ;;
+        node) args+=(--build-arg NODE_IMAGE="${node_base:-$base}") ;;
         # The python builder is built for the caller's uid; the others keep 1000 and run with --user instead.
         python) args+=(--build-arg PYTHON_IMAGE="$base" --build-arg BUILDER_UID="$uid") ;;
         java) args+=(--build-arg JAVA_IMAGE="$base" --build-arg MAVEN_VERSION= --build-arg GRADLE_VERSION=) ;;
@@ -154,10 +218,49 @@ for rt in $runtimes; do
         rust) args+=(--build-arg RUST_RUNTIME_IMAGE="$rust_base") ;;
         *) fail "unknown runtime $rt" ;;
     esac
-    build "localhost/sidecar-builder-$rt" builder "${args[@]}"
+    build "builder-$rt" builder "${args[@]}"
 done
 step "agent image (uid $uid)"
-build localhost/sidecar-agent agent --build-arg AGENT_IMAGE="$base" --build-arg AGENT_UID="$uid"
+build agent agent --build-arg AGENT_IMAGE="$base" --build-arg INIT_IMAGE="$base" --build-arg AGENT_UID="$uid"
+
+step "a build after touching a workspace file reuses the compiled stage (only manifests and crates are its inputs)"
+# Two new files in the build context: one in compose's default workspace (images/workspace, which .dockerignore
+# leaves out) and one beside the Dockerfile (in the context, but no input of the compiled stage).
+[ -d images/workspace ] || { mkdir images/workspace; made_workspace=1; }
+markers=("images/workspace/.images-test-$prefix" "images/.images-test-$prefix")
+touch_markers() { for m in "${markers[@]}"; do date +%s%N >"$m"; done; }
+marker="${markers[*]}"
+if [ "$binaries" = compiled ]; then
+    # The real stage: its cargo build must come from the cache.
+    touch_markers
+    build compiled-check compiled
+    cargo_step=$(grep -A1 -E '^(\[[0-9/]+\] )?STEP [0-9/]+: RUN .*cargo build' "$tmp/build-compiled-check.log")
+    grep -q 'Using cache' <<<"$cargo_step" \
+        || { cat "$tmp/build-compiled-check.log"; fail "new files in the context reran the compiled stage's cargo build"; }
+    echo "    the cargo build step: Using cache"
+else
+    # The stage's inputs (everything before its cargo build) on the local base, built without and with the new
+    # files: every step must come from the cache, so the cargo build after them would too.
+    awk -v base="$base" '/^FROM \$\{RUST_IMAGE\} AS compiled/ { on = 1; print "FROM " base; next }
+                         on && /^(RUN|FROM) / { exit } on { print }' images/Dockerfile >"$tmp/Containerfile.compiled-inputs"
+    grep -q '^COPY ' "$tmp/Containerfile.compiled-inputs" || fail "no COPY found in the compiled stage"
+    inputs() {
+        pm build --format docker "${ulimits[@]}" -f "$tmp/Containerfile.compiled-inputs" \
+            -t localhost/sidecar-test-compiled-inputs . >"$tmp/build-inputs-$1.log" 2>&1 \
+            || { cat "$tmp/build-inputs-$1.log"; fail "building the compiled stage's inputs"; }
+    }
+    inputs before
+    touch_markers
+    inputs after
+    steps=$(($(grep -cE '^(\[[0-9/]+\] )?STEP' "$tmp/build-inputs-after.log") - 1))
+    cached=$(grep -c 'Using cache' "$tmp/build-inputs-after.log")
+    [ "$cached" -eq "$steps" ] \
+        || { cat "$tmp/build-inputs-after.log"; fail "new files changed the compiled stage's inputs ($cached of $steps steps cached)"; }
+    echo "    all $steps steps after FROM from the cache (IMAGES_TEST_BINARIES=compiled checks the cargo build itself)"
+fi
+rm -f "${markers[@]}"
+marker=""
+[ -z "${made_workspace:-}" ] || rmdir images/workspace 2>/dev/null || true   # (a concurrent run may still use it)
 
 step "each builder provides every command of its runtime (the list: sidecar-exec's own wrapper table)"
 for rt in $runtimes; do
@@ -167,34 +270,81 @@ for rt in $runtimes; do
     commands=$(cd "$tmp/table-$rt" && ls)
     [ -n "$commands" ] || fail "no commands listed for $rt"
     # shellcheck disable=SC2086,SC2016
-    pmq run --rm "${ulimits[@]}" --network none --entrypoint /bin/sh "localhost/sidecar-builder-$rt" -c '
+    pmq run --rm "${ulimits[@]}" --network none --entrypoint /bin/sh "${image[$rt]}" -c '
         for c; do p=$(command -v "$c") || { echo "missing: $c" >&2; exit 1; }; printf "    %-8s %s\n" "$c" "$p"; done
     ' sh $commands || fail "the $rt builder lacks a command its wrappers forward"
 done
 
-step "private network, shared workspace, token file"
-workspace="$tmp/workspace"
-install -d -o "$uid" -g "$uid" -m 0755 "$workspace"
+declare -A cache_dir=([node]=/cache/npm [python]=/cache/pip [java]=/cache/m2 [go]=/cache/go [rust]=/cache/cargo)
+step "builder image: modes of /workspace, HOME and the caches; the entrypoint's umask and its chain to a base entrypoint"
+printf '#!/bin/sh\nexport CHAINED=yes\nexec "$@"\n' >"$tmp/base-entrypoint.sh"
+chmod 0755 "$tmp/base-entrypoint.sh"
+for rt in $runtimes; do
+    # shellcheck disable=SC2016
+    out=$(pmq run --rm "${ulimits[@]}" --network none --user "$uid:$uid" \
+        -v "$tmp/base-entrypoint.sh:/opt/base-entrypoint.sh:ro" -e SIDECAR_BASE_ENTRYPOINT=/opt/base-entrypoint.sh \
+        "${image[$rt]}" sh -c 'stat -c "%a %n" /workspace /home/builder /cache "$1"; echo "chained=${CHAINED:-no} umask=$(umask)"' \
+        sh "${cache_dir[$rt]}")
+    want="1777 /workspace
+1777 /home/builder
+1777 /cache
+2777 ${cache_dir[$rt]}
+chained=yes umask=0002"
+    [ "$out" = "$want" ] || fail "$rt builder: expected
+$want
+got
+$out"
+    echo "    $rt: $(tr '\n' ' ' <<<"$out")"
+done
+
+step "builder-setup.sh refuses a base whose glibc is older than exec-server needs"
+# shellcheck disable=SC2016
+if out=$(pmq run --rm "${ulimits[@]}" --network none -v "$PWD/images/builder-setup.sh:/setup.sh:ro" "$base" sh -c '
+    mkdir /tmp/fake && printf "#!/bin/sh\necho glibc 2.31\n" >/tmp/fake/getconf && chmod +x /tmp/fake/getconf
+    PATH=/tmp/fake:$PATH sh /setup.sh python' 2>&1); then
+    fail "builder-setup.sh accepted glibc 2.31: $out"
+fi
+grep -q 'glibc 2.31: exec-server needs glibc 2.34 or later' <<<"$out" || fail "unclear message: $out"
+echo "    ${out#builder-setup: }"
+
+step "exec-server warns when the workspace is not writable by its uid (a bind source the engine made as root)"
+install -d -m 0755 "$tmp/root-owned"
+first="${runtimes%% *}"
+if out=$(pm run --rm "${ulimits[@]}" --network none --user "$uid:$uid" -v "$tmp/root-owned:/workspace" \
+    "${image[$first]}" exec-server -port 0 --token-file /nonexistent 2>&1); then
+    fail "exec-server started with a missing token file"
+fi
+grep -q "the workspace /workspace is not writable by uid $uid" <<<"$out" || fail "no warning: $out"
+echo "    $(grep -o 'the workspace /workspace is not writable by uid [0-9]* ([^)]*)' <<<"$out")"
+
+step "private network; the workspace created by the documented step (mkdir as the caller); token file"
+# As a user does it: their clone, and `mkdir -p images/workspace` run as them, before the containers start.
+install -d -o "$uid" -g "$uid" -m 0755 "$tmp/clone"
+setpriv --reuid="$uid" --regid="$uid" --clear-groups mkdir -p "$tmp/clone/images/workspace"
+workspace="$tmp/clone/images/workspace"
+echo "    $(stat -c 'uid %u gid %g mode %a' "$workspace"): $workspace"
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token"
 chmod 0444 "$tmp/token"
-pm network rm -f "$prefix" >/dev/null 2>&1 || true
-pm network create "$prefix" >/dev/null
+pm network create --label "$label" "$prefix" >/dev/null
 hardening=(--cap-drop ALL --security-opt no-new-privileges)
-declare -A cache_dir=([node]=/cache/npm [python]=/cache/pip [java]=/cache/m2 [go]=/cache/go [rust]=/cache/cargo)
 
+# The first builder gets its port only on its command line (`docker run IMAGE exec-server -port 9000`): its
+# HEALTHCHECK must find it all the same.
+declare -A port
 sidecars=""
 for rt in $runtimes; do
-    user=()
-    [ "$rt" = python ] || user=(--user "$uid:$uid")   # python runs as its image's builder user (built with $uid)
-    pm rm -f -t 0 "$prefix-builder-$rt" >/dev/null 2>&1 || true
-    pm volume rm -f "$prefix-cache-$rt" >/dev/null 2>&1 || true
-    pmq run -d --name "$prefix-builder-$rt" --network "$prefix" --network-alias "builder-$rt" \
+    port[$rt]=8080
+    [ "$rt" != "$first" ] || port[$rt]=9000
+    user=(--user "$uid:$uid" --group-add 1000)   # the caller, plus the images' builder group (as compose does)
+    [ "$rt" != python ] || user=()                  # python runs as its image's builder user (built with $uid)
+    pm volume create --label "$label" "$prefix-cache-$rt" >/dev/null
+    pmq run -d --name "$prefix-builder-$rt" --label "$label" --network "$prefix" --network-alias "builder-$rt" \
         "${ulimits[@]}" "${hardening[@]}" "${user[@]}" \
         -v "$workspace:/workspace" -v "$tmp/token:/run/secrets/sidecar-token:ro" \
         -v "$prefix-cache-$rt:${cache_dir[$rt]}" \
         -e EXEC_SERVER_TOKEN_FILE=/run/secrets/sidecar-token \
-        "localhost/sidecar-builder-$rt" exec-server -port 8080 -cwd /workspace >/dev/null
-    sidecars="$sidecars${sidecars:+,}\"$rt\":{\"internal_url\":\"http://builder-$rt:8080\"}"
+        "${image[$rt]}" exec-server -port "${port[$rt]}" -cwd /workspace >/dev/null
+    sidecars="$sidecars${sidecars:+,}\"$rt\":{\"internal_url\":\"http://builder-$rt:${port[$rt]}\"}"
 done
 sidecars="{$sidecars}"
 
@@ -210,13 +360,53 @@ for rt in $runtimes; do
         [ "$(pm inspect --format '{{.State.Running}}' "$name")" = true ] || { pm logs "$name"; fail "$name exited"; }
         sleep 0.5
     done
-    [ "$status" = healthy ] || { pm logs "$name"; fail "$name is not healthy ($status)"; }
+    [ "$status" = healthy ] || { pm logs "$name"; fail "$name is not healthy ($status) on port ${port[$rt]}"; }
     pid1=$(pm exec "$name" cat /proc/1/comm)
     [ "$pid1" = tini ] || fail "$name: PID 1 is $pid1, not tini"
-    echo "    $name: $status ($(pm inspect --format '{{.Config.Healthcheck.Test}}' "$name")), PID 1 $pid1"
+    logs=$(pm logs "$name" 2>&1)   # (into a variable: grep -q on a pipe would end `podman logs` early, a failure under pipefail)
+    ! grep -q 'not writable' <<<"$logs" || fail "$name warns about the workspace the caller created"
+    echo "    $name: $status on -port ${port[$rt]} ($(pm inspect --format '{{.Config.Healthcheck.Test}}' "$name")), PID 1 $pid1"
 done
 
-step "inside the agent: forwarded commands through the generated wrappers"
+step "the agent: under its init, wrappers on PATH for podman exec (no entrypoint), a login shell too"
+agent="$prefix-agent"
+pmq run -d --name "$agent" --label "$label" --network "$prefix" "${ulimits[@]}" "${hardening[@]}" \
+    -v "$workspace:/workspace" -v "$tmp/token:/run/secrets/sidecar-token:ro" \
+    -e BUILD_SIDECARS="$sidecars" -e SIDECAR_TOKEN_FILE=/run/secrets/sidecar-token \
+    "${image[agent]}" sleep infinity >/dev/null
+for _ in $(seq 1 100); do   # the entrypoint's summary line says the wrappers are in place
+    logs=$(pm logs "$agent" 2>&1)
+    grep -q '^sidecar-exec: wrappers in ' <<<"$logs" && break
+    [ "$(pm inspect --format '{{.State.Running}}' "$agent")" = true ] || { pm logs "$agent"; fail "the agent exited"; }
+    sleep 0.1
+done
+echo "    $(pm logs "$agent" 2>&1 | grep '^sidecar-exec: wrappers in ')"
+pid1=$(pm exec "$agent" cat /proc/1/comm)
+[ "$pid1" = tini ] || fail "the agent's PID 1 is $pid1, not tini"
+probe=$(head -1 <<<"$(cd "$tmp/table-$first" && ls)")
+for shell in "sh -c" "sh -lc"; do
+    # shellcheck disable=SC2086
+    found=$(pm exec "$agent" $shell "command -v $probe") || fail "podman exec $agent $shell: no $probe"
+    [ "$found" = "/opt/sidecar/wrappers/$probe" ] || fail "podman exec $agent $shell: $probe is $found"
+    echo "    podman exec $shell 'command -v $probe': $found"
+done
+
+step "the SSH backend in the agent: ssh-exec beside sidecar-exec, OpenSSH's client (AGENT_SSH=1), host-run for SSH_HOST"
+version=$(pm exec "$agent" /opt/sidecar/ssh-exec --version) || fail "no /opt/sidecar/ssh-exec in the agent image"
+client=$(pm exec "$agent" ssh -V 2>&1) || fail "no ssh on the agent image's PATH: $client"
+# A port nothing listens on: ssh-exec starts ssh, which is refused at once (exit 255 and ssh-exec's own line).
+set +e
+refused=$(pm exec -e SSH_HOST=127.0.0.1 -e SSH_PORT=1 -e SSH_CONTROL_PERSIST=0 "$agent" /opt/sidecar/ssh-exec true 2>&1)
+code=$?
+set -e
+{ [ "$code" = 255 ] && grep -q '^ssh-exec: connection failed, the command did not run' <<<"$refused"; } \
+    || fail "ssh-exec to a closed port: exit $code, $refused"
+tools=$(pm exec -e SSH_HOST=ssh-host.invalid "$agent" sh -c \
+    '/opt/sidecar/sidecar-exec --install-wrappers /tmp/ssh-wrappers 2>/dev/null && ls /tmp/ssh-wrappers')
+{ grep -qx host-run <<<"$tools" && grep -qx auto-run <<<"$tools"; } || fail "SSH_HOST set: no host-run/auto-run wrappers: $tools"
+echo "    $version; $client; a refused connection: exit 255 with ssh-exec's line; SSH_HOST set: host-run, auto-run"
+
+step "inside the agent (podman exec): forwarded commands through the generated wrappers"
 echo "    BUILD_SIDECARS=$sidecars"
 agent_script=$(cat <<'AGENT'
 set -eu
@@ -243,14 +433,19 @@ if has python; then
     pip --version | grep -q '^pip ' || fail "pip --version"
     printf 'def test_sum():\n    assert 1 + 1 == 2\n' >test_agent.py
     pytest -q -p no:cacheprovider test_agent.py | grep -q '1 passed' || fail "pytest on a file the agent wrote"
-    for c in poetry ruff black mypy; do "$c" --version >/dev/null || fail "$c --version"; done
+    # The pinned tool versions (PYTHON_TOOLS).
+    expect "$(poetry --version)" "Poetry (version 2.5.1)" "poetry --version"
+    expect "$(pytest --version 2>&1)" "pytest 9.2.0" "pytest --version"
+    expect "$(ruff --version)" "ruff 0.17.6" "ruff --version"
+    expect "$(black --version | head -1)" "black, 26.10.1 (compiled: yes)" "black --version"
+    expect "$(mypy --version)" "mypy 2.4.1 (compiled: yes)" "mypy --version"
     # pip as the non-root caller: HOME and the pip cache (a named volume) are writable, PyPI is reachable.
     pip install -q --user --no-warn-script-location --ignore-installed --no-deps six >/dev/null 2>&1 \
         || pip install --user --ignore-installed --no-deps six || fail "pip install --user six"
     expect "$(python3 -c 'import six; print(six.__name__)')" six "package installed by the builder user"
     expect "$(pip cache dir)" /cache/pip "pip cache folder (a named volume)"
     python3 -c 'open("/cache/pip/written-by-builder", "w").write("ok")' || fail "pip cache volume not writable"
-    echo "    python: wrappers, output, exit codes, streaming, cwd, files, pip, pytest, poetry/ruff/black/mypy OK"
+    echo "    python: wrappers, output, exit codes, streaming, cwd, files, pip, pytest, pinned poetry/pytest/ruff/black/mypy OK"
 fi
 
 if has node; then
@@ -259,17 +454,31 @@ if has node; then
     expect "$(code node -e 'process.exit(5)')" 5 "exit code"
     expect "$(SIDECAR_STREAM=1 node -e 'process.stdout.write("no newline")')" "no newline" "streaming, partial line"
     npm --version | grep -Eq '^[0-9]+\.' || fail "npm --version"
-    for c in npx pnpm yarn; do "$c" --version >/dev/null || fail "$c --version"; done
+    npx --version >/dev/null || fail "npx --version"
+    # The pinned package managers (NODE_TOOLS), from corepack where the base has it.
+    expect "$(pnpm --version)" 9.15.9 "pnpm --version"
+    expect "$(yarn --version)" 1.22.22 "yarn --version outside a project that pins one"
     expect "$(npm config get cache)" /cache/npm "npm cache folder"
+    case "$(pnpm store path)" in /cache/pnpm/*) ;; *) fail "pnpm store path: $(pnpm store path), not in /cache/pnpm" ;; esac
     mkdir -p nodeproj && cd nodeproj
     npm init -y >/dev/null
     npm install --no-audit --no-fund is-number@7 >/dev/null 2>&1 || npm install --no-audit --no-fund is-number@7
     expect "$(node -e 'console.log(require("is-number")(5))')" true "npm install into the workspace"
     [ -f /workspace/nodeproj/node_modules/is-number/package.json ] || fail "node_modules not in the shared workspace"
     cd /workspace
+    if [ "$COREPACK" = 1 ]; then
+        mkdir -p berry && cd berry
+        printf '{"name": "berry", "packageManager": "yarn@4.9.1"}\n' >package.json
+        # (Yarn's npm build of 4.9.1, which corepack takes from the registry here, reports 4.9.1-git.<date>.hash-…)
+        case "$(yarn --version)" in 4.9.1*) ;; *) fail "yarn in a project pinning yarn@4.9.1: $(yarn --version)" ;; esac
+        cd /workspace
+        corepack_note=", yarn@4 through packageManager"
+    else
+        corepack_note=" (no corepack on this base: packageManager not checked)"
+    fi
     node -e 'require("fs").writeFileSync("from-node.txt", "written by the node builder\n")'
     expect "$(cat /workspace/from-node.txt)" "written by the node builder" "file written by the builder"
-    echo "    node: wrappers, output, exit codes, streaming, npm/npx/pnpm/yarn, npm install, files OK"
+    echo "    node: wrappers, output, exit codes, streaming, npm/npx, pinned pnpm/yarn$corepack_note, npm install, files OK"
 fi
 
 if has java; then
@@ -277,9 +486,11 @@ if has java; then
     javac Hello.java
     set +e; out=$(java -cp /workspace Hello java); c=$?; set -e
     expect "$out/$c" "hello java/4" "javac + java"
-    mvn --version >/dev/null || fail "mvn --version"
+    mvn --version >/tmp/mvn.out 2>&1 || fail "mvn --version"
+    # No terminal here: no colour codes and no closing ESC[0m (the test's stray "[0m" came from Debian's Maven).
+    ! grep -q "$(printf '\033')" /tmp/mvn.out || fail "mvn writes ANSI escape codes into a pipe: $(od -c /tmp/mvn.out | tail -3)"
     gradle --version >/dev/null 2>&1 || fail "gradle --version"
-    echo "    java: javac, java, exit code, mvn, gradle OK"
+    echo "    java: javac, java, exit code, mvn (plain text), gradle OK"
 fi
 
 if has go; then
@@ -307,12 +518,8 @@ fi
 echo "    agent checks passed"
 AGENT
 )
-pm rm -f -t 0 "$prefix-agent" >/dev/null 2>&1 || true
-pmq run --rm -i --name "$prefix-agent" --network "$prefix" "${ulimits[@]}" "${hardening[@]}" \
-    -v "$workspace:/workspace" -v "$tmp/token:/run/secrets/sidecar-token:ro" \
-    -e BUILD_SIDECARS="$sidecars" -e SIDECAR_TOKEN_FILE=/run/secrets/sidecar-token \
-    -e RUNTIMES="$runtimes" -e UID_EXPECTED="$uid" \
-    localhost/sidecar-agent /bin/sh -s <<<"$agent_script" || fail "agent checks"
+pmq exec -i -e RUNTIMES="$runtimes" -e UID_EXPECTED="$uid" -e COREPACK="$([ -n "$node_base" ] && echo 1 || echo 0)" \
+    "$agent" /bin/sh -s <<<"$agent_script" || fail "agent checks"
 
 step "files the builders wrote belong to the caller's uid $uid on the host"
 for f in "$workspace"/*; do
@@ -328,31 +535,141 @@ for rt in $runtimes; do
     esac
 done
 
+if [[ " $runtimes " == *" node "* ]]; then
+    step "a second caller (uid $other_uid, in the builder group) reuses the npm cache volume uid $uid filled"
+    # shellcheck disable=SC2016
+    out=$(pmq run --rm --network "$prefix" "${ulimits[@]}" "${hardening[@]}" --user "$other_uid:$other_uid" \
+        --group-add 1000 -v "$prefix-cache-node:/cache/npm" "${image[node]}" sh -c '
+            cd "$(mktemp -d)" && npm init -y >/dev/null && npm install --no-audit --no-fund is-odd@3 2>&1 | tail -3
+            test -f node_modules/is-odd/package.json && echo installed') || true
+    grep -q '^installed$' <<<"$out" || fail "uid $other_uid cannot use the cache volume: $out"
+    dir=$(pm volume inspect --format '{{.Mountpoint}}' "$prefix-cache-node")
+    echo "    npm install as uid $other_uid: installed; the volume now holds files of uids" \
+        "$(find "$dir" -mindepth 1 -printf '%U\n' | sort -u | tr '\n' ' ')"
+fi
+
 step "sidecar-exec is static: alone in an empty image (FROM scratch: no libc, no NSS) it resolves and reaches a builder"
-first="${runtimes%% *}"
 mkdir -p "$tmp/scratch"
 cp images/dist/sidecar-exec "$tmp/scratch/"
 printf 'FROM scratch\nCOPY sidecar-exec /sidecar-exec\nENTRYPOINT ["/sidecar-exec"]\n' >"$tmp/scratch/Containerfile"
-pm build -q -t localhost/sidecar-test-scratch "$tmp/scratch" >/dev/null
+pm build -q --iidfile "$tmp/iid-scratch" "$tmp/scratch" >/dev/null
 out=$(pmq run --rm --network "$prefix" "${ulimits[@]}" "${hardening[@]}" --user "$uid:$uid" \
     -v "$tmp/token:/run/secrets/sidecar-token:ro" -e SIDECAR_TOKEN_FILE=/run/secrets/sidecar-token \
     -e BUILD_SIDECARS="$sidecars" -e SIDECAR_CWD=/workspace \
-    localhost/sidecar-test-scratch --status) || { echo "$out"; fail "sidecar-exec --status from an empty image"; }
+    "$(cat "$tmp/iid-scratch")" --status) || { echo "$out"; fail "sidecar-exec --status from an empty image"; }
 grep -q "builder-$first" <<<"$out" || { echo "$out"; fail "no builder-$first in --status"; }
 while IFS= read -r line; do echo "    $line"; done <<<"$out"
-pm rmi -f localhost/sidecar-test-scratch >/dev/null 2>&1 || true
+pm rmi -f "$(cat "$tmp/iid-scratch")" >/dev/null 2>&1 || true
 
-step "podman stop: SIGTERM to tini (PID 1), forwarded to exec-server, which exits at once"
-for rt in $runtimes; do
-    name="$prefix-builder-$rt"
+step "podman stop: SIGTERM to tini (PID 1); a builder's exec-server exits at once, the agent's command too"
+for name in "$agent" $(for rt in $runtimes; do echo "$prefix-builder-$rt"; done); do
     t0=$(date +%s%N)
     pmq stop -t 10 "$name" >/dev/null
     ms=$((($(date +%s%N) - t0) / 1000000))
     code=$(pm inspect --format '{{.State.ExitCode}}' "$name")
     echo "    $name stopped in $ms ms, exit code $code"
-    [ "$ms" -lt 5000 ] || fail "$name took $ms ms to stop: SIGTERM was not handled (the engine waited for SIGKILL)"
-    logs=$(pm logs "$name" 2>&1)
-    grep -q 'command finished' <<<"$logs" || fail "$name logged no command"
+    # Without an init that forwards it, SIGTERM is ignored by PID 1 and the engine waits 10 s for SIGKILL.
+    [ "$ms" -lt 3000 ] || fail "$name took $ms ms to stop: SIGTERM was not handled (the engine waited for SIGKILL)"
 done
+for rt in $runtimes; do
+    logs=$(pm logs "$prefix-builder-$rt" 2>&1)
+    grep -q 'command finished' <<<"$logs" || fail "$prefix-builder-$rt logged no command"
+done
+
+step "images/compose.yaml as its header says: docker-compose against podman's API, the steps run as the caller"
+# The file is sidecarctl's output (sidecarctl/tests/emitters.rs keeps it so); this runs it. The header's steps are
+# read from the file and run as written: the setup lines as the caller in a folder of their own, `docker compose`
+# as docker-compose with this run's project name and an override that adapts the host, not the file: this run's
+# image ids, limits podman may set here, and the run's label (cleanup). Without systemd podman runs no HEALTHCHECK,
+# so the loop below runs each starting builder's check while `up` waits on service_healthy.
+if [[ " $runtimes " == *" node "* && " $runtimes " == *" python "* ]]; then
+    project="$tmp/compose"
+    install -d -o "$uid" -g "$uid" -m 0755 "$project"
+    cp images/compose.yaml "$project/compose.yaml"
+    limits='ulimits: {nofile: {soft: 4096, hard: 4096}, nproc: {soft: 4096, hard: 4096}}'
+    cat >"$tmp/compose-host.yaml" <<YAML
+services:
+  builder-node: {image: "${image[node]}", $limits, labels: {sidecar-images-test: "$prefix"}}
+  builder-python: {image: "${image[python]}", $limits, labels: {sidecar-images-test: "$prefix"}}
+  agent: {image: "${image[agent]}", $limits, labels: {sidecar-images-test: "$prefix"}}
+volumes:
+  npm-cache: {labels: {sidecar-images-test: "$prefix"}}
+  pip-cache: {labels: {sidecar-images-test: "$prefix"}}
+YAML
+    # (podman itself, not the pm function: $! must be podman's pid for the cleanup's kill)
+    podman --runtime runc system service --time=0 "unix://$tmp/podman.sock" >"$tmp/podman-api.log" 2>&1 &
+    api_pid=$!
+    for _ in $(seq 1 100); do [ -S "$tmp/podman.sock" ] && break; sleep 0.1; done
+    # `docker compose SUB …` of the header: exec without a TTY (-T) here.
+    dc() {
+        local sub="$1"
+        shift
+        [ "$sub" != exec ] || set -- -T "$@"
+        (cd "$project" && DOCKER_HOST="unix://$tmp/podman.sock" \
+            docker-compose -p "$prefix" -f compose.yaml -f "$tmp/compose-host.yaml" "$sub" "$@" </dev/null)
+    }
+    steps=$(sed -n '/^# Then, in the folder of this file/,/^#$/s/^#   //p' images/compose.yaml)
+    [ "$(grep -c . <<<"$steps")" -ge 5 ] || { echo "$steps"; fail "images/compose.yaml: no steps in its header"; }
+    out=""
+    while IFS= read -r line <&3; do   # (fd 3: the commands below may read stdin)
+        echo "    \$ $line"
+        case "$line" in
+            "docker compose up"*)
+                eval "dc ${line#docker compose }" >"$tmp/compose-up.log" 2>&1 &
+                up_pid=$!
+                while kill -0 "$up_pid" 2>/dev/null; do
+                    for c in $(podman ps -q --filter "label=com.docker.compose.project=$prefix" --filter health=starting); do
+                        pm healthcheck run "$c" >/dev/null 2>&1 || true
+                    done
+                    sleep 0.5
+                done
+                wait "$up_pid" || { cat "$tmp/compose-up.log"; fail "docker compose up"; }
+                ;;
+            "docker compose "*)
+                out=$(eval "dc ${line#docker compose }" 2>&1) || { echo "$out"; fail "$line"; }
+                while IFS= read -r o; do echo "      $o"; done <<<"$out"
+                ;;
+            *) (cd "$project" && setpriv --reuid="$uid" --regid="$uid" --clear-groups sh -c "$line" </dev/null) ;;
+        esac
+    done 3<<<"$steps"
+    if ! grep -q '^Python 3' <<<"$out" || ! grep -qE '^[0-9]+\.[0-9]+' <<<"$out"; then
+        fail "npm and python3 through the agent: $out"
+    fi
+    grep -qx "SIDECAR_UID=$uid" "$project/.env" || fail "the .env step did not write the caller's uid"
+    # The containers as the file makes them: the builders as the caller with the builder group, the agent under an
+    # init, files in the workspace the caller's.
+    ids=$(dc exec builder-node id)
+    [[ "$ids" == "uid=$uid("*"1000(builder)"* ]] || fail "builder-node runs as: $ids"
+    dc exec agent sh -c 'python3 -c "open(\"from-compose\", \"w\").write(\"x\")"' >/dev/null
+    owner=$(stat -c %u "$project/workspace/from-compose")
+    [ "$owner" = "$uid" ] || fail "a file python wrote through the agent belongs to uid $owner, not $uid"
+    pid1=$(dc exec agent cat /proc/1/cmdline | tr '\0' ' ')
+    [[ "$pid1" == *init* ]] || fail "the agent's PID 1 is $pid1, not an init"
+    # Without an init the engine would wait the whole 30 s for SIGKILL; with one it takes about a second, the rest
+    # being docker-compose's own start-up (generous: the machine may be loaded).
+    t0=$(date +%s%N)
+    dc stop -t 30 agent >/dev/null 2>&1
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ "$ms" -lt 15000 ] || fail "docker compose stop agent took $ms ms: SIGTERM was not handled"
+    echo "    builder-node: $ids; file owner $owner; agent PID 1: $pid1; stopped in $ms ms"
+    dc down --volumes >/dev/null 2>&1 || fail "docker compose down"
+    left=$(podman ps -aq --filter "label=com.docker.compose.project=$prefix")
+    [ -z "$left" ] || fail "docker compose down left containers: $left"
+else
+    echo "    skipped: IMAGES_TEST_RUNTIMES lacks node or python (the example's builders)"
+fi
+
+step "left on this host for the next run (shared by all runs; this run's containers, network and volumes go on exit)"
+kept=()
+for ref in "$base" "$node_base" "$rust_base" localhost/sidecar-agent localhost/sidecar-test-compiled-inputs localhost/sidecar-compiled-check \
+    $(for rt in $runtimes; do echo "localhost/sidecar-builder-$rt"; done); do
+    [ -n "$ref" ] && pm image exists "$ref" && kept+=("$ref")
+done
+for ref in "${kept[@]}"; do
+    printf '    %-45s %s\n' "$ref" "$(podman image inspect --format '{{.Size}}' "$ref" | numfmt --to=si)B"
+done
+echo "    (each size counts again the layers it shares with the others)"
+echo "    debootstrap cache: $(du -sh "$cache" | cut -f1) in $cache; binaries: images/dist/, target/"
+echo "    remove them: podman rmi -f ${kept[*]}; podman image prune -f; rm -rf $cache images/dist"
 
 step "images OK ($runtimes) in $(($(date +%s) - started)) s"

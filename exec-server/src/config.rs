@@ -35,11 +35,18 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 
-    /// Probe a running server: GET http://127.0.0.1:PORT/health with a 3 s timeout; exit 0 on 200, else 1.
+    /// Probe a running server: GET http://127.0.0.1:PORT/health with a 3 s timeout; exit 0 on 200, else 1. PORT is
+    /// this probe's own --port when given, else the one in --port-file, else EXEC_SERVER_PORT or 8080.
     #[arg(long)]
     pub healthcheck: bool,
 
-    /// Commands that may run at once; more get 503 with Retry-After.
+    /// Write the port the server listens on to FILE (removed on a clean exit), so -healthcheck finds a port given
+    /// only on the server's command line. The builder images set /tmp/exec-server.port.
+    #[arg(long, env = "EXEC_SERVER_PORT_FILE", value_name = "FILE")]
+    pub port_file: Option<PathBuf>,
+
+    /// Commands that may run at once (a POST /exec reply still being sent counts as its command); more get 503
+    /// with Retry-After.
     #[arg(long, env = "EXEC_SERVER_MAX_CONCURRENT", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrent: u32,
 
@@ -55,7 +62,9 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_MAX_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub max_timeout: u64,
 
-    /// Bytes of stdout and of stderr kept by POST /exec; the rest is read and dropped (`output_truncated`).
+    /// Bytes each of stdout and stderr may take in a POST /exec reply, counted as sent: escaped, plus base64 when
+    /// not UTF-8 (a control byte costs 6, an invalid one about 4.3); the rest is read and dropped
+    /// (`output_truncated`). Bounds a reply's size and memory whatever the command prints.
     #[arg(long, env = "EXEC_SERVER_MAX_OUTPUT", default_value_t = 16 * 1024 * 1024, value_name = "BYTES")]
     pub max_output: usize,
 
@@ -66,6 +75,23 @@ pub struct Config {
     /// Seconds between SSE keep-alive comments on /exec/stream (clients time out reads after 60 s).
     #[arg(long, env = "EXEC_SERVER_KEEPALIVE", default_value = "15", value_parser = parse_seconds, value_name = "SECONDS")]
     pub keepalive: Duration,
+
+    /// Seconds a client has to send a request head (request line and headers), from its first byte (for a
+    /// connection's first request, from when it opened), and again to send the body; slower clients get 408 and
+    /// the connection closes. 0: no limit.
+    #[arg(long, env = "EXEC_SERVER_HEADER_TIMEOUT", default_value = "10", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub header_timeout: Duration,
+
+    /// Seconds a keep-alive connection may stay unused between requests before it is closed. A connection with a
+    /// request in flight (a command running, a stream, a reply still being sent) is never idle. 0: no limit.
+    #[arg(long, env = "EXEC_SERVER_IDLE_TIMEOUT", default_value = "60", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub idle_timeout: Duration,
+
+    /// Open HTTP connections at most [default: 1024, or fewer when the open-file limit leaves less after keeping 8
+    /// descriptors per command that may run]. At the cap a new connection closes the one unused longest; when every
+    /// connection has a request in flight, it gets 503 with Retry-After.
+    #[arg(long, env = "EXEC_SERVER_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub max_connections: Option<u32>,
 
     /// Log level: error, warn, info (one line per command), debug.
     #[arg(long, env = "EXEC_SERVER_LOG", default_value = "info")]

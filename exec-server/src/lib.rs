@@ -68,16 +68,17 @@ pub async fn run(
                 keepalive: config.keepalive,
                 base_env: base_env.clone(),
             };
+            let limits = connection_limits(&config);
             tracing::info!(
                 addr = %listener.local_addr()?,
                 root = %root.display(),
                 runtime = %state.runtime,
                 auth = state.token.is_some(),
+                max_connections = limits.max_connections,
                 "exec-server listening"
             );
-            let server =
-                axum::serve(listener, http::router(state)).with_graceful_shutdown(stop.clone().cancelled_owned());
-            Some(tokio::spawn(async move { server.await }) as Task)
+            let server = http::serve(listener, http::router(state), limits, stop.clone());
+            Some(tokio::spawn(server) as Task)
         }
         None => None,
     };
@@ -133,6 +134,34 @@ pub async fn run(
     let ipc_result = finish(ipc_task, ipc_early, deadline).await;
     engine.finish_shutdown().await;
     http_result.and(ipc_result)
+}
+
+/// The connection cap and timeouts: the cap as asked (or the default), within what the open-file limit leaves
+/// after a reserve for every command that may run (HTTP and file protocol).
+fn connection_limits(config: &Config) -> http::Limits {
+    let commands =
+        config.max_concurrent as usize + if config.ipc_dir.is_some() { config.ipc_parallel as usize } else { 0 };
+    let budget = http::fds::ConnectionBudget::current(config.max_connections.map(|n| n as usize), commands);
+    if budget.starved() {
+        tracing::warn!(
+            nofile = budget.nofile,
+            reserve = budget.reserve,
+            "the open-file limit is too low for the commands that may run at once: commands may fail with \
+             \"Too many open files\"; raise the limit (ulimit -n) or lower --max-concurrent"
+        );
+    } else if budget.clamped && config.max_connections.is_some() {
+        tracing::warn!(
+            max_connections = budget.cap,
+            nofile = budget.nofile,
+            reserve = budget.reserve,
+            "--max-connections lowered to what the open-file limit leaves after the reserve for commands"
+        );
+    }
+    let nonzero = |limit: Duration| (!limit.is_zero()).then_some(limit);
+    http::Limits {
+        max_connections: budget.cap,
+        timeouts: http::Timeouts { header: nonzero(config.header_timeout), idle: nonzero(config.idle_timeout) },
+    }
 }
 
 type Task = tokio::task::JoinHandle<std::io::Result<()>>;

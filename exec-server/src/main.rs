@@ -6,13 +6,15 @@ use clap::Parser;
 use exec_server::config::{normalize_single_dash, Config};
 use process_group::{next_stop_signal, StopSignals};
 
+mod startup;
+
 fn main() -> ExitCode {
     // First, while this is the only thread: the token leaves the environment before anything could copy it.
     let (token, hidden) = exec_server::token::take_from_env();
     let mut config = Config::parse_from(normalize_single_dash(std::env::args_os()));
     config.token = token;
     if config.healthcheck {
-        return healthcheck(config.port.unwrap_or(exec_server::config::DEFAULT_PORT));
+        return healthcheck(startup::probe_port(&config));
     }
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
@@ -27,9 +29,16 @@ fn main() -> ExitCode {
             std::process::id()
         );
     }
+    // Connections and commands share the open-file limit: take all of it (see `http::fds`).
+    match exec_server::http::fds::raise_nofile_limit() {
+        Ok((before, after)) if before < after => tracing::debug!(before, after, "open-file limit raised"),
+        Ok(_) => {}
+        Err(err) => tracing::warn!("cannot raise the open-file limit to its hard limit: {err}"),
+    }
     if let Err(err) = exec_server::engine::become_subreaper() {
         tracing::warn!("cannot become a child subreaper ({err}); orphaned grandchildren will be reaped by PID 1");
     }
+    startup::warn_if_workspace_unwritable(&config.cwd);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => return fail(&format!("cannot start the async runtime: {err}")),
@@ -48,6 +57,7 @@ fn main() -> ExitCode {
         } else {
             None
         };
+        let _port_file = startup::PortFile::publish(config.port_file.as_deref(), listener.as_ref());
         exec_server::run(config, listener, shutdown).await
     });
     match result {

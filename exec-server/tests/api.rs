@@ -156,15 +156,26 @@ async fn too_many_running_commands_get_503_with_retry_after() {
     drop(first);
     assert_no_survivors(&marker, std::time::Duration::from_secs(5));
     // The slot comes back once the cancelled command is gone.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let response = server.post("/exec", json!({"cmd": ["true"]}).to_string()).send().await.unwrap();
-        if response.status() == 200 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "slot never freed");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    server.wait_for_a_free_slot().await;
+    server.stop().await;
+}
+
+/// A reply still being sent holds its command's slot: a client that does not read its reply cannot make the server
+/// hold replies beyond `--max-concurrent`. Reading it gives the slot back.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unread_reply_holds_its_slot_until_it_is_read() {
+    let server = server().arg("--max-concurrent", "1").arg("--max-output", "67108864").start().await;
+    // 32 MiB: far more than the socket buffers take, so the reply is still being sent while nobody reads it.
+    let body = json!({"cmd": ["sh", "-c", "head -c 33554432 /dev/zero | tr '\\0' a"]}).to_string();
+    let mut unread = raw_post(server.addr, "/exec", &body);
+    read_until(&mut unread, "HTTP/1.1 200");
+    let response = server.post("/exec", json!({"cmd": ["true"]}).to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 503, "the unread reply does not hold its slot");
+    let info: Value = server.client().get(format!("{}/info", server.url)).send().await.unwrap().json_value().await;
+    assert_eq!(info["running"], 1);
+    let rest = tokio::task::spawn_blocking(move || read_all(&mut unread)).await.unwrap();
+    assert!(rest.len() > 32 * 1024 * 1024 && rest.contains(r#""output_truncated":false"#));
+    server.wait_for_a_free_slot().await;
     server.stop().await;
 }
 

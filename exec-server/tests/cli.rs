@@ -216,3 +216,66 @@ fn token_file_is_read_and_help_names_every_variable() {
     let version = Command::new(BIN).arg("-version").output().unwrap();
     assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
 }
+
+#[test]
+fn the_health_probe_finds_a_port_given_only_on_the_servers_command_line() {
+    // As in an image: EXEC_SERVER_PORT says one port, the server was started with `-port` (here 0: any free one).
+    let dir = tempfile::tempdir().unwrap();
+    let port_file = dir.path().join("exec-server.port");
+    let port_file = port_file.to_str().unwrap();
+    let mut server = start_binary(&["--port-file", port_file], &[]);
+    let probe = |args: &[&str]| {
+        Command::new(BIN)
+            .arg("-healthcheck")
+            .args(args)
+            .env("EXEC_SERVER_PORT", "1")
+            .env("EXEC_SERVER_PORT_FILE", port_file)
+            .output()
+            .unwrap()
+    };
+    let found = probe(&[]);
+    assert!(found.status.success(), "{}", String::from_utf8_lossy(&found.stderr));
+    assert_eq!(std::fs::read_to_string(port_file).unwrap().trim(), server.port.to_string());
+    let explicit = probe(&["-port", "1"]);
+    assert_eq!(explicit.status.code(), Some(1), "the probe's own -port wins over the file");
+    assert!(String::from_utf8_lossy(&explicit.stderr).contains("127.0.0.1:1/health"), "{explicit:?}");
+
+    let (status, _) = server.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(!std::path::Path::new(port_file).exists(), "a clean exit removes the port file");
+    assert_eq!(probe(&[]).status.code(), Some(1));
+}
+
+#[test]
+fn a_workspace_the_server_cannot_write_is_named_in_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // Root writes anywhere, so as root the server runs as nobody; otherwise the folder is made read-only.
+    let as_root = nix::unistd::geteuid().is_root();
+    let parent = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let workspace = parent.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    let start = |mode: u32| {
+        std::fs::set_permissions(&workspace, std::fs::Permissions::from_mode(mode)).unwrap();
+        // A missing token file ends the server right after its start-up checks, so the whole log is there.
+        let mut command = Command::new(BIN);
+        command
+            .args(["-port", "0", "-host", "127.0.0.1", "--token-file", "/nonexistent/token", "-cwd"])
+            .arg(&workspace);
+        if as_root {
+            command.uid(65534).gid(65534);
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        String::from_utf8(output.stderr).unwrap()
+    };
+    let unwritable = start(if as_root { 0o755 } else { 0o555 });
+    let uid = if as_root { 65534 } else { nix::unistd::geteuid().as_raw() };
+    assert!(
+        unwritable.contains(&format!("the workspace {} is not writable by uid {uid}", workspace.display())),
+        "{unwritable}"
+    );
+    let writable = start(0o777);
+    assert!(!writable.contains("not writable"), "{writable}");
+}

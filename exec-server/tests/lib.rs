@@ -2,6 +2,7 @@
 
 mod api;
 mod cli;
+mod connections;
 mod ipc;
 mod output;
 mod process;

@@ -40,11 +40,36 @@ async fn crlf_and_a_missing_final_newline_are_kept() {
 #[tokio::test(flavor = "multi_thread")]
 async fn output_beyond_the_cap_is_dropped_and_flagged() {
     let server = server().arg("--max-output", "1000").start().await;
-    let reply = server.exec(json!({"cmd": ["sh", "-c", "head -c 300000 /dev/zero; echo small >&2"]})).await;
+    let reply =
+        server.exec(json!({"cmd": ["sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a; echo small >&2"]})).await;
     assert_eq!(reply.exit_code, 0, "the command was not blocked by the cap");
-    assert_eq!(reply.output.len(), 1000);
+    assert_eq!(reply.output, "a".repeat(1000));
     assert!(reply.output_truncated);
     assert_eq!((reply.stderr.as_str(), reply.stderr_truncated), ("small\n", false));
+    server.stop().await;
+}
+
+/// The cap counts what the output costs in the reply, not raw bytes: a control byte is six (`\u0001`), an invalid
+/// byte three (U+FFFD) plus its base64. What is kept is still an exact prefix, flagged as cut.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cap_counts_encoded_bytes_and_keeps_an_exact_prefix() {
+    let server = server().arg("--max-output", "6000").start().await;
+    let script = "head -c 100000 /dev/zero | tr '\\0' '\\001'; head -c 100000 /dev/zero | tr '\\0' '\\377' >&2";
+    let response = server.post("/exec", json!({"cmd": ["sh", "-c", script]}).to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.bytes().await.unwrap();
+    assert!(body.len() <= 2 * 6000 + 300, "a reply of {} bytes for a cap of 6000 per stream", body.len());
+    let reply: protocol::ExecReply = serde_json::from_slice(&body).unwrap();
+    assert_eq!(reply.exit_code, 0);
+    // 1000 × 6 bytes of `\u0001`: valid UTF-8, so no base64.
+    assert!(reply.stdout_bytes().unwrap() == vec![1u8; 1000] && reply.output_b64.is_none());
+    assert!(reply.output_truncated);
+    // k × 3 bytes of U+FFFD + 4 × ⌈k/3⌉ of base64 ≤ 6000: k = 1384, exactly 6000.
+    assert!(reply.stderr_bytes().unwrap() == vec![0xffu8; 1384], "stderr is not the exact prefix");
+    assert!(reply.stderr_truncated);
+    // Under the cap nothing changes: all of it, exactly, not flagged.
+    let reply = server.exec(json!({"cmd": ["sh", "-c", "printf 'a\\001\\377'"]})).await;
+    assert!(reply.stdout_bytes().unwrap() == b"a\x01\xff" && !reply.output_truncated);
     server.stop().await;
 }
 

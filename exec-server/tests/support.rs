@@ -81,6 +81,19 @@ impl TestServer {
         parse_sse(&body)
     }
 
+    /// Waits until `POST /exec` of `true` is answered 200 (a `--max-concurrent` slot is free); panics after 5 s.
+    pub async fn wait_for_a_free_slot(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let response = self.post("/exec", serde_json::json!({"cmd": ["true"]}).to_string()).send().await.unwrap();
+            if response.status() == 200 {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "no slot came free");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub async fn stop(mut self) {
         self.server.take().unwrap().stop().await.unwrap();
     }

@@ -57,16 +57,46 @@ pub struct ExecReply {
     pub stderr_b64: Option<String>,
 }
 
+/// A piece of an `/exec` reply's JSON, in order: literal JSON, or the place of one of the four output fields'
+/// contents (inside its quotes). A server streams large output into those places; [`ExecReply::to_json`] fills them
+/// from the reply itself. One layout for both, so the streamed reply is the same JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyPart {
+    Json(Vec<u8>),
+    Output,
+    Stderr,
+    OutputB64,
+    StderrB64,
+}
+
 impl ExecReply {
     /// The same JSON as `serde_json::to_vec`, several times faster for large output: the reply of a blocking call
     /// can carry megabytes, and escaping them dominated its cost.
     pub fn to_json(&self) -> Vec<u8> {
-        use std::io::Write as _;
         let mut out = Vec::with_capacity(self.output.len() + self.stderr.len() + 256);
-        let _ = write!(out, "{{\"exit_code\":{},\"output\":", self.exit_code);
-        crate::json::write_str(&mut out, &self.output);
-        out.extend_from_slice(b",\"stderr\":");
-        crate::json::write_str(&mut out, &self.stderr);
+        for part in self.parts() {
+            match part {
+                ReplyPart::Json(json) => out.extend_from_slice(&json),
+                ReplyPart::Output => crate::json::write_escaped(&mut out, &self.output),
+                ReplyPart::Stderr => crate::json::write_escaped(&mut out, &self.stderr),
+                ReplyPart::OutputB64 => out.extend_from_slice(self.output_b64.as_deref().unwrap_or("").as_bytes()),
+                ReplyPart::StderrB64 => out.extend_from_slice(self.stderr_b64.as_deref().unwrap_or("").as_bytes()),
+            }
+        }
+        out
+    }
+
+    /// The reply's JSON as parts: every field but the four output ones written out, those four as places (a base64
+    /// one only when it is `Some`, whatever it holds).
+    pub fn parts(&self) -> Vec<ReplyPart> {
+        use std::io::Write as _;
+        let mut parts = vec![
+            ReplyPart::Json(format!("{{\"exit_code\":{},\"output\":\"", self.exit_code).into_bytes()),
+            ReplyPart::Output,
+            ReplyPart::Json(b"\",\"stderr\":\"".to_vec()),
+            ReplyPart::Stderr,
+        ];
+        let mut out = b"\"".to_vec();
         if let Some(error) = &self.error {
             out.extend_from_slice(b",\"error\":");
             crate::json::write_str(&mut out, error);
@@ -80,14 +110,20 @@ impl ExecReply {
             ",\"duration_ms\":{},\"output_truncated\":{},\"stderr_truncated\":{}",
             self.duration_ms, self.output_truncated, self.stderr_truncated
         );
-        for (name, value) in [("output_b64", &self.output_b64), ("stderr_b64", &self.stderr_b64)] {
-            if let Some(value) = value {
-                let _ = write!(out, ",\"{name}\":");
-                crate::json::write_str(&mut out, value);
+        for (name, value, place) in [
+            ("output_b64", &self.output_b64, ReplyPart::OutputB64),
+            ("stderr_b64", &self.stderr_b64, ReplyPart::StderrB64),
+        ] {
+            if value.is_some() {
+                let _ = write!(out, ",\"{name}\":\"");
+                parts.push(ReplyPart::Json(std::mem::take(&mut out)));
+                parts.push(place);
+                out.push(b'"');
             }
         }
         out.push(b'}');
-        out
+        parts.push(ReplyPart::Json(out));
+        parts
     }
 
     /// The exact stdout bytes.

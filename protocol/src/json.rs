@@ -17,9 +17,16 @@ fn escape_marks(word: u64) -> u64 {
 
 /// Appends `text` as a JSON string literal (quotes included) to `out`.
 pub fn write_str(out: &mut Vec<u8>, text: &str) {
-    let bytes = text.as_bytes();
-    out.reserve(bytes.len() + 2);
+    out.reserve(text.len() + 2);
     out.push(b'"');
+    write_escaped(out, text);
+    out.push(b'"');
+}
+
+/// Appends the inside of `text`'s JSON string literal (no quotes) to `out`: for a string written in pieces.
+pub fn write_escaped(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len());
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
@@ -62,7 +69,34 @@ pub fn write_str(out: &mut Vec<u8>, text: &str) {
         start = i;
     }
     out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
+}
+
+/// How many bytes [`write_escaped`] writes for `text`: what the text costs inside a JSON string.
+pub fn escaped_len(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut len = bytes.len();
+    let mut i = 0;
+    while i < bytes.len() {
+        if i + 8 <= bytes.len() {
+            let word = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or([0; 8]));
+            if escape_marks(word) == 0 {
+                i += 8;
+                continue;
+            }
+        }
+        len += escape_extra(bytes[i]);
+        i += 1;
+    }
+    len
+}
+
+/// The bytes an escape adds to one byte of text: 1 for the two-character escapes, 5 for `\u00XX`.
+fn escape_extra(byte: u8) -> usize {
+    match byte {
+        b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+        0..=0x1f => 5,
+        _ => 0,
+    }
 }
 
 #[cfg(test)]
@@ -87,6 +121,18 @@ mod tests {
         round_trip(&every_char);
         let long: String = "abcdefg\u{1}".repeat(1000);
         round_trip(&long);
+    }
+
+    #[test]
+    fn escaped_len_is_what_write_escaped_writes() {
+        let every_char: String = (0u32..0x800).filter_map(char::from_u32).collect();
+        for text in
+            ["", "plain", "a\"b\\c", "tab\tcr\rlf\n", "\u{0}\u{1f}\u{7f}", "ünï ✓", &every_char, &"x\u{1}".repeat(99)]
+        {
+            let mut out = Vec::new();
+            write_escaped(&mut out, text);
+            assert_eq!(escaped_len(text), out.len(), "{text:?}");
+        }
     }
 
     #[test]

@@ -7,12 +7,13 @@
 pub mod exec;
 pub mod frames;
 pub mod json;
+pub mod reply_text;
 pub mod runtimes;
 pub mod sse;
 pub mod text;
 pub mod token;
 
-pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info};
+pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart};
 pub use frames::{Frame, FrameEncoder, StreamKind};
 pub use runtimes::{commands_for, RUNTIMES};
 

@@ -1,5 +1,24 @@
 //! The exit code the client ends with for a command the server reports as finished.
 
+/// How a client ends: the code to exit with, and a message for stderr (none when the command's own output says it
+/// all). Each client prefixes the message with its name.
+#[derive(Debug)]
+pub struct Ending {
+    pub code: i32,
+    pub message: Option<String>,
+}
+
+impl Ending {
+    pub fn code(code: i32) -> Self {
+        Ending { code, message: None }
+    }
+
+    /// sidecar-exec's configuration or transport failure: exit 1 with a line.
+    pub fn fail(message: impl Into<String>) -> Self {
+        Ending { code: 1, message: Some(message.into()) }
+    }
+}
+
 /// Exit code for stdout closed early (`| head -1`), as a native command killed by SIGPIPE reports.
 pub const EXIT_BROKEN_PIPE: i32 = 128 + 13;
 

@@ -7,27 +7,12 @@ use protocol::{ExecReply, Frame};
 
 use crate::body::{mib, read_bounded, small_text, BodyError, MAX_REPLY_BYTES};
 use crate::config::{CallSettings, Target};
+pub use crate::exit_code::Ending;
 use crate::exit_code::{exit_code_for, ImpossibleCode, EXIT_BROKEN_PIPE};
 use crate::http::{http_client, location, refusal, transport_error, STREAM_READ_TIMEOUT};
 use crate::shown::shown;
 
-/// How the client ends: the code to exit with, and a message for stderr (none when the command's own output
-/// says it all).
-#[derive(Debug)]
-pub struct Ending {
-    pub code: i32,
-    pub message: Option<String>,
-}
-
 impl Ending {
-    fn code(code: i32) -> Self {
-        Ending { code, message: None }
-    }
-
-    pub fn fail(message: impl Into<String>) -> Self {
-        Ending { code: 1, message: Some(message.into()) }
-    }
-
     /// The ending for a finished command's reported code, with the notes already gathered (none: no message).
     fn finished(target: &Target, code: i32, timed_out: bool, error: Option<&str>, mut notes: Vec<String>) -> Self {
         let code = match exit_code_for(code, timed_out, error) {

@@ -1,22 +1,12 @@
 //! sidecar-exec: runs a command in a build sidecar as if it ran here. See `sidecar-exec --help`.
 
-mod body;
-mod config;
-mod exit_code;
-mod forward;
-mod http;
-mod request;
-mod shown;
-mod status;
-mod stdin;
-mod token;
-mod wrappers;
-
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use config::{CallSettings, Sidecars};
-use forward::Ending;
+use sidecar_exec::config::{self, CallSettings, Sidecars};
+use sidecar_exec::forward::{self, Ending};
+use sidecar_exec::interrupt::Interrupts;
+use sidecar_exec::{argv, request, status, stdin, wrappers};
 
 const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
        sidecar-exec --status
@@ -33,9 +23,10 @@ Everything after <runtime> is the command's own: `sidecar-exec node npm -v` runs
 
   --status                   each configured sidecar, its URL, whether /health answers, and its /info;
                              exit 1 unless every sidecar is healthy and accepts the token
-  --install-wrappers [DIR]   write a #!/bin/sh wrapper into DIR (default {}) for each command of each
-                             runtime in BUILD_SIDECARS that is not already on PATH outside DIR; remove
-                             stale ones
+  --install-wrappers [DIR]   write a #!/bin/sh wrapper into DIR (default {}) for each command that is
+                             not already on PATH outside DIR: to its runtime's sidecar in BUILD_SIDECARS,
+                             else to the SSH host when SSH_HOST is set (ssh-exec; also SSH_COMMANDS,
+                             host-run and auto-run); remove stale ones
   -h, --help / -V, --version
 
 Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed out; 255 when the sidecar
@@ -87,15 +78,10 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn run(args: &[OsString]) -> i32 {
     let runtime_name = args[0].to_string_lossy().into_owned();
-    let mut cmd = Vec::with_capacity(args.len() - 1);
-    for (index, arg) in args[1..].iter().enumerate() {
-        match arg.to_str() {
-            Some(arg) => cmd.push(arg.to_owned()),
-            None => {
-                return fail(&format!("argument {} ({arg:?}) is not valid UTF-8 and cannot be forwarded", index + 1))
-            }
-        }
-    }
+    let cmd = match argv::command_args(&args[1..]) {
+        Ok(cmd) => cmd,
+        Err(message) => return fail(&message),
+    };
     let prepared = (|| {
         let target = Sidecars::from_env()?.target(&runtime_name)?;
         let settings = CallSettings::from_env()?;
@@ -120,25 +106,20 @@ fn run(args: &[OsString]) -> i32 {
     let unread_data = || unread_pipe && stdin::has_data_now();
     let hinted = unread_data();
     if hinted {
-        eprintln!("sidecar-exec: {}", stdin::UNREAD_HINT);
+        eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
     let ending = runtime().block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term), Ok(mut hup)) =
-            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()))
-        else {
+        let Ok(mut interrupts) = Interrupts::install() else {
             return Ending::fail("cannot install signal handlers");
         };
         // A signal drops the forwarding future, which closes the connection; the server then cancels the command.
         tokio::select! {
             ending = forward::forward(&target, &settings, body) => ending,
-            _ = int.recv() => Ending { code: 130, message: None },
-            _ = term.recv() => Ending { code: 143, message: None },
-            _ = hup.recv() => Ending { code: 129, message: None },
+            interrupt = interrupts.recv() => Ending { code: interrupt.code(), message: None },
         }
     });
     if !hinted && unread_data() {
-        eprintln!("sidecar-exec: {}", stdin::UNREAD_HINT);
+        eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
     if let Some(message) = &ending.message {
         eprintln!("sidecar-exec: {message}");
@@ -158,12 +139,13 @@ fn status() -> i32 {
     }
 }
 
-/// `--install-wrappers [DIR]`: makes DIR hold exactly the wrappers BUILD_SIDECARS calls for.
+/// `--install-wrappers [DIR]`: makes DIR hold exactly the wrappers BUILD_SIDECARS and SSH_HOST call for.
 ///
-/// *Decision:* BUILD_SIDECARS unset (or blank) is not an error: exit 0, no wrappers, stale ones of ours removed, and
-/// one line saying so and what to set. The folder follows the configuration, and no sidecar is a configuration: an
-/// agent image's entrypoint runs this at every start, and an agent started without builders must still start (its
-/// commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid is an error (exit 1).
+/// *Decision:* neither BUILD_SIDECARS nor SSH_HOST set (or blank) is not an error: exit 0, no wrappers, stale ones of
+/// ours removed, and one line saying so and what to set. The folder follows the configuration, and no backend is a
+/// configuration: an agent image's entrypoint runs this at every start, and an agent started without builders must
+/// still start (its commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid, or an
+/// invalid SSH_COMMANDS, is an error (exit 1).
 fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
     let sidecars = match Sidecars::from_env() {
@@ -175,12 +157,16 @@ fn install_wrappers(dir: Option<PathBuf>) -> i32 {
         Ok(exe) => exe,
         Err(err) => return fail(&format!("cannot find this program's own path: {err}")),
     };
+    let ssh = match wrappers::SshBackend::from_env(&exe) {
+        Ok(ssh) => ssh,
+        Err(message) => return fail(&message),
+    };
     let path = std::env::var("PATH").unwrap_or_default();
-    let report = match wrappers::install(&dir, sidecars.as_ref(), &path, &exe) {
+    let report = match wrappers::install(&dir, sidecars.as_ref(), ssh.as_ref(), &path, &exe) {
         Ok(report) => report,
         Err(message) => return fail(&message),
     };
-    if sidecars.is_none() {
+    if sidecars.is_none() && ssh.is_none() {
         let removed = if report.removed.is_empty() {
             String::new()
         } else {
@@ -188,7 +174,7 @@ fn install_wrappers(dir: Option<PathBuf>) -> i32 {
         };
         eprintln!(
             "sidecar-exec: BUILD_SIDECARS is not set, so no build sidecar is configured: no wrappers in {}{removed}; \
-             set BUILD_SIDECARS (e.g. {}) and run this again to install them",
+             SSH_HOST is not set either; set BUILD_SIDECARS (e.g. {}) or SSH_HOST and run this again to install them",
             dir.display(),
             config::EXAMPLE
         );
@@ -197,10 +183,18 @@ fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     for runtime in &report.unknown_runtimes {
         eprintln!("sidecar-exec: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it");
     }
+    if !report.both.is_empty() {
+        eprintln!(
+            "sidecar-exec: both BUILD_SIDECARS and SSH_HOST are set: [{}] could use either and get their build \
+             sidecar (native > sidecar > SSH); the SSH host takes the other commands",
+            report.both.join(" ")
+        );
+    }
     eprintln!(
-        "sidecar-exec: wrappers in {}: installed [{}]; native, not wrapped [{}]; removed [{}]",
+        "sidecar-exec: wrappers in {}: sidecar [{}]; ssh [{}]; native, not wrapped [{}]; removed [{}]",
         dir.display(),
-        report.installed.join(" "),
+        report.sidecar.join(" "),
+        report.ssh.join(" "),
         report.native.join(" "),
         report.removed.join(" ")
     );

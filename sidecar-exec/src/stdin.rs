@@ -23,13 +23,28 @@ pub struct Stdin {
     pub unread_pipe: bool,
 }
 
-/// The hint for an [`Stdin::unread_pipe`] holding data.
-pub const UNREAD_HINT: &str = "stdin is a pipe holding data, which is not forwarded by default (agents often run \
-    commands on a pipe that never closes): set SIDECAR_STDIN=1 to send it to the command, or redirect from a file";
+/// The hint for an unread pipe holding data ([`Stdin::unread_pipe`] and [`has_data_now`]); `variable` is the
+/// client's switch (SIDECAR_STDIN, SSH_STDIN).
+pub fn unread_hint(variable: &str) -> String {
+    format!(
+        "stdin is a pipe holding data, which is not forwarded by default (agents often run commands on a pipe that \
+         never closes): set {variable}=1 to send it to the command, or redirect from a file"
+    )
+}
 
-/// Reads stdin when it is to be forwarded: a regular file always (`< input.txt`); a pipe or terminal only when
-/// `forward_pipe` (SIDECAR_STDIN=1), since reading a pipe that never closes would hang.
-pub fn read(forward_pipe: bool) -> Result<Stdin, ConfigError> {
+/// What stdin is, which decides whether it is forwarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinKind {
+    /// A regular file (`< input.txt`): always forwarded, it ends.
+    File,
+    /// A pipe or socket: forwarded only when asked, it may never close.
+    Pipe,
+    /// A terminal, /dev/null, or closed: forwarded only when asked.
+    Other,
+}
+
+/// What our stdin is, from fstat.
+pub fn kind() -> StdinKind {
     let stdin = std::io::stdin();
     let file_type = stdin
         .as_fd()
@@ -37,11 +52,26 @@ pub fn read(forward_pipe: bool) -> Result<Stdin, ConfigError> {
         .ok()
         .and_then(|fd| std::fs::File::from(fd).metadata().ok())
         .map(|meta| meta.file_type());
-    let is_file = file_type.is_some_and(|t| t.is_file());
-    if !is_file && !forward_pipe {
-        let is_pipe = file_type.is_some_and(|t| t.is_fifo() || t.is_socket());
-        return Ok(Stdin { bytes: None, unread_pipe: is_pipe });
+    match file_type {
+        Some(t) if t.is_file() => StdinKind::File,
+        Some(t) if t.is_fifo() || t.is_socket() => StdinKind::Pipe,
+        _ => StdinKind::Other,
     }
+}
+
+/// The stdin policy of both clients: a regular file is forwarded, a pipe or terminal only when `forward_pipe`
+/// (SIDECAR_STDIN=1, SSH_STDIN=1), since reading a pipe that never closes would hang.
+pub fn forwarded(kind: StdinKind, forward_pipe: bool) -> bool {
+    kind == StdinKind::File || forward_pipe
+}
+
+/// Reads stdin when it is to be forwarded ([`forwarded`]), at most [`MAX_STDIN_BYTES`].
+pub fn read(forward_pipe: bool) -> Result<Stdin, ConfigError> {
+    let kind = kind();
+    if !forwarded(kind, forward_pipe) {
+        return Ok(Stdin { bytes: None, unread_pipe: kind == StdinKind::Pipe });
+    }
+    let stdin = std::io::stdin();
     let mut bytes = Vec::new();
     stdin
         .lock()

@@ -1,9 +1,14 @@
-//! sidecar-exec integration tests: the real client binary against the real exec-server on 127.0.0.1:0.
+//! sidecar-exec integration tests: the real client binary against the real exec-server on 127.0.0.1:0, and the
+//! real ssh-exec binary against a real sshd on 127.0.0.1 (see `sshd.rs`).
 
 mod compat;
 mod forwarding;
 mod hostile;
 mod raw_server;
 mod signals;
+mod ssh_exec;
+mod ssh_stop;
+mod ssh_wrappers;
+mod sshd;
 mod support;
 mod wrappers;

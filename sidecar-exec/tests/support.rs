@@ -43,18 +43,32 @@ impl TestServer {
     }
 }
 
-/// Builder for one run of the client binary, with a clean environment.
+/// Builder for one run of a client binary (sidecar-exec, or ssh-exec), with a clean environment.
 pub struct Client {
-    command: tokio::process::Command,
+    pub command: tokio::process::Command,
 }
 
 impl Client {
     pub fn new() -> Self {
-        Client { command: isolated_command(BIN) }
+        Self::of(BIN)
+    }
+
+    pub fn of(binary: &str) -> Self {
+        Client { command: isolated_command(binary) }
     }
 
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.command.env(name, value);
+        self
+    }
+
+    pub fn env_os(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.command.env(name, value);
+        self
+    }
+
+    pub fn env_remove(mut self, name: &str) -> Self {
+        self.command.env_remove(name);
         self
     }
 
@@ -88,6 +102,35 @@ impl Client {
     pub fn spawn(mut self) -> tokio::process::Child {
         self.command.spawn().unwrap()
     }
+
+    /// Another program with this call's environment and directory (a generated wrapper, a shell pipeline).
+    pub fn other(mut self, program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
+        let std = self.command.as_std_mut();
+        let mut other = tokio::process::Command::new(program);
+        other.env_clear().envs(std.get_envs().filter_map(|(name, value)| Some((name, value?))));
+        if let Some(dir) = std.get_current_dir() {
+            other.current_dir(dir);
+        }
+        other.kill_on_drop(true);
+        other
+    }
+}
+
+/// The names in `dir`, sorted.
+pub fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// An executable file `dir/name` holding `script`.
+pub fn executable(dir: &std::path::Path, name: &str, script: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 pub fn stderr(output: &Output) -> String {

@@ -1,33 +1,16 @@
 //! The wrapper installer and the wrappers it writes.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-
 use crate::support::*;
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    names.sort();
-    names
-}
-
-fn fake_tool(dir: &Path, name: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, "#!/bin/sh\necho native\n").unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn native_commands_win_and_stale_wrappers_go() {
     let scratch = tempfile::tempdir().unwrap();
     let wrappers = scratch.path().join("wrappers");
     let native = scratch.path().join("native-bin");
-    fake_tool(&native, "node");
-    fake_tool(&native, "go");
+    executable(&native, "node", "#!/bin/sh\necho native\n");
+    executable(&native, "go", "#!/bin/sh\necho native\n");
     // An executable in the wrapper folder itself does not count as native.
-    fake_tool(&wrappers, "npx");
+    executable(&wrappers, "npx", "#!/bin/sh\necho native\n");
     let path = format!("{}:{}", wrappers.display(), native.display());
     let install = |sidecars: &str| {
         Client::new()
@@ -65,6 +48,37 @@ async fn native_commands_win_and_stale_wrappers_go() {
         "{message}"
     );
     assert_eq!(names(&wrappers), ["README"]);
+}
+
+/// The wrapper folder is writable by the agent's user, and so by anything running as that user: a name planted there
+/// beforehand must not redirect the installer's writes. The installer used to write through `.{command}.tmp`, a
+/// name known in advance: a symlink planted under it made the installer overwrite the file it pointed to.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planted_temporary_name_redirects_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = tempfile::tempdir().unwrap();
+    let wrappers = scratch.path().join("wrappers");
+    std::fs::create_dir(&wrappers).unwrap();
+    let canary = scratch.path().join("canary");
+    std::fs::write(&canary, "canary\n").unwrap();
+    for command in ["go", "gofmt"] {
+        std::os::unix::fs::symlink(&canary, wrappers.join(format!(".{command}.tmp"))).unwrap();
+    }
+    let output = Client::new()
+        .env("BUILD_SIDECARS", r#"{"go":{"internal_url":"http://x:1"}}"#)
+        .env("PATH", "/nonexistent")
+        .args(["--install-wrappers", wrappers.to_str().unwrap()])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "canary\n", "written through a planted symlink");
+    for command in ["go", "gofmt"] {
+        let meta = std::fs::symlink_metadata(wrappers.join(command)).unwrap();
+        assert!(meta.is_file(), "{command} is not a regular file");
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o755, "{command}");
+    }
+    // The planted names are left alone (not ours to remove), and no temporary of the installer is left.
+    assert_eq!(names(&wrappers), [".go.tmp", ".gofmt.tmp", "go", "gofmt"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]

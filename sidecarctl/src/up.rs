@@ -5,6 +5,7 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use bollard::models::ContainerCreateBody;
 use clap::Args;
 use futures_util::future::try_join_all;
 use process_group::StopSignals;
@@ -14,7 +15,7 @@ use crate::agent::{run_attached, AgentEnd};
 use crate::down::remove_run;
 use crate::engine::{Engine, EngineError};
 use crate::gate::{health_command, wait_healthy, GateError};
-use crate::model::{ModelError, Run};
+use crate::model::{ModelError, Run, SshBackend};
 use crate::names::{BadRunName, RunId, ROLE_NETWORK};
 use crate::options::RunOptions;
 use crate::progress::Progress;
@@ -220,6 +221,16 @@ async fn start(
     }
     let (agent_config, builder_configs) = images.split_last().expect("the agent image is in the list");
 
+    // The agent's variables: the SSH backend's (the profile's `ssh:` block) unless `-e` names them too, then `-e`'s.
+    let flag_env: Vec<String> = options.env.iter().filter_map(|e| agent_env(e)).collect();
+    let ssh = run.ssh.as_ref().map(|ssh| ssh.without(&variable_names(&flag_env)));
+    let agent_user = options.agent_user.clone();
+    let effective_user = agent_user.clone().or_else(|| agent_config.user.clone()).unwrap_or_default();
+    // The agent must be able to read the files the block binds; nothing is created for a run where it cannot.
+    if let Some(error) = ssh.as_ref().and_then(|ssh| ssh.unreadable_by(&effective_user)) {
+        return Err(UpError::Model(error.into()));
+    }
+
     let caller = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
     let token = run.token.then(|| Token::create(id)).transpose()?;
     let ctx =
@@ -260,18 +271,17 @@ async fn start(
     checkpoint()?;
     let tty = !options.detach && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let stdin = !options.detach && (tty || options.interactive);
-    let agent_user = options.agent_user.clone();
-    let effective_user = agent_user.clone().or_else(|| agent_config.user.clone()).unwrap_or_default();
     let token_file = token.as_ref().map(|t| t.file_for(&id.agent(), &effective_user)).transpose()?;
     let agent = AgentSpec {
         image: agent_image.clone(),
         cmd: agent_cmd.to_vec(),
         user: agent_user,
-        env: options.env.iter().filter_map(|e| agent_env(e)).collect(),
+        env: ssh.iter().flat_map(SshBackend::env_list).chain(flag_env).collect(),
         tty,
         stdin,
     };
-    let body = spec::agent(&ctx, &agent, token_file.as_ref().map(|p| p.display().to_string()).as_deref());
+    let mut body = spec::agent(&ctx, &agent, token_file.as_ref().map(|p| p.display().to_string()).as_deref());
+    add_binds(&mut body, ssh.iter().flat_map(SshBackend::binds));
     engine.create(&id.agent(), body, options.detach).await?;
     Ok(Started { tty, stdin })
 }
@@ -283,6 +293,17 @@ fn agent_env(entry: &str) -> Option<String> {
     } else {
         std::env::var(entry).ok().map(|value| format!("{entry}={value}"))
     }
+}
+
+/// The names of `NAME=VALUE` entries.
+fn variable_names(env: &[String]) -> Vec<&str> {
+    env.iter().map(|entry| entry.split_once('=').map_or(entry.as_str(), |(name, _)| name)).collect()
+}
+
+/// More binds for a container body (the SSH backend's files, read-only).
+fn add_binds(body: &mut ContainerCreateBody, binds: impl IntoIterator<Item = String>) {
+    let host_config = body.host_config.get_or_insert_with(Default::default);
+    host_config.binds.get_or_insert_with(Vec::new).extend(binds);
 }
 
 /// The builder's `HOME` (in the workspace) exists before it starts, owned by the caller who creates it.

@@ -39,6 +39,12 @@ pub fn processes_matching(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Pids of the live processes whose parent is `parent` (from /proc: for processes a test did not spawn itself,
+/// e.g. the per-connection children of a daemon).
+pub fn children_of(parent: u32) -> Vec<u32> {
+    children_in_state(parent, false)
+}
+
 /// Waits until no process carries `marker`; panics naming the survivors after `within`.
 pub fn assert_no_survivors(marker: &str, within: Duration) {
     let deadline = Instant::now() + within;
@@ -90,9 +96,17 @@ pub fn isolated_command(binary: &str) -> tokio::process::Command {
 
 /// Pids of the zombie (`<defunct>`) children of `parent`: what a parent that never reaps leaves behind.
 pub fn zombie_children(parent: u32) -> Vec<u32> {
+    children_in_state(parent, true)
+}
+
+/// Pids of the children of `parent` that are zombies (`zombie`), or live.
+fn children_in_state(parent: u32, zombie: bool) -> Vec<u32> {
     procfs::pids()
         .into_iter()
-        .filter(|pid| procfs::stat(*pid).is_some_and(|stat| stat.is_zombie() && stat.parent as u32 == parent))
+        .filter(|pid| {
+            procfs::stat(*pid)
+                .is_some_and(|stat| stat.is_zombie() == zombie && u32::try_from(stat.parent) == Ok(parent))
+        })
         .filter_map(|pid| u32::try_from(pid).ok())
         .collect()
 }

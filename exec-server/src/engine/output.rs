@@ -1,5 +1,6 @@
 //! Where a command's output goes: collected with a cap, or streamed chunk by chunk with backpressure.
 
+use protocol::reply_text::BudgetedBytes;
 use protocol::StreamKind;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
@@ -13,6 +14,10 @@ pub const READ_SIZE: usize = 64 * 1024;
 pub enum Output {
     /// Keep up to `cap` bytes of each of stdout and stderr; read and drop the rest so the command never blocks.
     Collect { cap: usize },
+    /// Keep, of each of stdout and stderr, the longest prefix whose encoding in a JSON reply (escaped text, plus
+    /// base64 when not UTF-8: see `protocol::reply_text`) fits in `budget` bytes; read and drop the rest. What a
+    /// reply holds is then bounded by its encoded size, whatever bytes the command prints.
+    Json { budget: usize },
     /// Send every chunk as it is read. The channel is bounded: when the receiver is slow, reading stops, the pipe
     /// fills and the command blocks in `write`, so memory stays bounded whatever the command prints.
     Stream(mpsc::Sender<OutputChunk>),
@@ -40,7 +45,7 @@ pub struct Captured {
 pub async fn read_pipe<R: AsyncRead + Unpin>(
     mut pipe: R,
     kind: StreamKind,
-    sink: Sink,
+    mut sink: Sink,
     stop: CancellationToken,
 ) -> Captured {
     let mut captured = Captured::default();
@@ -58,12 +63,13 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
         };
         let full = n == buf.len();
         captured.total += n as u64;
-        match &sink {
+        match &mut sink {
             Sink::Collect { cap } => {
                 let room = cap.saturating_sub(captured.bytes.len());
                 captured.bytes.extend_from_slice(&buf[..n.min(room)]);
                 captured.truncated |= n > room;
             }
+            Sink::Json(kept) => kept.push(&buf[..n]),
             Sink::Stream(tx) => {
                 let chunk = OutputChunk { kind, bytes: buf[..n].to_vec() };
                 tokio::select! {
@@ -77,6 +83,9 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
             buf.resize((buf.len() * 4).min(READ_SIZE), 0);
         }
     }
+    if let Sink::Json(kept) = sink {
+        (captured.bytes, captured.truncated) = kept.finish();
+    }
     captured
 }
 
@@ -84,6 +93,7 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
 #[derive(Debug, Clone)]
 pub enum Sink {
     Collect { cap: usize },
+    Json(BudgetedBytes),
     Stream(mpsc::Sender<OutputChunk>),
 }
 
@@ -91,6 +101,7 @@ impl From<&Output> for Sink {
     fn from(output: &Output) -> Self {
         match output {
             Output::Collect { cap } => Sink::Collect { cap: *cap },
+            Output::Json { budget } => Sink::Json(BudgetedBytes::new(*budget)),
             Output::Stream(tx) => Sink::Stream(tx.clone()),
         }
     }

@@ -24,6 +24,28 @@ impl AppError {
     }
 }
 
+impl AppError {
+    /// The reply as raw HTTP/1.1, for the few written outside the router (a connection refused at the connection
+    /// cap, a request head that came too slowly): the same status, headers and `{"error": …}` body, plus
+    /// `connection: close`, since the connection ends with it.
+    pub fn to_http1_bytes(&self) -> Vec<u8> {
+        let body = serde_json::to_vec(&ErrorBody { error: self.message.clone() }).unwrap_or_default();
+        let mut head = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n",
+            self.status.as_u16(),
+            self.status.canonical_reason().unwrap_or(""),
+            body.len()
+        );
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            head.push_str("retry-after: 1\r\n");
+        }
+        head.push_str("\r\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(&body);
+        bytes
+    }
+}
+
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&ErrorBody { error: self.message }).unwrap_or_default();

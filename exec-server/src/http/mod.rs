@@ -1,12 +1,21 @@
 //! The HTTP transport: routes, shared state, and the pieces that turn requests into engine jobs and outcomes back
 //! into replies or frames.
 
+mod activity;
 mod auth;
+mod connection;
 mod error;
 mod exec;
+pub mod fds;
+mod listener;
+mod reply;
 mod request;
-pub use request::inherited_env;
 mod stream;
+mod wire;
+
+pub use activity::Timeouts;
+pub use listener::{serve, Limits};
+pub use request::inherited_env;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -43,13 +52,14 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// A slot for one more running command, or 503.
+    /// A slot for one more running command, or 503. An `/exec` reply keeps its command's slot until it is sent.
     fn permit(&self) -> Result<OwnedSemaphorePermit, AppError> {
         self.permits.clone().try_acquire_owned().map_err(|_| {
             AppError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "too many commands running (limit {}, set by --max-concurrent); retry shortly",
+                    "too many commands running or replies still being sent (limit {}, set by --max-concurrent); \
+                     retry shortly",
                     self.max_concurrent
                 ),
             )

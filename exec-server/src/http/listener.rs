@@ -1,0 +1,154 @@
+//! The accept loop: each connection is served by its own task (see `connection`), at most `--max-connections` at
+//! once. At the cap, a new connection closes the one unused for longest (no request in flight: idle between
+//! requests, or still sending its head), so idle and slow connections can never lock clients out; only when every
+//! connection has a request in flight is the new one refused, with 503 and `Retry-After: 1`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::Router;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::activity::{Activity, Timeouts};
+use super::connection;
+use super::error::AppError;
+
+/// Connections being refused at once (each for at most a second); beyond that a refused connection is closed
+/// without a reply, so refusing can never use more than a few descriptors.
+const MAX_REFUSING: usize = 32;
+/// The pause after an accept error that is not about the one connection (no descriptor left, no memory): a new
+/// attempt at once would only fail again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(250);
+
+/// What the accept loop enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub timeouts: Timeouts,
+}
+
+/// Serves `router` on `listener` until `stop`; then stops accepting, lets every connection finish its request in
+/// flight, and returns once all are closed (the caller aborts this when they take too long, which closes them).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let registry = Arc::new(Registry { cap: limits.max_connections, open: Mutex::default(), next: AtomicU64::new(0) });
+    let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => match registry.admit() {
+                    Some(slot) => {
+                        let (router, stop) = (router.clone(), stop.clone());
+                        connections.spawn(async move {
+                            connection::serve(stream, router, slot.activity.clone(), limits.timeouts, stop).await;
+                            drop(slot);
+                        });
+                    }
+                    None => refuse(stream, &refusing, &mut connections, limits.max_connections),
+                },
+                Err(err) if is_about_the_connection(&err) => {}
+                Err(err) => {
+                    tracing::error!("cannot accept connections: {err}");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+    Ok(())
+}
+
+fn is_about_the_connection(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(err.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset)
+}
+
+/// Answers a connection the cap has no room for with 503, or closes it at once when many are being answered.
+fn refuse(stream: TcpStream, refusing: &Arc<Semaphore>, tasks: &mut JoinSet<()>, cap: usize) {
+    let Ok(permit) = refusing.clone().try_acquire_owned() else { return };
+    tracing::warn!(cap, "connection refused: every open connection has a request in flight");
+    let reply = AppError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "too many open connections (limit {cap}, set by --max-connections), each with a request in flight; \
+             retry shortly"
+        ),
+    );
+    tasks.spawn(async move {
+        connection::farewell(stream, reply.to_http1_bytes()).await;
+        drop(permit);
+    });
+}
+
+/// The open connections, for the cap.
+struct Registry {
+    cap: usize,
+    open: Mutex<HashMap<u64, Arc<Activity>>>,
+    next: AtomicU64,
+}
+
+/// A connection's place in the registry, given back when dropped.
+struct Slot {
+    registry: Arc<Registry>,
+    id: u64,
+    activity: Arc<Activity>,
+}
+
+impl Registry {
+    /// A place for a new connection: a free one, or the one of the connection unused for longest, which is told
+    /// to close; `None` when every connection has a request in flight.
+    fn admit(self: &Arc<Self>) -> Option<Slot> {
+        let mut open = self.open.lock().unwrap();
+        if open.len() >= self.cap {
+            let (_, oldest) = open.iter().filter_map(|(id, activity)| Some((activity.unused_since()?, *id))).min()?;
+            if let Some(victim) = open.remove(&oldest) {
+                victim.evict();
+            }
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let activity = Arc::new(Activity::new());
+        open.insert(id, activity.clone());
+        Some(Slot { registry: self.clone(), id, activity })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.registry.open.lock().unwrap().remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn at_the_cap_the_longest_unused_connection_gives_way() {
+        let registry = Arc::new(Registry { cap: 2, open: Mutex::default(), next: AtomicU64::new(0) });
+        let first = registry.admit().unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let second = registry.admit().unwrap();
+        let _busy = second.activity.request_started();
+        let third = registry.admit().unwrap();
+        assert!(first.activity.unused_since().is_some());
+        tokio::time::timeout(Duration::from_secs(1), first.activity.evicted()).await.expect("first evicted");
+        let _busy_too = third.activity.request_started();
+        assert!(registry.admit().is_none(), "every connection has a request in flight");
+        drop(second);
+        assert!(registry.admit().is_some(), "room again once a connection closed");
+    }
+}

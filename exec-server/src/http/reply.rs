@@ -1,0 +1,200 @@
+//! The `/exec` reply, streamed: the same JSON as [`protocol::ExecReply::to_json`] (the same layout,
+//! [`protocol::ExecReply::parts`]), written a piece at a time from the kept output instead of built whole.
+//!
+//! Escaped, a command's output can be six times its size; built whole (with its lossy text and base64 twin as
+//! Strings first) a reply of 16 MiB of control bytes cost over 200 MB. Streamed, a reply holds the kept bytes and
+//! one piece of about 64 KiB. The reply also holds its `--max-concurrent` slot until it is sent or dropped, so
+//! replies that a client does not read are counted like the commands that made them.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::Bytes;
+use protocol::reply_text::LossyText;
+use protocol::ReplyPart;
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::engine::Outcome;
+
+/// Raw bytes of output written per piece (each becomes up to six times as many).
+const PIECE: usize = 64 * 1024;
+/// Base64 is written in whole groups of three bytes, so the pieces join into the exact encoding of the whole.
+const BASE64_PIECE: usize = 48 * 1024;
+
+/// A reply body: a stream of pieces, ending with the closing brace.
+pub struct ReplyBody {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    parts: VecDeque<Part>,
+    /// The command's slot, given back once the last piece is out or the body is dropped.
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+enum Part {
+    Literal(Vec<u8>),
+    Text(Which, LossyText),
+    Base64(Which, usize),
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Stdout,
+    Stderr,
+}
+
+impl ReplyBody {
+    /// The reply for `outcome`, holding `permit` while it is sent.
+    pub fn new(outcome: Outcome, error: Option<String>, permit: Option<OwnedSemaphorePermit>) -> Self {
+        // The small fields as they are; the output fields' places, filled from the kept bytes as they are sent.
+        let layout = protocol::ExecReply {
+            exit_code: outcome.exit_code,
+            error,
+            timed_out: outcome.timed_out,
+            signal: outcome.signal,
+            duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            output_truncated: outcome.stdout.truncated,
+            stderr_truncated: outcome.stderr.truncated,
+            output_b64: std::str::from_utf8(&outcome.stdout.bytes).is_err().then(String::new),
+            stderr_b64: std::str::from_utf8(&outcome.stderr.bytes).is_err().then(String::new),
+            ..Default::default()
+        };
+        let parts = layout
+            .parts()
+            .into_iter()
+            .map(|part| match part {
+                ReplyPart::Json(json) => Part::Literal(json),
+                ReplyPart::Output => Part::Text(Which::Stdout, LossyText::default()),
+                ReplyPart::Stderr => Part::Text(Which::Stderr, LossyText::default()),
+                ReplyPart::OutputB64 => Part::Base64(Which::Stdout, 0),
+                ReplyPart::StderrB64 => Part::Base64(Which::Stderr, 0),
+            })
+            .collect();
+        ReplyBody { stdout: outcome.stdout.bytes, stderr: outcome.stderr.bytes, parts, permit }
+    }
+
+    /// The next piece of at least `PIECE` bytes (unless it is the last), or `None` at the end.
+    fn next_piece(&mut self) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        while out.len() < PIECE {
+            let Some(part) = self.parts.front_mut() else { break };
+            let done = match part {
+                Part::Literal(bytes) => {
+                    out.append(bytes);
+                    true
+                }
+                Part::Text(which, text) => {
+                    let bytes = match which {
+                        Which::Stdout => &self.stdout,
+                        Which::Stderr => &self.stderr,
+                    };
+                    !text.write_next(bytes, PIECE, &mut out)
+                }
+                Part::Base64(which, pos) => {
+                    let bytes = match which {
+                        Which::Stdout => &self.stdout,
+                        Which::Stderr => &self.stderr,
+                    };
+                    let end = (*pos + BASE64_PIECE).min(bytes.len());
+                    out.extend_from_slice(protocol::text::to_base64(&bytes[*pos..end]).as_bytes());
+                    *pos = end;
+                    end == bytes.len()
+                }
+            };
+            if done {
+                self.parts.pop_front();
+            }
+        }
+        if self.parts.is_empty() {
+            // Everything is out: the slot goes back now, not when the connection lets go of the body.
+            self.permit = None;
+            self.stdout = Vec::new();
+            self.stderr = Vec::new();
+        }
+        (!out.is_empty()).then_some(out)
+    }
+}
+
+impl futures_util::Stream for ReplyBody {
+    type Item = Result<Bytes, std::convert::Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(self.next_piece().map(|piece| Ok(Bytes::from(piece))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::Captured;
+
+    fn collect(mut body: ReplyBody) -> Vec<u8> {
+        let mut out = Vec::new();
+        while let Some(piece) = body.next_piece() {
+            out.extend_from_slice(&piece);
+        }
+        out
+    }
+
+    fn outcome(stdout: Vec<u8>, stderr: Vec<u8>, signal: Option<i32>) -> Outcome {
+        Outcome {
+            exit_code: 3,
+            signal,
+            timed_out: signal.is_some(),
+            cancelled: false,
+            duration: Duration::from_millis(42),
+            stdout: Captured { total: stdout.len() as u64, bytes: stdout, truncated: true },
+            stderr: Captured { total: stderr.len() as u64, bytes: stderr, truncated: false },
+        }
+    }
+
+    /// Byte for byte the JSON the whole reply would have been.
+    #[test]
+    fn the_streamed_reply_is_the_whole_reply() {
+        let mixed: Vec<u8> =
+            (0..300_000u32).map(|i| [b'a', 1, 0xff, b'\n', 0xc3, 0xa9, b'"'][i as usize % 7]).collect();
+        let text = "ünïcode line\n".repeat(20_000).into_bytes();
+        let cases = [
+            (Vec::new(), Vec::new(), None, None),
+            (text.clone(), mixed.clone(), Some(9), Some("command timed out after 1s".to_string())),
+            (mixed.clone(), text, None, None),
+            (vec![0xff; 200_001], vec![1; 70_000], None, Some("a \"quoted\"\nerror".to_string())),
+        ];
+        for (stdout, stderr, signal, error) in cases {
+            let (output, output_b64) = protocol::text::encode(&stdout);
+            let (stderr_text, stderr_b64) = protocol::text::encode(&stderr);
+            let whole = protocol::ExecReply {
+                exit_code: 3,
+                output,
+                stderr: stderr_text,
+                error: error.clone(),
+                timed_out: signal.is_some(),
+                signal,
+                duration_ms: 42,
+                output_truncated: true,
+                stderr_truncated: false,
+                output_b64,
+                stderr_b64,
+            }
+            .to_json();
+            let streamed = collect(ReplyBody::new(outcome(stdout, stderr, signal), error, None));
+            assert!(streamed == whole, "streamed reply differs ({} vs {} bytes)", streamed.len(), whole.len());
+        }
+    }
+
+    #[test]
+    fn the_slot_is_given_back_when_the_last_piece_is_out() {
+        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
+        let permit = permits.clone().try_acquire_owned().unwrap();
+        let mut body = ReplyBody::new(outcome(vec![1; 300_000], Vec::new(), None), None, Some(permit));
+        assert!(body.next_piece().is_some());
+        assert_eq!(permits.available_permits(), 0, "held while pieces remain");
+        while body.next_piece().is_some() {}
+        assert_eq!(permits.available_permits(), 1);
+        let permit = permits.clone().try_acquire_owned().unwrap();
+        drop(ReplyBody::new(outcome(vec![1; 10], Vec::new(), None), None, Some(permit)));
+        assert_eq!(permits.available_permits(), 1, "given back when dropped");
+    }
+}

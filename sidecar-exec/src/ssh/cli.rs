@@ -1,0 +1,317 @@
+//! The `ssh-exec` program: options, one call prepared from the environment, and how it ends.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+use crate::config::ConfigError;
+use crate::exit_code::{Ending, EXIT_BROKEN_PIPE};
+use crate::interrupt::Interrupts;
+use crate::ssh::command::Route;
+use crate::ssh::mux::{self, MasterError, NoFolder};
+use crate::ssh::script::{self, Body, Call, Nonce};
+use crate::ssh::session::{self, Launch, Outcome};
+use crate::ssh::settings::{self, SshSettings};
+use crate::ssh::{auto, key, transport};
+use crate::{argv, stdin};
+
+pub const USAGE: &str = "usage: ssh-exec [--] <command> [args…]
+       ssh-exec --check
+       ssh-exec --probe <command>…
+       ssh-exec --auto-run <command> [args…]";
+
+/// Usage and configuration errors: a `ssh-exec:` line saying what to fix.
+pub const EXIT_CONFIG: i32 = 2;
+/// The connection failed (or was lost): a `ssh-exec:` line saying which and what to fix. A command that itself exits
+/// 255 also gives 255, without a line.
+pub const EXIT_TRANSPORT: i32 = 255;
+
+fn help() -> String {
+    let mut text = format!(
+        "ssh-exec {}: runs a command on a host over OpenSSH (your keys, agent, ~/.ssh/config and known_hosts), in the
+host folder that corresponds to the current directory, with its stdout, stderr and exit code as if it ran here.
+
+{USAGE}
+
+Everything after the options is the command's own, flags included.
+
+  --check                 connect, enter the host folder of the current directory, print `ok`
+  --probe <command>…      print the given commands the host has (one per line)
+  --auto-run <command>…   run here when this machine can execute the file (an ELF for this CPU or a #! script),
+                          else on the host (e.g. a Mach-O binary a macOS host built)
+  -h, --help / -V, --version
+
+Exit codes: the command's own; 128+N when it died of signal N; 2 for usage or configuration errors and 255 when
+the connection failed or was lost, each with an `ssh-exec:` line (a command that exits 255 itself gives 255 with
+no line); 130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the command's whole process group on the
+host is stopped: TERM, then KILL after 2 s); 141 when our stdout closes early (`| head -1`), quietly.
+
+Environment:
+",
+        env!("CARGO_PKG_VERSION")
+    );
+    for (name, meaning) in settings::VARIABLES {
+        text.push_str(&format!("  {name:<22} {meaning}\n"));
+    }
+    text
+}
+
+/// What a call runs.
+enum Mode {
+    Command(Vec<OsString>),
+    Check,
+    Probe(Vec<OsString>),
+}
+
+/// ssh-exec's main: the exit code for `args` (without the program name).
+pub fn main(args: Vec<OsString>) -> i32 {
+    let first = args.first().map(|arg| arg.to_string_lossy().into_owned());
+    match first.as_deref() {
+        Some("-h" | "--help") => {
+            print!("{}", help());
+            0
+        }
+        Some("-V" | "--version") => {
+            println!("ssh-exec {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        Some("--check") if args.len() == 1 => call(Mode::Check),
+        Some("--check") => usage("--check takes no arguments"),
+        Some("--probe") if args.len() > 1 => call(Mode::Probe(args[1..].to_vec())),
+        Some("--probe") => usage("--probe needs the names of the commands to look for"),
+        Some("--auto-run") if args.len() > 1 => auto_run(&args[1..]),
+        Some("--auto-run") => usage("--auto-run needs a command"),
+        Some("--") if args.len() > 1 => call(Mode::Command(args[1..].to_vec())),
+        Some("--") | None => usage("missing command"),
+        Some(option) if option.starts_with('-') => usage(&format!("unknown option {option}")),
+        Some(_) => call(Mode::Command(args)),
+    }
+}
+
+fn usage(message: &str) -> i32 {
+    eprintln!("ssh-exec: {message}\n{USAGE}");
+    EXIT_CONFIG
+}
+
+fn end(ending: Ending) -> i32 {
+    if let Some(message) = &ending.message {
+        eprintln!("ssh-exec: {message}");
+    }
+    ending.code
+}
+
+fn config_error(err: ConfigError) -> Ending {
+    Ending { code: EXIT_CONFIG, message: Some(err.0) }
+}
+
+/// `--auto-run`: exec the file here when it runs here, else run the command on the host.
+fn auto_run(args: &[OsString]) -> i32 {
+    let Some(command) = args[0].to_str() else {
+        return usage(&format!("the command {:?} is not valid UTF-8", args[0]));
+    };
+    match auto::place(command, &std::env::var("PATH").unwrap_or_default()) {
+        auto::Place::Local(file) => {
+            let err = std::process::Command::new(&file).arg0(&args[0]).args(&args[1..]).exec();
+            eprintln!("ssh-exec: cannot run {} here: {err}", file.display());
+            126
+        }
+        auto::Place::Host => call(Mode::Command(args.to_vec())),
+    }
+}
+
+/// One call prepared: everything decided before anything connects.
+struct Prepared {
+    settings: SshSettings,
+    key: Option<PathBuf>,
+    folder: Option<PathBuf>,
+    nonce: Nonce,
+    script: String,
+    host_cwd: Option<String>,
+    forward_stdin: bool,
+    foreground: bool,
+    unread_pipe: bool,
+}
+
+fn prepare(mode: &Mode) -> Result<Prepared, ConfigError> {
+    let settings = SshSettings::from_env()?;
+    let words = match mode {
+        Mode::Command(args) | Mode::Probe(args) => argv::command_args(args).map_err(ConfigError)?,
+        Mode::Check => Vec::new(),
+    };
+    let host_cwd = match mode {
+        Mode::Probe(_) => None,
+        Mode::Command(_) | Mode::Check => {
+            let cwd = std::env::current_dir()
+                .map_err(|err| ConfigError(format!("cannot read the current directory: {err}")))?;
+            let cwd = cwd
+                .to_str()
+                .ok_or_else(|| ConfigError(format!("the current directory {cwd:?} is not valid UTF-8")))?
+                .to_owned();
+            Some(match &settings.mapping {
+                Some(mapping) => mapping.cwd(&cwd)?,
+                None => cwd,
+            })
+        }
+    };
+    let words: Vec<String> = match (&settings.mapping, mode) {
+        (Some(mapping), Mode::Command(_)) => words.iter().map(|word| mapping.arg(word)).collect(),
+        _ => words,
+    };
+    let folder = match mux::private_dir() {
+        Ok(folder) => Some(folder),
+        Err(NoFolder::Unavailable) => None,
+        Err(NoFolder::Unsafe(warning)) => {
+            eprintln!("ssh-exec: {warning}");
+            None
+        }
+    };
+    let key = settings.key.as_deref().map(|key| key::usable(key, folder.as_deref())).transpose()?;
+    let nonce = Nonce::new();
+    let call = Call {
+        nonce: &nonce,
+        cwd: host_cwd.as_deref(),
+        env: &settings.env,
+        path_prefix: settings.host_path.as_deref(),
+        login_shell: settings.login_shell,
+    };
+    let body = match mode {
+        Mode::Command(_) => Body::Command(&words),
+        Mode::Check => Body::Check,
+        Mode::Probe(_) => Body::Probe(&words),
+    };
+    let script = script::script(&call, body);
+    if script.len() > script::MAX_SCRIPT_BYTES {
+        return Err(ConfigError(format!(
+            "the command line is {} bytes with its environment, over the {} KiB one ssh command can carry to any \
+             host (Linux limits one exec argument to 128 KiB): write long inputs to a file in the workspace and pass \
+             its path",
+            script.len(),
+            script::MAX_SCRIPT_BYTES / 1024
+        )));
+    }
+    let kind = stdin::kind();
+    let forward_stdin = settings.tty || stdin::forwarded(kind, settings.forward_stdin_pipe);
+    Ok(Prepared {
+        foreground: settings.tty || (forward_stdin && kind == stdin::StdinKind::Other),
+        unread_pipe: !forward_stdin && kind == stdin::StdinKind::Pipe,
+        settings,
+        key,
+        folder,
+        nonce,
+        script,
+        host_cwd,
+        forward_stdin,
+    })
+}
+
+fn call(mode: Mode) -> i32 {
+    let prepared = match prepare(&mode) {
+        Ok(prepared) => prepared,
+        Err(err) => return end(config_error(err)),
+    };
+    // Asked before the call and, if not yet, once after: never waiting, at most one line.
+    let unread_data = || prepared.unread_pipe && stdin::has_data_now();
+    let hinted = unread_data();
+    if hinted {
+        eprintln!("ssh-exec: {}", stdin::unread_hint("SSH_STDIN"));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime");
+    let ending = runtime.block_on(execute(&prepared));
+    if !hinted && unread_data() {
+        eprintln!("ssh-exec: {}", stdin::unread_hint("SSH_STDIN"));
+    }
+    let check_passed = matches!(mode, Mode::Check) && ending.code == 0;
+    let code = end(ending);
+    if check_passed {
+        println!("ok");
+    }
+    code
+}
+
+async fn execute(prepared: &Prepared) -> Ending {
+    let Ok(mut interrupts) = Interrupts::install() else {
+        return Ending { code: EXIT_CONFIG, message: Some("cannot install signal handlers".into()) };
+    };
+    let settings = &prepared.settings;
+    let key = prepared.key.as_deref();
+    let socket = match &prepared.folder {
+        Some(folder) if settings.control_persist > 0 => mux::socket_for(folder, settings, key),
+        _ => None,
+    };
+    let route = match socket {
+        None => Route::Direct,
+        Some(socket) => {
+            tokio::select! {
+                started = mux::ensure_master(settings, key, &socket) => match started {
+                    Ok(()) => Route::Shared(socket),
+                    Err(MasterError::Transport(said)) => return not_started(prepared, Some(EXIT_TRANSPORT), &said),
+                    Err(MasterError::Unavailable) => Route::Direct,
+                },
+                interrupt = interrupts.recv() => return Ending::code(interrupt.code()),
+            }
+        }
+    };
+    let _slot = match &route {
+        Route::Shared(socket) => tokio::select! {
+            slot = mux::session_slot(socket, settings.max_sessions) => slot,
+            interrupt = interrupts.recv() => return Ending::code(interrupt.code()),
+        },
+        Route::Direct => None,
+    };
+    let mut launch = Launch {
+        settings,
+        key,
+        route: &route,
+        nonce: &prepared.nonce,
+        script: &prepared.script,
+        forward_stdin: prepared.forward_stdin,
+        foreground: prepared.foreground,
+    };
+    let mut outcome = session::run(&launch, &mut interrupts).await;
+    if let (Outcome::NotStarted(_, said), Route::Shared(_)) = (&outcome, &route) {
+        if shared_connection_failed(said) {
+            // The master refused the session (or vanished): the command never started, so once more on a
+            // connection of its own.
+            launch.route = &Route::Direct;
+            outcome = session::run(&launch, &mut interrupts).await;
+        }
+    }
+    match outcome {
+        Outcome::Exited(code) => Ending::code(code),
+        Outcome::NoCwd => Ending {
+            code: EXIT_CONFIG,
+            message: Some(format!(
+                "the host directory {} does not exist on {} or cannot be entered{}",
+                prepared.host_cwd.as_deref().unwrap_or("?"),
+                settings.host,
+                if settings.mapping.is_some() {
+                    " (is SSH_HOST_CWD the workspace's folder on the host?)"
+                } else {
+                    " (set SSH_HOST_CWD to the workspace's folder on the host)"
+                }
+            )),
+        },
+        Outcome::Interrupted(interrupt, why) => Ending {
+            code: interrupt.code(),
+            message: why.map(|why| format!("interrupted, but the command on the host may not be stopped: {why}")),
+        },
+        Outcome::BrokenPipe => Ending::code(EXIT_BROKEN_PIPE),
+        Outcome::Lost(status) => Ending { code: EXIT_TRANSPORT, message: Some(transport::lost(settings, status)) },
+        Outcome::NotStarted(status, said) => not_started(prepared, status, &said),
+    }
+}
+
+fn not_started(prepared: &Prepared, status: Option<i32>, said: &str) -> Ending {
+    let key = prepared.settings.key.as_ref().map(|key| key.display().to_string());
+    Ending {
+        code: EXIT_TRANSPORT,
+        message: Some(transport::not_started(&prepared.settings, key.as_deref(), said, status)),
+    }
+}
+
+/// ssh's words for a multiplexing failure (the master refused or lost the session before the command started).
+fn shared_connection_failed(said: &str) -> bool {
+    ["mux_client", "control socket", "controlsocket", "session open refused", "master"]
+        .iter()
+        .any(|needle| said.to_ascii_lowercase().contains(needle))
+}

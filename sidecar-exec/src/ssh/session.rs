@@ -1,0 +1,352 @@
+//! One call on the host: runs `ssh`, copies its output to ours without the side channel's markers, and stops the
+//! remote command's whole process group when asked to (a signal, our stdout closing) or when it leaves processes
+//! behind that hold its output open.
+//!
+//! Stopping takes a second session ([`crate::ssh::script::stop_script`]): closing the first does not signal
+//! anything on the host (without a terminal sshd sends no SIGHUP), so the command would run on unseen.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::{sleep_until, timeout, Instant};
+
+use crate::interrupt::{Interrupt, Interrupts};
+use crate::shown::shown;
+use crate::ssh::command::{self, Route};
+use crate::ssh::markers::{Marker, Scanner};
+use crate::ssh::script::{stop_script, Nonce, STOP_GRACE_TENTHS};
+use crate::ssh::settings::SshSettings;
+
+/// After the command's exit marker, how long processes it left may keep its output open before they are stopped
+/// (exec-server's default `--drain`).
+const DRAIN: Duration = Duration::from_millis(250);
+/// After ssh exits, how long its output may take to reach end of file.
+const EOF_WAIT: Duration = Duration::from_secs(1);
+/// After the stop session ends, how long the call's own session may take to end before ssh is killed here.
+const AFTER_STOP: Duration = Duration::from_secs(2);
+/// Output held back before the start marker (login noise, or ssh's own error text) beyond which the oldest bytes
+/// are written out.
+const MAX_HELD: usize = 64 * 1024;
+
+/// One call to make.
+pub struct Launch<'a> {
+    pub settings: &'a SshSettings,
+    pub key: Option<&'a Path>,
+    pub route: &'a Route,
+    pub nonce: &'a Nonce,
+    pub script: &'a str,
+    /// Give ssh our stdin (else /dev/null: the remote command reads end of file).
+    pub forward_stdin: bool,
+    /// ssh needs the terminal (SSH_TTY=1, or a terminal stdin forwarded): it stays in our process group, the
+    /// terminal's foreground. Otherwise it gets a group of its own, so a Ctrl-C reaches only us and we stop the
+    /// remote command in order.
+    pub foreground: bool,
+}
+
+/// How a call ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The command's exit marker: its status.
+    Exited(i32),
+    /// The host directory could not be entered; nothing ran.
+    NoCwd,
+    /// We were interrupted; `Some` says why the remote command may not have been stopped.
+    Interrupted(Interrupt, Option<String>),
+    /// Our stdout was closed (`| head -1`); the remote command was stopped.
+    BrokenPipe,
+    /// Started, but no exit marker came: the connection was lost (or the host's shell was killed).
+    Lost(Option<i32>),
+    /// The command never started: ssh's exit code and what it said on stderr.
+    NotStarted(Option<i32>, String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Out,
+    Err,
+}
+
+#[derive(Debug)]
+enum Event {
+    Marker(Marker),
+    /// Our stdout is closed.
+    BrokenPipe,
+    /// A stream ended; what it still held from before the start marker.
+    Eof(Stream, Vec<u8>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timer {
+    Drain,
+    Header,
+    AfterStop,
+    Eof,
+}
+
+/// Everything the event loop has learnt.
+#[derive(Default)]
+struct State {
+    pgid: Option<i32>,
+    exit_code: Option<i32>,
+    no_cwd: bool,
+    broken_pipe: bool,
+    interrupt: Option<Interrupt>,
+    ssh_status: Option<Option<i32>>,
+    eofs: usize,
+    held_err: Vec<u8>,
+    held_out: Vec<u8>,
+    stop: Option<oneshot::Receiver<Result<(), String>>>,
+    stop_begun: bool,
+    stop_failure: Option<String>,
+    timers: Vec<(Timer, Instant)>,
+}
+
+impl State {
+    fn set_timer(&mut self, timer: Timer, after: Duration) {
+        self.timers.retain(|(t, _)| *t != timer);
+        self.timers.push((timer, Instant::now() + after));
+    }
+
+    fn next_timer(&self) -> Option<(Timer, Instant)> {
+        self.timers.iter().min_by_key(|(_, at)| *at).copied()
+    }
+}
+
+/// Runs the call to its end and says how it ended.
+pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
+    let mut ssh = command::ssh(launch.settings, launch.key, launch.route);
+    ssh.arg(if launch.settings.tty { "-tt" } else { "-T" });
+    ssh.arg("--").arg(&launch.settings.host).arg(launch.script);
+    ssh.stdin(if launch.forward_stdin { Stdio::inherit() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if !launch.foreground {
+        ssh.process_group(0);
+    }
+    let mut child = match ssh.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            return Outcome::NotStarted(None, format!("cannot run ssh: {err} (is OpenSSH's client installed?)"))
+        }
+    };
+    let started = Arc::new(watch::channel(false).0);
+    let (events, mut inbox) = mpsc::unbounded_channel();
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Outcome::NotStarted(None, "ssh started without its pipes".into());
+    };
+    let nonce = launch.nonce.0.clone();
+    tokio::spawn(pump(stdout, Stream::Out, nonce.clone(), started.clone(), events.clone()));
+    tokio::spawn(pump(stderr, Stream::Err, nonce, started.clone(), events));
+
+    let mut state = State::default();
+    loop {
+        if state.ssh_status.is_some() && state.eofs == 2 {
+            break;
+        }
+        let next = state.next_timer();
+        tokio::select! {
+            Some(event) = inbox.recv() => match event {
+                Event::Marker(Marker::Started { pgid }) => {
+                    state.pgid = Some(pgid);
+                    if state.interrupt.is_some() || state.broken_pipe {
+                        begin_stop(launch, &mut state);
+                    }
+                }
+                Event::Marker(Marker::Exited { code }) => {
+                    state.exit_code = Some(code);
+                    state.set_timer(Timer::Drain, DRAIN);
+                }
+                Event::Marker(Marker::NoCwd) => state.no_cwd = true,
+                Event::BrokenPipe => {
+                    if !state.broken_pipe {
+                        state.broken_pipe = true;
+                        begin_stop(launch, &mut state);
+                    }
+                }
+                Event::Eof(stream, held) => {
+                    state.eofs += 1;
+                    match stream {
+                        Stream::Out => state.held_out = held,
+                        Stream::Err => state.held_err = held,
+                    }
+                }
+            },
+            status = child.wait(), if state.ssh_status.is_none() => {
+                state.ssh_status = Some(status.ok().and_then(|s| s.code()));
+                state.set_timer(Timer::Eof, EOF_WAIT);
+            }
+            interrupt = interrupts.recv() => {
+                if state.interrupt.is_some() {
+                    // A second signal: stop waiting for the host.
+                    let _ = child.start_kill();
+                    break;
+                }
+                state.interrupt = Some(interrupt);
+                if state.ssh_status.is_some() {
+                    break;
+                }
+                if state.pgid.is_some() {
+                    begin_stop(launch, &mut state);
+                } else {
+                    // Not started yet: it may be about to, and then it is stopped like any other.
+                    let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 5);
+                    state.set_timer(Timer::Header, patience);
+                }
+            }
+            result = async { state.stop.as_mut().unwrap().await }, if state.stop.is_some() => {
+                state.stop = None;
+                if let Ok(Err(why)) = result {
+                    state.stop_failure = Some(why);
+                }
+                state.set_timer(Timer::AfterStop, AFTER_STOP);
+            }
+            _ = sleep_until(next.map_or_else(Instant::now, |(_, at)| at)), if next.is_some() => {
+                let (timer, _) = next.unwrap_or((Timer::Eof, Instant::now()));
+                state.timers.retain(|(t, _)| *t != timer);
+                match timer {
+                    Timer::Drain => begin_stop(launch, &mut state),
+                    Timer::Header | Timer::AfterStop => {
+                        let _ = child.start_kill();
+                        break;
+                    }
+                    Timer::Eof => break,
+                }
+            }
+        }
+    }
+
+    if state.pgid.is_some() || state.exit_code.is_some() {
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), &state.held_out);
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), &state.held_err);
+    }
+    let ssh_status = state.ssh_status.flatten();
+    if let Some(interrupt) = state.interrupt {
+        Outcome::Interrupted(interrupt, state.stop_failure)
+    } else if state.broken_pipe {
+        Outcome::BrokenPipe
+    } else if let Some(code) = state.exit_code {
+        Outcome::Exited(code)
+    } else if state.no_cwd {
+        Outcome::NoCwd
+    } else if state.pgid.is_some() {
+        Outcome::Lost(ssh_status)
+    } else {
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), &state.held_out);
+        Outcome::NotStarted(ssh_status, String::from_utf8_lossy(&state.held_err).into_owned())
+    }
+}
+
+/// Starts the stop session for the command's group, once, when the group is known.
+fn begin_stop(launch: &Launch<'_>, state: &mut State) {
+    let Some(pgid) = state.pgid else { return };
+    if state.stop_begun {
+        return;
+    }
+    state.stop_begun = true;
+    let (done, result) = oneshot::channel();
+    state.stop = Some(result);
+    let mut stop = command::ssh(launch.settings, launch.key, launch.route);
+    stop.arg("-T").arg("--").arg(&launch.settings.host).arg(stop_script(pgid));
+    stop.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
+    let patience =
+        Duration::from_secs(u64::from(launch.settings.connect_timeout) + u64::from(STOP_GRACE_TENTHS / 10) + 10);
+    let address = launch.settings.address();
+    tokio::spawn(async move {
+        let result = match stop.spawn() {
+            Err(err) => Err(format!("cannot run ssh: {err}")),
+            Ok(child) => match timeout(patience, child.wait_with_output()).await {
+                Ok(Ok(output)) if output.status.success() => Ok(()),
+                Ok(Ok(output)) => Err(format!(
+                    "the stop session to {address} failed ({})",
+                    shown(String::from_utf8_lossy(&output.stderr).trim())
+                )),
+                Ok(Err(err)) => Err(format!("the stop session to {address} failed: {err}")),
+                Err(_) => Err(format!("the stop session to {address} did not finish in {} s", patience.as_secs())),
+            },
+        };
+        let _ = done.send(result.map_err(|why| format!("{why}; process group {pgid} may still be running there")));
+    });
+}
+
+/// Copies one of ssh's output streams to ours: markers out, and everything before the start marker held back (it
+/// is ssh's own error text when the command never starts).
+async fn pump<R: AsyncRead + Unpin>(
+    mut from: R,
+    stream: Stream,
+    nonce: String,
+    started: Arc<watch::Sender<bool>>,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let mut scanner = Scanner::new(&nonce);
+    let mut output = Output { stream, broken: false, events: events.clone() };
+    let mut buffer = vec![0u8; 64 * 1024];
+    let (mut out, mut markers, mut held) = (Vec::new(), Vec::new(), Vec::new());
+    loop {
+        out.clear();
+        let n = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => {
+                scanner.finish(&mut out);
+                0
+            }
+            Ok(n) => {
+                scanner.feed(&buffer[..n], &mut out, &mut markers);
+                n
+            }
+        };
+        for marker in markers.drain(..) {
+            if matches!(marker, Marker::Started { .. }) {
+                started.send_replace(true);
+            }
+            let _ = events.send(Event::Marker(marker));
+        }
+        if *started.borrow() {
+            if !held.is_empty() {
+                output.write(&std::mem::take(&mut held)).await;
+            }
+            output.write(&out).await;
+        } else {
+            held.extend_from_slice(&out);
+            if held.len() > MAX_HELD {
+                let excess: Vec<u8> = held.drain(..held.len() - MAX_HELD).collect();
+                output.write(&excess).await;
+            }
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    let _ = events.send(Event::Eof(stream, held));
+}
+
+/// Our stdout or stderr. A write error on stdout means our reader is gone: reported once, then output is dropped
+/// (ssh's is still read, so the host side never blocks on it). Errors on stderr are ignored.
+struct Output {
+    stream: Stream,
+    broken: bool,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+impl Output {
+    async fn write(&mut self, bytes: &[u8]) {
+        if self.broken || bytes.is_empty() {
+            return;
+        }
+        let result = match self.stream {
+            Stream::Out => write_all(tokio::io::stdout(), bytes).await,
+            Stream::Err => write_all(tokio::io::stderr(), bytes).await,
+        };
+        if result.is_err() && self.stream == Stream::Out {
+            self.broken = true;
+            let _ = self.events.send(Event::BrokenPipe);
+        }
+    }
+}
+
+async fn write_all(mut to: impl tokio::io::AsyncWrite + Unpin, bytes: &[u8]) -> std::io::Result<()> {
+    to.write_all(bytes).await?;
+    to.flush().await
+}

@@ -1,0 +1,87 @@
+//! The installer's three-way order (native > sidecar > SSH) and a generated SSH wrapper at work.
+
+use crate::sshd::*;
+use crate::support::{executable, names, Client};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn native_beats_sidecar_beats_ssh() {
+    let scratch = tempfile::tempdir().unwrap();
+    let wrappers = scratch.path().join("wrappers");
+    let native = scratch.path().join("native-bin");
+    executable(&native, "node", "#!/bin/sh\n");
+    executable(&native, "go", "#!/bin/sh\n");
+    let install = |ssh_host: Option<&str>| {
+        let client = Client::new()
+            .env("PATH", &format!("{}:{}", wrappers.display(), native.display()))
+            .env("BUILD_SIDECARS", r#"{"node":{"internal_url":"http://b:1"},"python":{"internal_url":"http://c:1"}}"#)
+            .env("SSH_COMMANDS", "xcodebuild, swift npm");
+        let client = match ssh_host {
+            Some(host) => client.env("SSH_HOST", host),
+            None => client,
+        };
+        client.args(["--install-wrappers", wrappers.to_str().unwrap()]).run()
+    };
+    let output = install(Some("build-mac")).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let message = stderr(&output);
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 2, "{message}");
+    // Said once: node and python could use either backend, and so could npm of SSH_COMMANDS; their sidecar wins.
+    assert!(lines[0].contains("both BUILD_SIDECARS and SSH_HOST are set: [node python npm]"), "{message}");
+    assert!(
+        lines[1].contains(
+            "sidecar [npm npx pnpm yarn python python3 pip pip3 poetry pytest ruff black mypy]; \
+             ssh [java javac mvn gradle gofmt cargo rustc rustfmt clippy xcodebuild swift host-run auto-run]; \
+             native, not wrapped [go node]"
+        ),
+        "{message}"
+    );
+    let read = |name: &str| std::fs::read_to_string(wrappers.join(name)).unwrap();
+    assert!(read("npm").contains("sidecar-exec' node npm \"$@\""), "{}", read("npm"));
+    assert!(read("gofmt").contains("ssh-exec' -- gofmt \"$@\""), "{}", read("gofmt"));
+    assert!(read("host-run").contains("ssh-exec' -- \"$@\""));
+    assert!(read("auto-run").contains("ssh-exec' --auto-run \"$@\""));
+    assert!(!wrappers.join("node").exists() && !wrappers.join("go").exists());
+
+    // Without SSH_HOST the host's wrappers go; the sidecars' stay.
+    let output = install(None).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("ssh []; native, not wrapped [node]"), "{}", stderr(&output));
+    assert!(names(&wrappers).iter().all(|name| protocol::commands_for("node").unwrap().contains(&name.as_str())
+        || protocol::commands_for("python").unwrap().contains(&name.as_str())));
+
+    // A bad SSH_COMMANDS entry is refused.
+    let output = Client::new()
+        .env("SSH_HOST", "h")
+        .env("SSH_COMMANDS", "ok ../../bin/sh")
+        .args(["--install-wrappers", wrappers.to_str().unwrap()])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("SSH_COMMANDS names \"../../bin/sh\""), "{}", stderr(&output));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generated_ssh_wrapper_runs_on_the_host_with_arguments_intact() {
+    let sshd = sshd_or_skip!();
+    let wrappers = sshd.path("wrappers");
+    let host_bin = sshd.host_cwd.path().join("bin");
+    executable(&host_bin, "only-on-host", "#!/bin/sh\nprintf 'host:'; printf ' [%s]' \"$@\"; echo\n");
+    let path = format!("{}:/usr/bin:/bin", wrappers.display());
+    let output = Client::new()
+        .env("PATH", &path)
+        .env("SSH_HOST", "127.0.0.1")
+        .env("SSH_COMMANDS", "only-on-host")
+        .args(["--install-wrappers", wrappers.to_str().unwrap()])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(names(&wrappers).contains(&"only-on-host".to_owned()), "{}", stderr(&output));
+
+    let mut wrapper =
+        sshd.client().env("PATH", &path).env_os("SSH_HOST_PATH", &host_bin).other(wrappers.join("only-on-host"));
+    wrapper.args(["a b", "it's", "; echo x"]);
+    let output = wrapper.output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "host: [a b] [it's] [; echo x]\n");
+}
