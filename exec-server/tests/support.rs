@@ -139,6 +139,23 @@ pub fn raw_post(addr: std::net::SocketAddr, path: &str, body: &str) -> BufReader
     BufReader::new(socket)
 }
 
+/// A whole raw HTTP/1.1 exchange on a plain socket (`Connection: close`), with a bearer token if given: for tests
+/// that need no async runtime, or must see the response exactly as sent.
+pub fn raw_request(addr: std::net::SocketAddr, method: &str, path: &str, token: Option<&str>, body: &str) -> String {
+    let mut socket = TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let auth = token.map(|token| format!("Authorization: Bearer {token}\r\n")).unwrap_or_default();
+    write!(
+        socket,
+        "{method} {path} HTTP/1.1\r\nHost: test\r\n{auth}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    socket.read_to_string(&mut response).unwrap();
+    response
+}
+
 /// Reads lines until one contains `needle`.
 pub fn read_until(reader: &mut BufReader<TcpStream>, needle: &str) {
     let mut line = String::new();

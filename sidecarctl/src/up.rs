@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bollard::models::ContainerCreateBody;
 use clap::Args;
 use futures_util::future::try_join_all;
-use tokio::signal::unix::{signal, SignalKind};
+use process_group::StopSignals;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{run_attached, AgentEnd};
@@ -325,19 +325,17 @@ impl Signalled {
     }
 }
 
-/// SIGINT, SIGTERM and SIGHUP cancel the run (once; the teardown then runs to its end).
+/// SIGINT, SIGTERM and SIGHUP ([`StopSignals`]) cancel the run (once; the handlers stay, so the teardown then runs
+/// to its end).
 fn on_signals() -> (CancellationToken, Signalled) {
     let cancel = CancellationToken::new();
     let signalled = Signalled(std::sync::Arc::new(std::sync::atomic::AtomicI32::new(2)));
-    let kinds = [(SignalKind::interrupt(), 2), (SignalKind::terminate(), 15), (SignalKind::hangup(), 1)];
-    for (kind, number) in kinds {
-        let Ok(mut stream) = signal(kind) else { continue };
+    if let Ok(mut signals) = StopSignals::install() {
         let (cancel, signalled) = (cancel.clone(), signalled.clone());
         tokio::spawn(async move {
-            if stream.recv().await.is_some() && !cancel.is_cancelled() {
-                signalled.0.store(number, std::sync::atomic::Ordering::Relaxed);
-                cancel.cancel();
-            }
+            let signal = signals.recv().await;
+            signalled.0.store(signal as i32, std::sync::atomic::Ordering::Relaxed);
+            cancel.cancel();
         });
     }
     (cancel, signalled)

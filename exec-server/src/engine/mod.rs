@@ -6,7 +6,7 @@ mod escaped;
 mod output;
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use process_group::{self as group, Members, Pgid, Tagged};
+use process_group::{self as group, program, Members, Pgid, Tagged};
 use protocol::StreamKind;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use output::{Captured, Output, OutputChunk, READ_SIZE};
 
-use crate::workspace::WorkDir;
+use crate::workspace::{DirProblem, WorkDir};
 pub use process_group::{become_subreaper, exit_code_of, reap_adopted_forever};
 
 /// How the engine treats every command.
@@ -63,13 +63,31 @@ pub struct Outcome {
     pub stderr: Captured,
 }
 
-/// The command never started: no such program, a working directory that is not there, …
+/// Why a command never started. Each transport turns the variant into its own exit code; the text (`Display`) is
+/// the HTTP API's `error`, "failed to start command: …", which clients show and match as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StartError(pub String);
+pub enum StartError {
+    /// No such program on the command's PATH, or at the path given.
+    NotFound { program: String },
+    /// The program is there but may not be run.
+    PermissionDenied { program: String },
+    /// The working directory is not there, or is no directory: every program would fail the same way.
+    WorkingDirectory { path: PathBuf, problem: DirProblem },
+    /// Anything else: an empty command, or what the spawn reported.
+    Other(String),
+}
 
 impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "failed to start command: {}", self.0)
+        f.write_str("failed to start command: ")?;
+        match self {
+            StartError::NotFound { program } => write!(f, "{program}: not found (is it installed and on PATH?)"),
+            StartError::PermissionDenied { program } => write!(f, "{program}: permission denied"),
+            StartError::WorkingDirectory { path, problem } => {
+                write!(f, "working directory {} {problem}", path.display())
+            }
+            StartError::Other(detail) => f.write_str(detail),
+        }
     }
 }
 
@@ -101,7 +119,8 @@ pub const SHUTDOWN_KILL_WAIT: Duration = Duration::from_millis(400);
 /// engines in one process.
 static NEXT_JOB: AtomicU64 = AtomicU64::new(1);
 
-enum Ending {
+/// What ended the wait for a command's leader.
+enum LeaderEnd {
     Exited(std::io::Result<ExitStatus>),
     TimedOut,
     Cancelled,
@@ -179,8 +198,9 @@ impl Engine {
         let started = Instant::now();
         let grace = self.inner.policy.grace;
 
-        let first = job.argv.first().ok_or_else(|| StartError("empty command".into()))?;
-        let mut command = Command::new(resolve_program(first, &job)?);
+        let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
+        let resolved = resolve_program(first, &job).ok_or_else(|| start_error(&job, &program, None))?;
+        let mut command = Command::new(resolved);
         command
             .arg0(first)
             .args(&job.argv[1..])
@@ -191,7 +211,7 @@ impl Engine {
             .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut leader = group::spawn_leader(&mut command).map_err(|err| start_error(&job, &program, &err))?;
+        let mut leader = group::spawn_leader(&mut command).map_err(|err| start_error(&job, &program, Some(&err)))?;
         let pgid = leader.pgid();
         let guard = GroupGuard::register(self.clone(), pgid, id);
 
@@ -214,16 +234,16 @@ impl Engine {
             .take()
             .map(|pipe| tokio::spawn(output::read_pipe(pipe, StreamKind::Stderr, sink, stop_reading.clone())));
 
-        let ending = tokio::select! {
-            status = leader.wait() => Ending::Exited(status),
-            () = tokio::time::sleep(job.timeout) => Ending::TimedOut,
-            () = cancel.cancelled() => Ending::Cancelled,
-            () = self.inner.shutdown.cancelled() => Ending::Cancelled,
+        let ended = tokio::select! {
+            status = leader.wait() => LeaderEnd::Exited(status),
+            () = tokio::time::sleep(job.timeout) => LeaderEnd::TimedOut,
+            () = cancel.cancelled() => LeaderEnd::Cancelled,
+            () = self.inner.shutdown.cancelled() => LeaderEnd::Cancelled,
         };
-        let (status, timed_out, cancelled, group_done) = match ending {
-            Ending::Exited(status) => (status, false, false, false),
-            Ending::TimedOut => (group::terminate_group(&mut leader, grace).await, true, false, true),
-            Ending::Cancelled => (group::terminate_group(&mut leader, grace).await, false, true, true),
+        let (status, timed_out, cancelled, group_done) = match ended {
+            LeaderEnd::Exited(status) => (status, false, false, false),
+            LeaderEnd::TimedOut => (group::terminate_group(&mut leader, grace).await, true, false, true),
+            LeaderEnd::Cancelled => (group::terminate_group(&mut leader, grace).await, false, true, true),
         };
         let leader_gone = Instant::now();
 
@@ -281,52 +301,33 @@ async fn join_reader(reader: Option<tokio::task::JoinHandle<Captured>>) -> Captu
 /// The program to execute: a name without a `/` is looked up on the command's own PATH here, so that the spawn
 /// can use `posix_spawn` (std falls back to `fork`, which copies the server's page tables, whenever the child's
 /// PATH differs from ours and the program is not a path). Names with a `/` are left to the spawn, relative to the
-/// command's working directory.
-fn resolve_program(program: &OsString, job: &Job) -> Result<PathBuf, StartError> {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::PermissionsExt;
-    if program.as_bytes().contains(&b'/') {
-        return Ok(PathBuf::from(program));
+/// command's working directory. `None`: not found.
+fn resolve_program(program: &OsString, job: &Job) -> Option<PathBuf> {
+    if !program::is_bare_name(program) {
+        return Some(PathBuf::from(program));
     }
     let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
-    // A command without PATH gets the shell's usual default.
-    let path = path.unwrap_or(std::ffi::OsStr::new("/usr/local/bin:/usr/bin:/bin"));
     let cwd = job.cwd.enter();
-    for dir in std::env::split_paths(path) {
-        let dir = if dir.as_os_str().is_empty() { cwd.clone() } else { cwd.join(dir) };
-        let candidate = dir.join(program);
-        if let Ok(meta) = std::fs::metadata(&candidate) {
-            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
-                return Ok(candidate);
-            }
-        }
-    }
-    Err(cwd_problem(job).unwrap_or_else(|| not_found(&program.to_string_lossy())))
+    let found = program::executables_on_path(program, path.unwrap_or(OsStr::new(program::DEFAULT_PATH)), &cwd).next();
+    found
 }
 
-/// Why a spawn failed, in the user's terms: a missing working directory first, since that fails every program.
-fn start_error(job: &Job, program: &str, err: &std::io::Error) -> StartError {
-    if let Some(problem) = cwd_problem(job) {
-        return problem;
+/// Why a command did not start (`spawn`: what the spawn reported; `None` when the lookup on PATH found nothing), in
+/// the user's terms. The working directory is checked first, and only here: a missing one fails every program, and
+/// the spawn reports it as the program's own ENOENT.
+fn start_error(job: &Job, program: &str, spawn: Option<&std::io::Error>) -> StartError {
+    if let Some(problem) = DirProblem::of(job.cwd.path()) {
+        return StartError::WorkingDirectory { path: job.cwd.path().to_path_buf(), problem };
     }
-    match err.kind() {
-        std::io::ErrorKind::NotFound => not_found(program),
-        std::io::ErrorKind::PermissionDenied => StartError(format!("{program}: permission denied")),
-        _ => StartError(format!("{program}: {err}")),
+    let program = program.to_owned();
+    match spawn {
+        None => StartError::NotFound { program },
+        Some(err) => match err.kind() {
+            std::io::ErrorKind::NotFound => StartError::NotFound { program },
+            std::io::ErrorKind::PermissionDenied => StartError::PermissionDenied { program },
+            _ => StartError::Other(format!("{program}: {err}")),
+        },
     }
-}
-
-fn cwd_problem(job: &Job) -> Option<StartError> {
-    let cwd = job.cwd.path();
-    if cwd.is_dir() {
-        return None;
-    }
-    let what = if cwd.exists() { "is not a directory" } else { "does not exist" };
-    Some(StartError(format!("working directory {} {what}", cwd.display())))
-}
-
-fn not_found(program: &str) -> StartError {
-    StartError(format!("{program}: not found (is it installed and on PATH?)"))
 }
 
 /// Keeps a process group in the engine's live set until its members are gone; if the run is abandoned before
