@@ -36,15 +36,19 @@ fn whole_seconds<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i6
     /// here rounded to ±2^63, and must stay an error.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
     let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else { return Ok(None) };
+    use serde::de::{Error, Unexpected};
+    const EXPECTED: &str = "a whole number of seconds within i64";
     if let Some(seconds) = number.as_i64() {
         return Ok(Some(seconds));
+    }
+    if let Some(seconds) = number.as_u64() {
+        return Err(D::Error::invalid_value(Unexpected::Unsigned(seconds), &EXPECTED));
     }
     match number.as_f64() {
         #[allow(clippy::cast_possible_truncation)] // whole and within i64: exact
         Some(seconds) if seconds.fract() == 0.0 && seconds > -LIMIT && seconds < LIMIT => Ok(Some(seconds as i64)),
-        _ => Err(serde::de::Error::custom(format!(
-            "invalid timeout {number}: expected a whole number of seconds within i64"
-        ))),
+        Some(seconds) => Err(D::Error::invalid_type(Unexpected::Float(seconds), &EXPECTED)),
+        None => Err(D::Error::invalid_type(Unexpected::Other("a number"), &EXPECTED)),
     }
 }
 
