@@ -8,6 +8,7 @@ mod error;
 mod exec;
 pub mod fds;
 mod listener;
+mod openapi;
 mod reply;
 mod request;
 mod stream;
@@ -77,6 +78,7 @@ pub fn router(state: AppState) -> Router {
         .route("/info", get(info))
         .route("/exec", post(exec::exec))
         .route("/exec/stream", post(stream::exec_stream))
+        .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
@@ -99,7 +101,7 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
     })
 }
 
-const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream";
+const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /openapi.json";
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     AppError::new(
