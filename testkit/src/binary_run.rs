@@ -30,6 +30,11 @@ impl BinaryRun {
         self
     }
 
+    pub fn env_remove(mut self, name: impl AsRef<OsStr>) -> Self {
+        self.command.env_remove(name);
+        self
+    }
+
     pub fn current_dir(mut self, dir: &Path) -> Self {
         self.command.current_dir(dir);
         self
@@ -48,6 +53,19 @@ impl BinaryRun {
 
     pub fn spawn(mut self) -> tokio::process::Child {
         self.command.spawn().unwrap()
+    }
+
+    /// Another program with this run's environment and directory (a generated wrapper, a shell pipeline), killed
+    /// if the test drops it.
+    pub fn other(mut self, program: impl AsRef<OsStr>) -> tokio::process::Command {
+        let std = self.command.as_std_mut();
+        let mut other = tokio::process::Command::new(program);
+        other.env_clear().envs(std.get_envs().filter_map(|(name, value)| Some((name, value?))));
+        if let Some(dir) = std.get_current_dir() {
+            other.current_dir(dir);
+        }
+        other.kill_on_drop(true);
+        other
     }
 }
 

@@ -55,8 +55,8 @@ pub struct Settings {
     pub base_env: Arc<Vec<(OsString, OsString)>>,
 }
 
-/// Watches the folder and answers requests.
-pub struct Watcher {
+/// The file transport: watches the folder and answers requests.
+pub struct Transport {
     settings: Arc<Settings>,
     engine: Engine,
     inotify: FolderWatch,
@@ -68,11 +68,11 @@ pub struct Watcher {
     /// Ids whose file did not parse yet, with when it was first seen.
     unparsed: HashMap<String, Instant>,
     tasks: JoinSet<()>,
-    /// Fired when the watcher stops: queued requests are then left unclaimed.
+    /// Fired when the transport stops: queued requests are then left unclaimed.
     closing: CancellationToken,
 }
 
-/// Why the watcher stopped.
+/// Why the transport stopped.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StopReason {
     /// The `done` file appeared: the run is over.
@@ -81,7 +81,7 @@ pub enum StopReason {
     Stopped,
 }
 
-impl Watcher {
+impl Transport {
     /// Creates the folder if needed and starts watching it (and the `done` file's folder) before anything is read,
     /// so no request written from now on can be missed.
     pub fn start(settings: Settings, engine: Engine) -> std::io::Result<Self> {
@@ -107,7 +107,7 @@ impl Watcher {
             skill_pack = settings.skill_pack.as_deref().unwrap_or("(any)"),
             "exec-server watching for tool requests"
         );
-        Ok(Watcher {
+        Ok(Transport {
             permits: Arc::new(Semaphore::new(settings.parallel.max(1))),
             settings: Arc::new(settings),
             engine,
