@@ -167,6 +167,28 @@ fn sigterm_and_sighup_leave_no_escapee_and_end_streams() {
     }
 }
 
+/// At shutdown a running command gets one SIGTERM, from its own termination, not a second one by its tag: many
+/// tools read a second interrupt as "exit now, skip the clean-up".
+#[test]
+fn shutdown_sends_a_running_command_one_sigterm() {
+    let mut server = start_binary(&["--grace", "3"], &[]);
+    let count = server._workspace.path().join("terms");
+    let leader = marker();
+    // Each SIGTERM appends a line; the command keeps running until the grace period ends with SIGKILL.
+    let script = format!(
+        "trap 'echo term >> {count}' TERM; echo started; while :; do {} & wait; done",
+        sleeper(&leader),
+        count = count.display()
+    );
+    let mut stream = raw_post(server.addr(), "/exec/stream", &json!({"cmd": ["sh", "-c", script]}).to_string());
+    read_until(&mut stream, "started");
+    let (status, _) = server.terminate();
+    assert!(status.success(), "{status:?}");
+    let terms = std::fs::read_to_string(&count).unwrap_or_default();
+    assert_eq!(terms.lines().count(), 1, "SIGTERMs the command got: {terms:?}");
+    assert_eq!(processes_matching(&leader), Vec::<u32>::new());
+}
+
 #[test]
 fn configuration_errors_are_clear() {
     let output = Command::new(BIN).args(["-port", "0", "-cwd", "/definitely/not/here"]).output().unwrap();

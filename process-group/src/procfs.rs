@@ -7,12 +7,13 @@ pub fn pids() -> Vec<i32> {
     entries.filter_map(Result::ok).filter_map(|entry| entry.file_name().to_str()?.parse().ok()).collect()
 }
 
-/// A process's state and parent, from `/proc/<pid>/stat`.
+/// A process's state, parent and process group, from `/proc/<pid>/stat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
     /// `R`, `S`, `D`, `T`, `Z` (zombie), …
     pub state: char,
     pub parent: i32,
+    pub group: i32,
 }
 
 impl Stat {
@@ -26,5 +27,9 @@ pub fn stat(pid: i32) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The fields follow the parenthesised command name, which may itself hold spaces or parentheses.
     let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-    Some(Stat { state: fields.next()?.chars().next()?, parent: fields.next()?.parse().ok()? })
+    Some(Stat {
+        state: fields.next()?.chars().next()?,
+        parent: fields.next()?.parse().ok()?,
+        group: fields.next()?.parse().ok()?,
+    })
 }

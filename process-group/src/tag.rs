@@ -33,11 +33,21 @@ pub struct Tagged {
     tags: Vec<Tag>,
     /// Pids seen carrying a tag; kept after they die so that the adopted ones among them are reaped.
     seen: Vec<i32>,
+    /// Process groups whose members are left out: someone else is ending those groups by their own policy.
+    skip_groups: Vec<i32>,
 }
 
 impl Tagged {
     pub fn new(tags: Vec<Tag>) -> Tagged {
-        Tagged { tags, seen: Vec::new() }
+        Tagged { tags, seen: Vec::new(), skip_groups: Vec::new() }
+    }
+
+    /// Leaves out the members of `groups`: only the processes that left them are found and signalled. A command
+    /// whose group is being terminated must not get a second SIGTERM by its tag (many tools read a second
+    /// interrupt as "exit now, skip the clean-up").
+    pub fn outside_groups(mut self, groups: Vec<i32>) -> Tagged {
+        self.skip_groups = groups;
+        self
     }
 
     /// Pids of the live processes (other than us) that carry one of the tags.
@@ -46,12 +56,20 @@ impl Tagged {
             return Vec::new();
         }
         let own = std::process::id() as i32;
-        crate::procfs::pids().into_iter().filter(|pid| *pid != own && self.carried_by(*pid)).collect()
+        crate::procfs::pids()
+            .into_iter()
+            .filter(|pid| *pid != own && self.carried_by(*pid) && !self.in_skipped_group(*pid))
+            .collect()
     }
 
     /// Every pid seen carrying a tag so far.
     pub fn seen(&self) -> &[i32] {
         &self.seen
+    }
+
+    fn in_skipped_group(&self, pid: i32) -> bool {
+        !self.skip_groups.is_empty()
+            && crate::procfs::stat(pid).is_some_and(|stat| self.skip_groups.contains(&stat.group))
     }
 
     /// Whether `pid` is alive and carries a tag (a zombie's environment reads as empty).

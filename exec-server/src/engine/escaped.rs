@@ -52,6 +52,11 @@ impl Sweeper {
         self.wake.notify_one();
     }
 
+    /// Finished jobs not yet looked at (those being swept have had their SIGTERM).
+    pub fn pending(&self) -> Vec<u64> {
+        self.jobs.lock().unwrap().pending.iter().copied().collect()
+    }
+
     /// Jobs not yet swept or being swept: what a shutdown still has to end.
     pub fn unfinished(&self) -> Vec<u64> {
         let jobs = self.jobs.lock().unwrap();

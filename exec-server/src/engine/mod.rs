@@ -163,12 +163,20 @@ impl Engine {
     }
 
     /// Stops every running command by the policy, and refuses none: transports stop accepting work themselves.
-    /// Escapees of every job not yet swept — running, finished, or being swept — get their SIGTERM now too, so that
-    /// one grace period, counted from here, covers everything; [`Engine::finish_shutdown`] completes the policy.
+    /// Escapees of running commands and of finished jobs not yet swept get their SIGTERM now too, so that one grace
+    /// period, counted from here, covers everything; [`Engine::finish_shutdown`] completes the policy. Each process
+    /// gets one SIGTERM: members of a live group get theirs from their command's own termination, and escapees
+    /// being swept already had theirs.
     pub fn shutdown(&self) {
         let _ = self.inner.shutdown_at.set(tokio::time::Instant::now());
         self.inner.shutdown.cancel();
-        group::ask_to_stop(&mut self.unfinished());
+        let (groups, mut jobs): (Vec<i32>, Vec<u64>) = {
+            let live = self.inner.live_groups.lock().unwrap();
+            (live.keys().map(|pgid| pgid.get()).collect(), live.values().copied().collect())
+        };
+        jobs.extend(self.inner.sweeper.pending());
+        let mut escapees = Tagged::new(jobs.into_iter().map(escaped::tag).collect()).outside_groups(groups);
+        group::ask_to_stop(&mut escapees);
     }
 
     /// Completes the shutdown before the process exits: waits until the grace period that [`Engine::shutdown`]
