@@ -93,6 +93,10 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub max_connections: Option<u32>,
 
+    /// Serve GET /metrics without the token (for a scraper that cannot send one); every other endpoint keeps it.
+    #[arg(long, env = "EXEC_SERVER_METRICS_OPEN")]
+    pub metrics_open: bool,
+
     /// Log level: error, warn, info (one line per command), debug.
     #[arg(long, env = "EXEC_SERVER_LOG", default_value = "info")]
     pub log: tracing::Level,

@@ -6,6 +6,7 @@ pub mod engine;
 pub mod http;
 pub mod ipc;
 pub mod local;
+pub mod metrics;
 pub mod token;
 pub mod workspace;
 
@@ -67,6 +68,7 @@ pub async fn run(
                 max_output: config.max_output,
                 keepalive: config.keepalive,
                 base_env: base_env.clone(),
+                metrics_open: config.metrics_open,
             };
             let limits = connection_limits(&config);
             tracing::info!(

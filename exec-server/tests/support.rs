@@ -35,6 +35,11 @@ impl ServerBuilder {
         self
     }
 
+    pub fn flag(mut self, flag: &str) -> Self {
+        self.args.push(flag.into());
+        self
+    }
+
     pub fn token(mut self, token: &str) -> Self {
         self.token = Some(token.into());
         self

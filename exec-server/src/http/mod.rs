@@ -8,6 +8,7 @@ mod error;
 mod exec;
 pub mod fds;
 mod listener;
+mod metrics;
 mod reply;
 mod request;
 mod stream;
@@ -49,6 +50,8 @@ pub struct AppState {
     pub keepalive: Duration,
     /// The server's own environment minus its EXEC_SERVER_* settings: what every command starts from.
     pub base_env: Arc<Vec<(OsString, OsString)>>,
+    /// `GET /metrics` needs no token (`--metrics-open`).
+    pub metrics_open: bool,
 }
 
 impl AppState {
@@ -77,10 +80,12 @@ pub fn router(state: AppState) -> Router {
         .route("/info", get(info))
         .route("/exec", post(exec::exec))
         .route("/exec/stream", post(stream::exec_stream))
+        .route("/metrics", get(metrics::metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(protocol::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_requests))
         .with_state(state)
 }
 
@@ -99,7 +104,7 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
     })
 }
 
-const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream";
+const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /metrics";
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     AppError::new(
