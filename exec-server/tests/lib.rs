@@ -8,3 +8,4 @@ mod metrics;
 mod output;
 mod process;
 mod support;
+mod trace;

@@ -17,6 +17,8 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SIDECAR_ENV_PASSTHROUGH", "comma-separated names of variables forwarded to the command (nothing else is)"),
     ("SIDECAR_TOKEN", "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
     ("SIDECAR_TOKEN_FILE", "file holding the bearer token (for mounted secrets)"),
+    ("TRACEPARENT", "W3C trace context sent as the traceparent header: the command gets it as TRACEPARENT"),
+    ("SIDECAR_REQUEST_ID", "sent as X-Request-Id: the server's log lines of this call carry it"),
     ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded); at most 768 KiB"),
 ];
 
@@ -112,6 +114,9 @@ pub struct CallSettings {
     pub stream: bool,
     pub env: BTreeMap<String, String>,
     pub forward_stdin_pipe: bool,
+    /// `traceparent` and `X-Request-Id` from TRACEPARENT and SIDECAR_REQUEST_ID, when set: the server checks them
+    /// (and replaces or ignores what it does not accept), so they are sent as they are.
+    pub trace_headers: Vec<(&'static str, String)>,
 }
 
 impl CallSettings {
@@ -160,6 +165,7 @@ impl CallSettings {
             stream: flag("SIDECAR_STREAM"),
             env,
             forward_stdin_pipe: flag("SIDECAR_STDIN"),
+            trace_headers: trace_headers(),
         })
     }
 
@@ -167,6 +173,16 @@ impl CallSettings {
     pub fn blocking_deadline(&self) -> Duration {
         Duration::from_secs(self.timeout_secs.saturating_add(30))
     }
+}
+
+fn trace_headers() -> Vec<(&'static str, String)> {
+    [("traceparent", "TRACEPARENT"), ("x-request-id", "SIDECAR_REQUEST_ID")]
+        .into_iter()
+        .filter_map(|(header, variable)| {
+            let value = std::env::var(variable).ok()?;
+            (!value.trim().is_empty()).then(|| (header, value.trim().to_owned()))
+        })
+        .collect()
 }
 
 fn flag(name: &str) -> bool {

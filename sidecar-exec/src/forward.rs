@@ -37,6 +37,12 @@ pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) ->
     if let Some(token) = &target.token {
         call = call.bearer_auth(&token.value);
     }
+    for (header, value) in &settings.trace_headers {
+        // A value no header can hold is left out rather than failing the call.
+        if let Ok(value) = reqwest::header::HeaderValue::from_str(value) {
+            call = call.header(*header, value);
+        }
+    }
     if !settings.stream {
         call = call.timeout(settings.blocking_deadline());
     }

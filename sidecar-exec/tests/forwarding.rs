@@ -385,3 +385,24 @@ async fn a_refused_token_is_explained_once_and_fails_status() {
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stdout));
     server.stop().await;
 }
+
+/// TRACEPARENT reaches the command through the traceparent header (the command's env is not forwarded by default),
+/// in both modes.
+#[tokio::test(flavor = "multi_thread")]
+async fn trace_context_from_the_environment_reaches_the_command() {
+    let server = server().await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for stream in [false, true] {
+        let output = server
+            .client()
+            .stream(stream)
+            .env("TRACEPARENT", traceparent)
+            .env("SIDECAR_REQUEST_ID", "agent-step-7")
+            .args(["python", "sh", "-c", "printf %s \"$TRACEPARENT\""])
+            .run()
+            .await;
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        assert_eq!(String::from_utf8_lossy(&output.stdout), traceparent, "stream={stream}");
+    }
+    server.stop().await;
+}

@@ -187,9 +187,16 @@ impl Engine {
                 let ran = (outcome.duration, outcome.stdout.total, outcome.stderr.total);
                 metrics.command_ended(outcome_of(outcome), Some(ran));
             }
-            Err(_) => metrics.command_ended(CommandOutcome::NotStarted, None),
+            Err(not_started) => self.not_started(not_started),
         }
         result
+    }
+
+    /// Logs and counts a command that never started; transports call it for the failures they find before the
+    /// engine (a working directory that is not there).
+    pub fn not_started(&self, err: &StartError) {
+        tracing::info!(error = %err, "command not started");
+        self.inner.metrics.command_ended(CommandOutcome::NotStarted, None);
     }
 
     async fn run_job(&self, job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {

@@ -24,6 +24,6 @@ pub async fn count_requests(State(state): State<AppState>, request: Request, nex
     response
 }
 
-fn endpoint_of(path: &str) -> &'static str {
+pub(super) fn endpoint_of(path: &str) -> &'static str {
     ROUTES.into_iter().find(|route| *route == path).unwrap_or("other")
 }

@@ -12,6 +12,7 @@ mod metrics;
 mod reply;
 mod request;
 mod stream;
+mod trace;
 mod wire;
 
 pub use activity::Timeouts;
@@ -86,6 +87,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(protocol::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_requests))
+        .layer(axum::middleware::from_fn(trace::request_context))
         .with_state(state)
 }
 
