@@ -101,6 +101,10 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_LOG", default_value = "info")]
     pub log: tracing::Level,
 
+    /// Log lines as readable text, or as one JSON object per line (for log pipelines): the same events and fields.
+    #[arg(long, env = "EXEC_SERVER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
     /// Also (or, without --port, only) serve the tool-sidecar file protocol in this folder, e.g. /ipc/tools.
     #[arg(long, env = "EXEC_SERVER_IPC_DIR", value_name = "DIR")]
     pub ipc_dir: Option<PathBuf>,
@@ -129,6 +133,13 @@ pub struct Config {
     /// The bearer token itself (from EXEC_SERVER_TOKEN; see --token-file).
     #[arg(skip)]
     pub token: Option<String>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Rewrites `-port 8080` and `-port=8080` to `--port …` for every known long flag; leaves everything else alone.

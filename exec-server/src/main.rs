@@ -15,13 +15,7 @@ fn main() -> ExitCode {
     if config.healthcheck {
         return healthcheck(startup::probe_port(&config));
     }
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_max_level(config.log)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    init_logging(&config);
     if let Err(err) = hidden {
         tracing::warn!(
             "EXEC_SERVER_TOKEN stays readable in /proc/{}/environ ({err}); prefer --token-file",
@@ -62,6 +56,18 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err.to_string()),
+    }
+}
+
+/// Text for people (colours on a terminal), or JSON lines for log pipelines: one object per event, its fields at
+/// the top level, and the request's span (`request_id`, `traceparent`) under `span`.
+fn init_logging(config: &Config) {
+    use exec_server::config::LogFormat;
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt().with_max_level(config.log).with_writer(std::io::stderr).with_target(false);
+    match config.log_format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
     }
 }
 

@@ -4,6 +4,7 @@ mod api;
 mod cli;
 mod connections;
 mod ipc;
+mod logs;
 mod metrics;
 mod output;
 mod process;

@@ -41,7 +41,7 @@ pub async fn request_context(mut request: Request, next: Next) -> Response {
     let given_trace = headers.get(TRACEPARENT).map(|value| value.to_str().unwrap_or(""));
     let traceparent = given_trace.filter(|value| valid_traceparent(value)).map(str::to_owned);
     let (method, endpoint) = (request.method().clone(), endpoint_of(request.uri().path()));
-    let span = tracing::info_span!("request", id = %id, traceparent = tracing::field::Empty);
+    let span = tracing::info_span!("request", request_id = %id, traceparent = tracing::field::Empty);
     if let Some(traceparent) = &traceparent {
         span.record("traceparent", traceparent.as_str());
     }

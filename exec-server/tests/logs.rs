@@ -1,0 +1,76 @@
+//! `--log-format json`: one JSON object per event; request id and trace context on the lines of a request; a line
+//! for commands that never started and for refused requests, with no token or env value in any.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_exec-server");
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+fn post(port: u16, headers: &str, body: &str) -> String {
+    let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        socket,
+        "POST /exec HTTP/1.1\r\nHost: t\r\n{headers}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    socket.read_to_string(&mut response).unwrap();
+    response
+}
+
+#[test]
+fn json_lines_carry_the_request_and_never_a_secret() {
+    let workspace = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["--host", "127.0.0.1", "--port", "0", "--log-format", "json", "--grace", "0.5", "--cwd"])
+        .arg(workspace.path())
+        .env("EXEC_SERVER_TOKEN", "server-token-secret")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    log.read_line(&mut first).unwrap();
+    let listening: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(listening["message"], "exec-server listening", "{first}");
+    let port: u16 = listening["addr"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
+
+    let auth = "Authorization: Bearer server-token-secret\r\n";
+    let traced = format!("{auth}X-Request-Id: log-test-1\r\ntraceparent: {TRACEPARENT}\r\n");
+    let ran = json!({"cmd": ["printf", "ok"], "env": {"SOME_SECRET": "env-value-secret"}}).to_string();
+    assert!(post(port, &traced, &ran).contains("\"exit_code\":0"));
+    let missing = json!({"cmd": ["no-such-program-for-logs"]}).to_string();
+    assert!(post(port, &format!("{auth}X-Request-Id: log-test-2\r\n"), &missing).contains("\"exit_code\":-1"));
+    let refused = post(port, "Authorization: Bearer wrong-token-secret\r\nX-Request-Id: log-test-3\r\n", &ran);
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let mut rest = String::new();
+    log.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    let lines: Vec<Value> = rest
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}")))
+        .collect();
+    let find = |message: &str, id: &str| {
+        lines
+            .iter()
+            .find(|line| line["message"] == message && line["span"]["request_id"] == id)
+            .unwrap_or_else(|| panic!("no {message:?} line for {id}: {rest}"))
+    };
+    let finished = find("command finished", "log-test-1");
+    assert_eq!(finished["span"]["traceparent"], TRACEPARENT);
+    assert_eq!((finished["program"].as_str(), finished["exit_code"].as_i64()), (Some("printf"), Some(0)));
+    let not_started = find("command not started", "log-test-2");
+    assert!(not_started["error"].as_str().unwrap().contains("no-such-program-for-logs"));
+    let refusal = find("request refused", "log-test-3");
+    assert_eq!((refusal["status"].as_u64(), refusal["endpoint"].as_str()), (Some(401), Some("/exec")));
+    for secret in ["server-token-secret", "wrong-token-secret", "env-value-secret"] {
+        assert!(!rest.contains(secret), "{secret} in the log: {rest}");
+    }
+}
