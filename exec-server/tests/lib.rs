@@ -8,5 +8,6 @@ mod logs;
 mod metrics;
 mod output;
 mod process;
+mod socket;
 mod support;
 mod trace;

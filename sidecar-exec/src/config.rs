@@ -50,9 +50,21 @@ pub struct Sidecars(pub BTreeMap<String, SidecarEntry>);
 #[derive(Debug, Clone)]
 pub struct Target {
     pub runtime: String,
-    /// Base URL without a trailing slash.
+    /// Base URL without a trailing slash (`unix:///path` for a UNIX socket), as configured: for messages.
     pub url: String,
     pub token: Option<Token>,
+    /// The UNIX socket to connect to, for a `unix://` URL.
+    pub socket: Option<PathBuf>,
+}
+
+impl Target {
+    /// The URL of `path` on this sidecar; over a UNIX socket the host is only a name for the Host header.
+    pub fn endpoint(&self, path: &str) -> String {
+        match &self.socket {
+            Some(_) => format!("http://localhost{path}"),
+            None => format!("{}{path}", self.url),
+        }
+    }
 }
 
 pub const EXAMPLE: &str = r#"{"node":{"internal_url":"http://builder-node:8080"}}"#;
@@ -87,9 +99,20 @@ impl Sidecars {
         if url.is_empty() {
             return Err(ConfigError(format!("BUILD_SIDECARS entry '{runtime}' has no internal_url")));
         }
-        if !url.starts_with("http://") && !url.starts_with("https://") {
+        let socket = match url.strip_prefix("unix://") {
+            Some(path) if path.starts_with('/') => Some(PathBuf::from(path)),
+            Some(_) => {
+                return Err(ConfigError(format!(
+                    "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: a UNIX socket is named by its \
+                     absolute path, as in unix:///run/builder/exec.sock"
+                )))
+            }
+            None => None,
+        };
+        if socket.is_none() && !url.starts_with("http://") && !url.starts_with("https://") {
             return Err(ConfigError(format!(
-                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: it must start with http:// (or https://)"
+                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: it must start with http:// (or https://, \
+                 or unix:// for a UNIX socket)"
             )));
         }
         if url.starts_with("https://") && !cfg!(feature = "tls") {
@@ -100,7 +123,7 @@ impl Sidecars {
             )));
         }
         let token = crate::token::resolve(entry, runtime)?;
-        Ok(Target { runtime: runtime.to_owned(), url: url.to_owned(), token })
+        Ok(Target { runtime: runtime.to_owned(), url: url.to_owned(), token, socket })
     }
 }
 

@@ -28,12 +28,12 @@ impl Ending {
 
 /// Sends `body` (the request, already checked against the body limit) and reproduces what comes back.
 pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) -> Ending {
-    let client = match http_client(settings.stream) {
+    let client = match http_client(settings.stream, target.socket.as_deref()) {
         Ok(client) => client,
         Err(message) => return Ending::fail(message),
     };
     let path = if settings.stream { "/exec/stream" } else { "/exec" };
-    let mut call = client.post(format!("{}{path}", target.url)).header("content-type", "application/json").body(body);
+    let mut call = client.post(target.endpoint(path)).header("content-type", "application/json").body(body);
     if let Some(token) = &target.token {
         call = call.bearer_auth(&token.value);
     }

@@ -406,3 +406,40 @@ async fn trace_context_from_the_environment_reaches_the_command() {
     }
     server.stop().await;
 }
+
+/// `"internal_url": "unix:///path"`: calls (both modes), --status and a generated wrapper all go over the server's
+/// UNIX socket; the client knows no TCP address at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sidecar_on_a_unix_socket_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("exec.sock");
+    let server = server_with(&["--listen", &format!("unix:{}", socket.display())], None).await;
+    let sidecars = format!(r#"{{"python":{{"internal_url":"unix://{}"}}}}"#, socket.display());
+    let call = || Client::new().env("BUILD_SIDECARS", &sidecars).current_dir(server.workspace.path());
+    for stream in [false, true] {
+        let output = call().stream(stream).args(["python", "sh", "-c", "echo over the socket; exit 3"]).run().await;
+        assert_eq!(output.status.code(), Some(3), "stream={stream}: {}", stderr(&output));
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "over the socket\n");
+    }
+    let status = call().args(["--status"]).run().await;
+    assert_eq!(status.status.code(), Some(0), "{}", String::from_utf8_lossy(&status.stdout));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("unix://"));
+
+    let wrappers = server.workspace.path().join(".wrappers");
+    let empty = tempfile::tempdir().unwrap();
+    let installed = call().env("PATH", empty.path().to_str().unwrap()).args(["--install-wrappers"]).args([&wrappers]);
+    assert_eq!(installed.run().await.status.code(), Some(0));
+    let output = tokio::process::Command::new(wrappers.join("python3"))
+        .args(["-c", "print('wrapped over the socket')"])
+        .env_clear()
+        .env("PATH", format!("{}:{}", wrappers.display(), empty.path().display()))
+        .env("BUILD_SIDECARS", &sidecars)
+        .current_dir(server.workspace.path())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "wrapped over the socket\n");
+    server.stop().await;
+    assert!(!socket.exists(), "the socket is removed when the server stops");
+}

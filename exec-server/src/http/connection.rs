@@ -17,10 +17,10 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Expiry, InFlight, Timeouts};
+use super::socket::Stream;
 use super::wire::Wire;
 
 /// The largest request head (request line and headers): a request's data travels in its body; a head this large
@@ -34,7 +34,7 @@ const FAREWELL: Duration = Duration::from_secs(1);
 /// Serves `stream` until the client closes it, a timeout closes it, the registry evicts it, or `stop` (graceful:
 /// a request in flight is finished first; the caller aborts what lingers).
 pub async fn serve(
-    stream: TcpStream,
+    stream: Stream,
     router: Router,
     activity: Arc<Activity>,
     timeouts: Timeouts,
@@ -131,7 +131,7 @@ async fn refuse_http2(connection: Connection) {
 }
 
 /// Writes a last reply on a connection outside hyper and closes it, within a second whatever the client does.
-pub async fn farewell(mut stream: TcpStream, reply: Vec<u8>) {
+pub async fn farewell(mut stream: Stream, reply: Vec<u8>) {
     let farewell = async {
         stream.write_all(&reply).await?;
         stream.shutdown().await?;

@@ -11,6 +11,7 @@ mod listener;
 mod metrics;
 mod reply;
 mod request;
+pub mod socket;
 mod stream;
 mod trace;
 mod wire;

@@ -1,0 +1,107 @@
+//! `--listen unix:PATH`: the real binary on a UNIX socket only: mode, health probe, the same connection limits as
+//! TCP, a stale socket replaced, the socket removed on shutdown.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_exec-server");
+
+/// Starts the binary on `socket` only and waits for its listening line; returns it and that line.
+fn start(workspace: &std::path::Path, socket: &std::path::Path, extra: &[&str]) -> (Child, String) {
+    let mut child = Command::new(BIN)
+        .args(["--grace", "0.5", "--cwd"])
+        .arg(workspace)
+        .arg("--listen")
+        .arg(format!("unix:{}", socket.display()))
+        .args(extra)
+        .env_remove("EXEC_SERVER_PORT")
+        .env_remove("EXEC_SERVER_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(log.read_line(&mut line).unwrap() > 0, "server exited before listening");
+        if line.contains("exec-server listening") {
+            break;
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+    (child, line)
+}
+
+fn request(socket: &std::path::Path, raw: &str) -> String {
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream.write_all(raw.as_bytes()).unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+}
+
+fn terminate(child: &mut Child) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn a_socket_only_server_serves_probes_limits_and_cleans_up() {
+    let workspace = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("exec.sock");
+    // A stale socket file, as a server killed by SIGKILL leaves it.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let (mut child, listening) = start(workspace.path(), &socket, &["--header-timeout", "0.5"]);
+    assert!(listening.contains("addr=none"), "no TCP port without --port: {listening}");
+    assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o660);
+
+    let body = r#"{"cmd":["sh","-c","printf unix"]}"#;
+    let reply = request(
+        &socket,
+        &format!("POST /exec HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}", body.len()),
+    );
+    assert!(reply.starts_with("HTTP/1.1 200") && reply.contains("\"output\":\"unix\""), "{reply}");
+    // The same connection limits as TCP: a head that does not arrive in time gets 408.
+    let slow = request(&socket, "GET /health HTTP/1.1\r\nHost:");
+    assert!(slow.starts_with("HTTP/1.1 408"), "{slow}");
+
+    let probe = Command::new(BIN)
+        .arg("-healthcheck")
+        .arg("--listen")
+        .arg(format!("unix:{}", socket.display()))
+        .env_remove("EXEC_SERVER_PORT")
+        .output()
+        .unwrap();
+    assert!(probe.status.success(), "{}", String::from_utf8_lossy(&probe.stderr));
+
+    // A second server refuses a live socket rather than stealing it.
+    let second = Command::new(BIN)
+        .args(["--cwd"])
+        .arg(workspace.path())
+        .arg("--listen")
+        .arg(format!("unix:{}", socket.display()))
+        .env_remove("EXEC_SERVER_PORT")
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    assert!(String::from_utf8_lossy(&second.stderr).contains("in use"), "{second:?}");
+
+    terminate(&mut child);
+    assert!(!socket.exists(), "the socket is removed on shutdown");
+}
+
+#[test]
+fn socket_mode_is_configurable() {
+    let workspace = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("exec.sock");
+    let (mut child, _) = start(workspace.path(), &socket, &["--socket-mode", "600"]);
+    assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600);
+    terminate(&mut child);
+}
