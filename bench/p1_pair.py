@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """P1 side by side: `sidecar-exec python true` against two or more servers, runs interleaved.
 
-    python3 bench/p1_pair.py --client BIN [--runs 300] NAME=SERVER_BIN[,unix] NAME=SERVER_BIN[,unix] ...
+    python3 bench/p1_pair.py --client BIN [--runs 300] [--section] NAME=SERVER_BIN[,unix] NAME=SERVER_BIN[,unix] ...
 
 Each arm starts its own release exec-server on a throwaway workspace, over TCP (127.0.0.1) or, with `,unix`, over a
 UNIX socket (`--listen unix:PATH`, and BUILD_SIDECARS says `unix://PATH`). The arms run one call each in turn, so
-a noisy neighbour slows all alike. Prints median and p90 per arm, and each arm's median against the first's.
-Standard library only; used for the metrics cost and the socket-vs-TCP figures in BENCHMARKS.md.
+a noisy neighbour slows all alike. Prints median and p90 per arm, and each arm's median against the first's; with
+--section, also writes them as the "P1 over a UNIX socket" section of BENCHMARKS.md (bench/run.sh does, with
+tcp and unix arms). Standard library only.
 """
 
 import argparse
@@ -21,6 +22,9 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import spawn_wait  # noqa: E402
+from ssh import write_section  # noqa: E402
+
+SECTION = "## P1 over a UNIX socket"
 
 
 def start(server, workspace, socket):
@@ -45,6 +49,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--client", required=True)
     parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--section", action="store_true", help="write the BENCHMARKS.md section")
     parser.add_argument("arms", nargs="+", help="NAME=SERVER_BIN[,unix]")
     options = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="p1-pair-")
@@ -68,12 +73,21 @@ def main():
             for name, argv, env, cwd in arms:
                 samples[name].append(spawn_wait(argv, env, cwd=cwd))
         first = statistics.median(samples[arms[0][0]])
-        print(f"| arm | median | p90 | vs {arms[0][0]} |")
-        print("| --- | --- | --- | --- |")
+        table = [f"| arm | median | p90 | vs {arms[0][0]} |", "| --- | --- | --- | --- |"]
         for name, values in samples.items():
             median = statistics.median(values)
             p90 = statistics.quantiles(values, n=10)[-1]
-            print(f"| {name} | {median * 1000:.2f} ms | {p90 * 1000:.2f} ms | {(median - first) * 1000:+.2f} ms |")
+            table.append(f"| {name} | {median * 1000:.2f} ms | {p90 * 1000:.2f} ms | {(median - first) * 1000:+.2f} ms |")
+        print("\n".join(table))
+        if options.section:
+            write_section([
+                SECTION, "",
+                f"`sidecar-exec python true` (blocking), {options.runs} runs per arm, interleaved, by `bench/p1_pair.py`: the",
+                "same exec-server over TCP (127.0.0.1) and over `--listen unix:PATH` (`internal_url: unix://PATH`).", "",
+                *table, "",
+                f"Load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores. The transport is a small",
+                "part of a call (process starts dominate): compare the difference with its run-to-run spread.",
+            ], SECTION)
     finally:
         for proc in procs:
             proc.kill()
