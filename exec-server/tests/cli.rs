@@ -94,18 +94,8 @@ fn single_dash_flags_and_the_health_probe() {
 
 /// POST /exec on a plain socket with a bearer token; the whole raw response.
 fn exec_with_token(server: &RunningBinary, token: &str, request: &serde_json::Value) -> String {
-    use std::io::{Read, Write};
-    let body = request.to_string();
-    let mut socket = std::net::TcpStream::connect(server.addr()).unwrap();
-    write!(
-        socket,
-        "POST /exec HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    socket.read_to_string(&mut response).unwrap();
-    response
+    let socket = std::net::TcpStream::connect(server.addr()).unwrap();
+    raw_exec(socket, &format!("Authorization: Bearer {token}\r\n"), &request.to_string())
 }
 
 #[test]

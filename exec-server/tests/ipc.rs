@@ -1,7 +1,6 @@
 //! The tool-sidecar file protocol, served by the real binary (`--ipc-dir`), against files written as the agent
 //! writes them.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -69,16 +68,7 @@ impl IpcRoot {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut log = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(log.read_line(&mut line).unwrap() > 0, "executor exited before watching");
-            if line.contains("watching for tool requests") {
-                break;
-            }
-        }
-        std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+        await_log_line(child.stderr.take().unwrap(), "watching for tool requests");
         Executor { child }
     }
 

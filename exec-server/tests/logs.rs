@@ -1,25 +1,18 @@
 //! `--log-format json`: one JSON object per event; request id and trace context on the lines of a request; a line
 //! for commands that never started and for refused requests, with no token or env value in any.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
+
+use crate::support::raw_exec;
 
 const BIN: &str = env!("CARGO_BIN_EXE_exec-server");
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn post(port: u16, headers: &str, body: &str) -> String {
-    let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        socket,
-        "POST /exec HTTP/1.1\r\nHost: t\r\n{headers}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    socket.read_to_string(&mut response).unwrap();
-    response
+    raw_exec(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap(), headers, body)
 }
 
 #[test]

@@ -1,11 +1,12 @@
 //! `--listen unix:PATH`: the real binary on a UNIX socket only: mode, health probe, the same connection limits as
 //! TCP, a stale socket replaced, the socket removed on shutdown.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use crate::support::{await_log_line, raw_exec};
 
 const BIN: &str = env!("CARGO_BIN_EXE_exec-server");
 
@@ -23,20 +24,12 @@ fn start(workspace: &std::path::Path, socket: &std::path::Path, extra: &[&str]) 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut log = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(log.read_line(&mut line).unwrap() > 0, "server exited before listening");
-        if line.contains("exec-server listening") {
-            break;
-        }
-    }
-    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+    let line = await_log_line(child.stderr.take().unwrap(), "exec-server listening");
     (child, line)
 }
 
 fn request(socket: &std::path::Path, raw: &str) -> String {
+    use std::io::{Read, Write};
     let mut stream = UnixStream::connect(socket).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     stream.write_all(raw.as_bytes()).unwrap();
@@ -61,11 +54,7 @@ fn a_socket_only_server_serves_probes_limits_and_cleans_up() {
     assert!(listening.contains("addr=none"), "no TCP port without --port: {listening}");
     assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o660);
 
-    let body = r#"{"cmd":["sh","-c","printf unix"]}"#;
-    let reply = request(
-        &socket,
-        &format!("POST /exec HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}", body.len()),
-    );
+    let reply = raw_exec(UnixStream::connect(&socket).unwrap(), "", r#"{"cmd":["sh","-c","printf unix"]}"#);
     assert!(reply.starts_with("HTTP/1.1 200") && reply.contains("\"output\":\"unix\""), "{reply}");
     // The same connection limits as TCP: a head that does not arrive in time gets 408.
     let slow = request(&socket, "GET /health HTTP/1.1\r\nHost:");

@@ -162,3 +162,34 @@ pub fn read_all(reader: &mut BufReader<TcpStream>) -> String {
     let _ = reader.read_to_string(&mut text);
     text
 }
+
+/// `POST /exec` with `body` on a plain socket (`headers`: extra lines, each ending in CRLF), and the whole raw
+/// response: for tests of the real binary, which need no async runtime.
+pub fn raw_exec(stream: impl Read + Write, headers: &str, body: &str) -> String {
+    let mut stream = stream;
+    write!(
+        stream,
+        "POST /exec HTTP/1.1\r\nHost: t\r\n{headers}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+}
+
+/// Reads a server's log until a line containing `needle` (panics if the log ends first) and returns that line;
+/// the rest of the log is drained in a thread, so the server never blocks on a full pipe.
+pub fn await_log_line(log: impl Read + Send + 'static, needle: &str) -> String {
+    let mut log = BufReader::new(log);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(log.read_line(&mut line).unwrap() > 0, "the server exited before logging {needle:?}");
+        if line.contains(needle) {
+            break;
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+    line
+}

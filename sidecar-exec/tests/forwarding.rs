@@ -429,15 +429,8 @@ async fn a_sidecar_on_a_unix_socket_end_to_end() {
     let empty = tempfile::tempdir().unwrap();
     let installed = call().env("PATH", empty.path().to_str().unwrap()).args(["--install-wrappers"]).args([&wrappers]);
     assert_eq!(installed.run().await.status.code(), Some(0));
-    let output = tokio::process::Command::new(wrappers.join("python3"))
-        .args(["-c", "print('wrapped over the socket')"])
-        .env_clear()
-        .env("PATH", format!("{}:{}", wrappers.display(), empty.path().display()))
-        .env("BUILD_SIDECARS", &sidecars)
-        .current_dir(server.workspace.path())
-        .output()
-        .await
-        .unwrap();
+    let args = ["-c", "print('wrapped over the socket')"];
+    let output = run_wrapper(&wrappers, "python3", args, empty.path(), &sidecars, server.workspace.path()).await;
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "wrapped over the socket\n");
     server.stop().await;
