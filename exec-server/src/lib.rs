@@ -91,7 +91,8 @@ pub async fn run(
             max_connections = limits.max_connections,
             "exec-server listening"
         );
-        let server = http::serve(listeners, http::router(state), limits, stop.clone());
+        let metrics = engine.metrics().clone();
+        let server = http::serve(listeners, http::router(state), limits, metrics, stop.clone());
         Some(tokio::spawn(server) as Task)
     };
     let ipc_task = match &config.ipc_dir {

@@ -1,40 +1,10 @@
 //! `GET /metrics`: known traffic gives exact counter values; the token guards it unless `--metrics-open`.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::support::*;
-
-/// Every sample of an exposition as `name{labels}` → value.
-fn samples(text: &str) -> HashMap<String, f64> {
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .map(|line| {
-            let (series, value) = line.rsplit_once(' ').unwrap();
-            (series.to_owned(), value.parse().unwrap())
-        })
-        .collect()
-}
-
-async fn scrape(server: &TestServer, token: Option<&str>) -> (u16, HashMap<String, f64>) {
-    let mut request = server.client().get(format!("{}/metrics", server.url));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    if status != 200 {
-        return (status, HashMap::new());
-    }
-    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
-    (status, samples(&response.text().await.unwrap()))
-}
-
-fn value(samples: &HashMap<String, f64>, series: &str) -> f64 {
-    *samples.get(series).unwrap_or_else(|| panic!("no sample {series}"))
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn known_traffic_gives_exact_counts() {

@@ -193,3 +193,32 @@ pub fn await_log_line(log: impl Read + Send + 'static, needle: &str) -> String {
     std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
     line
 }
+
+/// Every sample of an exposition as `name{labels}` → value.
+pub fn samples(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            (series.to_owned(), value.parse().unwrap())
+        })
+        .collect()
+}
+
+pub async fn scrape(server: &TestServer, token: Option<&str>) -> (u16, std::collections::HashMap<String, f64>) {
+    let mut request = server.client().get(format!("{}/metrics", server.url));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    if status != 200 {
+        return (status, std::collections::HashMap::new());
+    }
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    (status, samples(&response.text().await.unwrap()))
+}
+
+pub fn value(samples: &std::collections::HashMap<String, f64>, series: &str) -> f64 {
+    *samples.get(series).unwrap_or_else(|| panic!("no sample {series}"))
+}

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::activity::{Activity, Expiry, InFlight, Timeouts};
 use super::socket::Stream;
 use super::wire::Wire;
+use crate::metrics::Metrics;
 
 /// The largest request head (request line and headers): a request's data travels in its body; a head this large
 /// is a mistake or an attack, and each connection may hold this much while it waits for the rest.
@@ -38,6 +39,7 @@ pub async fn serve(
     router: Router,
     activity: Arc<Activity>,
     timeouts: Timeouts,
+    metrics: &Metrics,
     stop: CancellationToken,
 ) {
     let wire = Wire::new(stream, activity.clone(), MAX_HEAD);
@@ -64,6 +66,9 @@ pub async fn serve(
                 // Look again: the phase may have changed just as the timer fired.
                 match activity.deadline(timeouts) {
                     Some((at, expiry)) if at <= tokio::time::Instant::now() => {
+                        if expiry == Expiry::Header {
+                            metrics.request(super::listener::CONNECTION, 408);
+                        }
                         return expire(connection, expiry, timeouts).await;
                     }
                     _ => {}

@@ -18,6 +18,10 @@ use super::activity::{Activity, Timeouts};
 use super::connection;
 use super::error::AppError;
 use super::socket::{Listener, Stream};
+use crate::metrics::Metrics;
+
+/// The `endpoint` label of replies written on the connection itself, before any route (503 at the cap, 408).
+pub const CONNECTION: &str = "connection";
 
 /// Connections being refused at once (each for at most a second); beyond that a refused connection is closed
 /// without a reply, so refusing can never use more than a few descriptors.
@@ -39,6 +43,7 @@ pub async fn serve(
     listeners: Vec<Listener>,
     router: Router,
     limits: Limits,
+    metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let registry = Arc::new(Registry { cap: limits.max_connections, open: Mutex::default(), next: AtomicU64::new(0) });
@@ -50,13 +55,17 @@ pub async fn serve(
             accepted = Listener::accept_any(&listeners) => match accepted {
                 Ok(stream) => match registry.admit() {
                     Some(slot) => {
-                        let (router, stop) = (router.clone(), stop.clone());
+                        let (router, stop, metrics) = (router.clone(), stop.clone(), metrics.clone());
                         connections.spawn(async move {
-                            connection::serve(stream, router, slot.activity.clone(), limits.timeouts, stop).await;
+                            let activity = slot.activity.clone();
+                            connection::serve(stream, router, activity, limits.timeouts, &metrics, stop).await;
                             drop(slot);
                         });
                     }
-                    None => refuse(stream, &refusing, &mut connections, limits.max_connections),
+                    None => {
+                        metrics.request(CONNECTION, 503);
+                        refuse(stream, &refusing, &mut connections, limits.max_connections);
+                    }
                 },
                 Err(err) if is_about_the_connection(&err) => {}
                 Err(err) => {
