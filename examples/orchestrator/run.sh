@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ -z "${SIDECAR_IPC:-}" ]; then
     echo "==> building sidecar-ipc"
     # From the workspace root, where a relative CARGO_TARGET_DIR is resolved too.
-    SIDECAR_IPC=$(cd "$here/../.." && cargo build --quiet -p sidecar-ipc && cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/sidecar-ipc
+    SIDECAR_IPC=$(cd "$here/../.." && cargo build -p sidecar-ipc && cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/sidecar-ipc
 fi
 export SIDECAR_IPC
 

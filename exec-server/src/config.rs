@@ -178,12 +178,9 @@ fn parse_mode(text: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{text:?} is not a permission mode in octal (e.g. 0660)"))
 }
 
+/// Seconds, up to a day ([`process_group::parse_seconds`]).
 fn parse_seconds(text: &str) -> Result<Duration, String> {
-    let seconds: f64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if !(0.0..=86_400.0).contains(&seconds) {
-        return Err(format!("{text} seconds is out of range (0 to 86400)"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    process_group::parse_seconds(text, 86_400)
 }
 
 /// The HTTP port when none is given.

@@ -107,8 +107,8 @@ pub async fn run(
                 skill_pack: config.skill_pack.clone(),
                 base_env: base_env.clone(),
             };
-            let watcher = ipc::Watcher::start(settings, engine.clone())?;
-            Some(tokio::spawn(watcher.serve(stop.clone())))
+            let transport = ipc::Transport::start(settings, engine.clone())?;
+            Some(tokio::spawn(transport.serve(stop.clone())))
         }
         None => None,
     };

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use exec_server::config::{normalize_single_dash, Config};
+use process_group::{next_stop_signal, StopSignals};
 
 mod startup;
 
@@ -76,22 +77,13 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// SIGTERM (container stop), SIGINT (Ctrl-C) or SIGHUP (a closed terminal or session): each stops the server the
-/// same way, so that no command outlives it. SIGHUP's default action would end the server at once, leaving every
-/// command running and every client without its ending. The handlers are installed at once (a signal that arrives
-/// before the returned future is first polled is kept); without them, the server can only be killed.
+/// SIGTERM, SIGINT or SIGHUP ([`StopSignals`]): each stops the server the same way, so that no command outlives it
+/// and every client gets its ending. The handlers are installed at once (a signal that arrives before the returned
+/// future is first polled is kept); without them, the server can only be killed.
 fn shutdown_signal() -> impl std::future::Future<Output = ()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let handlers = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()));
+    let mut signals = StopSignals::install().ok();
     async move {
-        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = handlers else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-            _ = hup.recv() => {}
-        }
+        next_stop_signal(signals.as_mut()).await;
     }
 }
 

@@ -10,14 +10,11 @@
 
 use std::path::Path;
 
+pub use protocol::token::normalize;
+use protocol::token::TokenFileError;
+
 /// The variable that holds the token itself (it has no flag, so it never shows in `ps`).
 pub const VARIABLE: &str = "EXEC_SERVER_TOKEN";
-
-/// A token as written, without the whitespace around it: a secret written with `echo` ends in a newline, and no
-/// token can hold whitespace at its ends (a header value cannot). `None` when nothing is left.
-pub fn normalize(text: &str) -> Option<&str> {
-    Some(text.trim()).filter(|token| !token.is_empty())
-}
 
 /// Takes the token out of the environment: reads `EXEC_SERVER_TOKEN` (normalized; empty counts as unset), removes
 /// it from this process's environment and overwrites it in the environment block that `/proc/<pid>/environ` shows
@@ -32,14 +29,15 @@ pub fn take_from_env() -> (Option<String>, Result<(), std::io::Error>) {
     (token, hide_from_proc(VARIABLE))
 }
 
-/// Reads a token file. An empty file is an error rather than a silently open server.
+/// Reads a token file ([`protocol::token::read_file`]). An empty file is an error rather than a silently open
+/// server.
 pub fn read_file(path: &Path) -> Result<String, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|err| format!("cannot read token file {}: {err}", path.display()))?;
-    match normalize(&text) {
-        Some(token) => Ok(token.to_owned()),
-        None => Err(format!("token file {} is empty: put the token in it, or drop --token-file", path.display())),
-    }
+    protocol::token::read_file(path).map_err(|err| match err {
+        TokenFileError::Unreadable(err) => format!("cannot read token file {}: {err}", path.display()),
+        TokenFileError::Empty => {
+            format!("token file {} is empty: put the token in it, or drop --token-file", path.display())
+        }
+    })
 }
 
 /// Overwrites every `NAME=…` entry of the environment block the kernel shows in `/proc/self/environ` with NUL bytes,
@@ -82,10 +80,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn variable_and_file_are_trimmed_alike() {
-        assert_eq!(normalize("tok\n"), Some("tok"));
-        assert_eq!(normalize("  tok \r\n"), Some("tok"));
-        assert_eq!(normalize(" \n"), None);
+    fn a_token_file_is_trimmed_and_an_empty_one_refused() {
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), "tok\n").unwrap();
         assert_eq!(read_file(file.path()).unwrap(), "tok");

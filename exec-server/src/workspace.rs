@@ -58,7 +58,40 @@ pub enum CwdError {
     /// The path holds a NUL byte (a client error: 400).
     Invalid(String),
     /// The directory does not exist or is not a directory (the contract's start failure: exit -1).
-    Missing { path: PathBuf, why: &'static str },
+    Missing { path: PathBuf, problem: DirProblem },
+}
+
+/// What is wrong with a working directory a command cannot start in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirProblem {
+    DoesNotExist,
+    NotADirectory,
+    /// It is there, but opening it failed (other than by not being there).
+    CannotOpen,
+    /// It was opened, but where it lies could not be read back (`/proc` unavailable).
+    CannotCheck,
+}
+
+impl DirProblem {
+    /// The one check of a directory by its path: `None` when it is a directory (after symlinks).
+    pub fn of(path: &Path) -> Option<DirProblem> {
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => None,
+            Ok(_) => Some(DirProblem::NotADirectory),
+            Err(_) => Some(DirProblem::DoesNotExist),
+        }
+    }
+}
+
+impl std::fmt::Display for DirProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DirProblem::DoesNotExist => "does not exist",
+            DirProblem::NotADirectory => "is not a directory",
+            DirProblem::CannotOpen => "cannot be opened",
+            DirProblem::CannotCheck => "cannot be checked",
+        })
+    }
 }
 
 impl std::fmt::Display for CwdError {
@@ -72,7 +105,7 @@ impl std::fmt::Display for CwdError {
                 root.display()
             ),
             CwdError::Invalid(requested) => write!(f, "cwd {requested:?} contains a NUL byte"),
-            CwdError::Missing { path, why } => write!(f, "working directory {} {why}", path.display()),
+            CwdError::Missing { path, problem } => write!(f, "working directory {} {problem}", path.display()),
         }
     }
 }
@@ -97,7 +130,7 @@ pub fn resolve_cwd(root: &Path, requested: Option<&str>, allow_any: bool) -> Res
             if !allow_any && !lexical.starts_with(root) {
                 return Err(escapes(lexical));
             }
-            return Err(CwdError::Missing { path: joined, why: "does not exist" });
+            return Err(CwdError::Missing { path: joined, problem: DirProblem::DoesNotExist });
         }
     };
     if !allow_any && !resolved.starts_with(root) {
@@ -106,18 +139,18 @@ pub fn resolve_cwd(root: &Path, requested: Option<&str>, allow_any: bool) -> Res
     let dir = match open_directory(&resolved) {
         Ok(dir) => dir,
         Err(err) => {
-            let why = match err.raw_os_error() {
-                Some(nix::libc::ENOTDIR) => "is not a directory",
-                Some(nix::libc::ENOENT) => "does not exist",
-                _ => "cannot be opened",
+            let problem = match err.raw_os_error() {
+                Some(nix::libc::ENOTDIR) => DirProblem::NotADirectory,
+                Some(nix::libc::ENOENT) => DirProblem::DoesNotExist,
+                _ => DirProblem::CannotOpen,
             };
-            return Err(CwdError::Missing { path: resolved, why });
+            return Err(CwdError::Missing { path: resolved, problem });
         }
     };
     // What was opened, named by the kernel: if the path was swapped for a symlink since it was resolved, this is
     // where the symlink led.
-    let opened =
-        opened_path(&dir).map_err(|_| CwdError::Missing { path: resolved.clone(), why: "cannot be checked" })?;
+    let opened = opened_path(&dir)
+        .map_err(|_| CwdError::Missing { path: resolved.clone(), problem: DirProblem::CannotCheck })?;
     if !allow_any && !opened.starts_with(root) {
         return Err(escapes(opened));
     }
@@ -196,11 +229,11 @@ mod tests {
         let (_dir, root) = root();
         assert!(matches!(
             resolve_cwd(&root, Some("nope"), false),
-            Err(CwdError::Missing { why: "does not exist", .. })
+            Err(CwdError::Missing { problem: DirProblem::DoesNotExist, .. })
         ));
         assert!(matches!(
             resolve_cwd(&root, Some("file"), false),
-            Err(CwdError::Missing { why: "is not a directory", .. })
+            Err(CwdError::Missing { problem: DirProblem::NotADirectory, .. })
         ));
         assert!(matches!(resolve_cwd(&root, Some("a\0b"), false), Err(CwdError::Invalid(_))));
     }

@@ -1,8 +1,7 @@
 //! The real exec-server binary: flags as orchestrators pass them, the health probe, the token, signals.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::json;
@@ -11,13 +10,15 @@ use crate::support::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_exec-server");
 
+/// The binary on an ephemeral port, running until the test drops it.
 struct RunningBinary {
-    child: Child,
+    running: Running,
     port: u16,
     _workspace: tempfile::TempDir,
 }
 
-/// Starts the binary on an ephemeral port and waits for its "listening" log line (the readiness signal).
+/// Starts the binary on an ephemeral port and waits for its "listening" log line (the readiness signal, which
+/// carries the address).
 fn start_binary(args: &[&str], env: &[(&str, &str)]) -> RunningBinary {
     let workspace = tempfile::tempdir().unwrap();
     let mut command = Command::new(BIN);
@@ -27,22 +28,11 @@ fn start_binary(args: &[&str], env: &[(&str, &str)]) -> RunningBinary {
         .args(args)
         .env_remove("EXEC_SERVER_TOKEN")
         .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let port = loop {
-        line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "server exited before listening");
-        if let Some(addr) = line.split("addr=").nth(1) {
-            let addr = addr.split_whitespace().next().unwrap();
-            break addr.rsplit(':').next().unwrap().parse().unwrap();
-        }
-    };
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    RunningBinary { child, port, _workspace: workspace }
+        .stdout(Stdio::null());
+    let (running, line) = Running::start(command, |line| line.contains("addr="));
+    let addr = line.split("addr=").nth(1).unwrap().split_whitespace().next().unwrap();
+    let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+    RunningBinary { running, port, _workspace: workspace }
 }
 
 impl RunningBinary {
@@ -54,26 +44,13 @@ impl RunningBinary {
         self.stop_with(Signal::SIGTERM)
     }
 
-    /// Sends `signal` and waits for the exit (panics if it takes more than 20 s).
+    /// Sends `signal` until the server exits (panics after 20 s); how it exited, and how long after the signal.
     fn stop_with(&mut self, signal: Signal) -> (std::process::ExitStatus, Duration) {
-        let started = Instant::now();
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), signal).unwrap();
-        assert!(
-            eventually(Duration::from_secs(20), || self.child.try_wait().unwrap().is_some()),
-            "no exit on {signal}"
-        );
-        (self.child.wait().unwrap(), started.elapsed())
+        self.running.stop_with(signal, Duration::from_secs(20))
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for RunningBinary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.running.pid()
     }
 }
 
@@ -92,10 +69,9 @@ fn single_dash_flags_and_the_health_probe() {
     assert!(String::from_utf8_lossy(&probe.stderr).contains("unhealthy"));
 }
 
-/// POST /exec on a plain socket with a bearer token; the whole raw response.
+/// POST /exec with a bearer token; the whole raw response.
 fn exec_with_token(server: &RunningBinary, token: &str, request: &serde_json::Value) -> String {
-    let socket = std::net::TcpStream::connect(server.addr()).unwrap();
-    raw_exec(socket, &format!("Authorization: Bearer {token}\r\n"), &request.to_string())
+    raw_request(server.addr(), "POST", "/exec", Some(token), &request.to_string())
 }
 
 #[test]
@@ -177,7 +153,9 @@ fn sigterm_and_sighup_leave_no_escapee_and_end_streams() {
 
         let (status, took) = server.stop_with(signal);
         assert!(status.success(), "{signal}: {status:?}");
-        assert!(took < Duration::from_secs(8), "{signal}: exit took {took:?} (grace 2 s)");
+        // By design within grace + 1 s; the bound leaves a loaded machine room and is far from the escapees' own
+        // sleeps.
+        assert!(took < Duration::from_secs(15), "{signal}: exit took {took:?} (grace 2 s)");
         // Checked at once: the server must not exit before its sweeps are done.
         for (what, marker) in
             [("the swept escapee", &swept), ("the running escapee", &daemon), ("the command", &leader)]
@@ -210,9 +188,9 @@ fn token_file_is_read_and_help_names_every_variable() {
     let token = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(token.path(), "from-file\n").unwrap();
     let server = start_binary(&["--token-file", token.path().to_str().unwrap()], &[]);
-    let client = reqwest::blocking_free_get(server.port, "/info", Some("from-file"));
+    let client = raw_request(server.addr(), "GET", "/info", Some("from-file"), "");
     assert!(client.starts_with("HTTP/1.1 200"), "{client}");
-    let denied = reqwest::blocking_free_get(server.port, "/info", Some("from-fil"));
+    let denied = raw_request(server.addr(), "GET", "/info", Some("from-fil"), "");
     assert!(denied.starts_with("HTTP/1.1 401"), "{denied}");
 
     let help = Command::new(BIN).arg("--help").output().unwrap();
@@ -239,20 +217,6 @@ fn token_file_is_read_and_help_names_every_variable() {
     }
     let version = Command::new(BIN).arg("-version").output().unwrap();
     assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
-}
-
-/// A tiny raw GET, so the CLI tests need no async runtime.
-mod reqwest {
-    use std::io::{Read, Write};
-
-    pub fn blocking_free_get(port: u16, path: &str, token: Option<&str>) -> String {
-        let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let auth = token.map(|t| format!("Authorization: Bearer {}\r\n", t.trim_end())).unwrap_or_default();
-        write!(socket, "GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n").unwrap();
-        let mut response = String::new();
-        socket.read_to_string(&mut response).unwrap();
-        response
-    }
 }
 
 #[test]

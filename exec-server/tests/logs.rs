@@ -1,34 +1,30 @@
 //! `--log-format json`: one JSON object per event; request id and trace context on the lines of a request; a line
 //! for commands that never started and for refused requests, with no token or env value in any.
 
-use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::raw_exec;
+use crate::support::{raw_exchange, Running};
 
 const BIN: &str = env!("CARGO_BIN_EXE_exec-server");
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn post(port: u16, headers: &str, body: &str) -> String {
-    raw_exec(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap(), headers, body)
+    raw_exchange(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap(), "POST", "/exec", headers, body)
 }
 
 #[test]
 fn json_lines_carry_the_request_and_never_a_secret() {
     let workspace = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(["--host", "127.0.0.1", "--port", "0", "--log-format", "json", "--grace", "0.5", "--cwd"])
         .arg(workspace.path())
         .env("EXEC_SERVER_TOKEN", "server-token-secret")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut log = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    log.read_line(&mut first).unwrap();
+        .stdout(Stdio::null());
+    let (mut server, first) = Running::start(command, |line| line.contains("exec-server listening"));
     let listening: Value = serde_json::from_str(&first).unwrap();
     assert_eq!(listening["message"], "exec-server listening", "{first}");
     let port: u16 = listening["addr"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
@@ -42,12 +38,12 @@ fn json_lines_carry_the_request_and_never_a_secret() {
     let refused = post(port, "Authorization: Bearer wrong-token-secret\r\nX-Request-Id: log-test-3\r\n", &ran);
     assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
 
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
-    let mut rest = String::new();
-    log.read_to_string(&mut rest).unwrap();
-    assert!(child.wait().unwrap().success());
-    let lines: Vec<Value> = rest
-        .lines()
+    let (status, _) = server.stop_with(nix::sys::signal::Signal::SIGTERM, Duration::from_secs(20));
+    assert!(status.success());
+    let rest = server.log().join("\n");
+    let lines: Vec<Value> = server
+        .log()
+        .iter()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}")))
         .collect();
     let find = |message: &str, id: &str| {

@@ -125,31 +125,29 @@ async fn a_raw_sse_client_that_prints_data_lines_reproduces_line_output() {
     server.stop().await;
 }
 
-/// A prompt without a newline is sent once it has waited a moment, not held until the command ends.
+/// A prompt without a newline is sent once it has waited a moment, not held until the command ends: the command
+/// ends only once the test has read the prompt.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_partial_line_is_sent_before_the_command_ends() {
     let server = server().start().await;
-    let mut connection = raw_post(
-        server.addr,
-        "/exec/stream",
-        &json!({"cmd": ["sh", "-c", "printf 'Password: '; sleep 2; echo"]}).to_string(),
-    );
-    let started = std::time::Instant::now();
+    let script = "printf 'Password: '; until [ -e go ]; do sleep 0.01; done; echo";
+    let mut connection = raw_post(server.addr, "/exec/stream", &json!({"cmd": ["sh", "-c", script]}).to_string());
     read_until(&mut connection, r#"{"type":"stdout","data":"Password: ","nl":false}"#);
-    assert!(started.elapsed() < std::time::Duration::from_millis(1500));
+    std::fs::write(server.workspace.path().join("go"), "").unwrap();
     let frames = parse_sse(&read_all(&mut connection));
     assert!(matches!(&frames[..], [Frame::Stdout(c), Frame::Exit { data: 0, .. }] if c.data.is_empty() && c.nl));
     server.stop().await;
 }
 
-/// A quiet stream carries keep-alive comments, so clients and proxies do not time out a long silent build.
+/// A quiet stream carries keep-alive comments, so clients and proxies do not time out a long silent build: the
+/// command stays quiet until the test has read one.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_quiet_stream_gets_keep_alive_comments() {
     let server = server().arg("--keepalive", "0.2").start().await;
-    let mut connection = raw_post(server.addr, "/exec/stream", &json!({"cmd": ["sleep", "1"]}).to_string());
-    let started = std::time::Instant::now();
+    let script = "until [ -e go ]; do sleep 0.01; done";
+    let mut connection = raw_post(server.addr, "/exec/stream", &json!({"cmd": ["sh", "-c", script]}).to_string());
     read_until(&mut connection, ": keep-alive");
-    assert!(started.elapsed() < std::time::Duration::from_millis(900), "no keep-alive while the command was quiet");
+    std::fs::write(server.workspace.path().join("go"), "").unwrap();
     let rest = read_all(&mut connection);
     assert!(rest.contains(r#""type":"exit","data":0"#), "{rest}");
     server.stop().await;

@@ -77,7 +77,12 @@ async fn background_grandchild_holding_stdout_does_not_hang_the_result() {
             (reply.exit_code, reply.output.into_bytes())
         };
         assert_eq!((code, output.as_slice()), (7, &b"done\n"[..]));
-        assert!(started.elapsed() < Duration::from_secs(3), "result waited on the grandchild: {:?}", started.elapsed());
+        // The grandchild sleeps for its marker's ~1000 s: a result that waited for it would not come for that long.
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "result waited on the grandchild: {:?}",
+            started.elapsed()
+        );
         assert_no_survivors(&marker, Duration::from_secs(5));
     }
     server.stop().await;
@@ -127,7 +132,8 @@ async fn shutdown_cancels_running_commands_and_leaves_nothing() {
     }
     let started = Instant::now();
     server.stop().await;
-    assert!(started.elapsed() < Duration::from_millis(1500), "shutdown took {:?}", started.elapsed());
+    // By design within grace (0.5 s) + 1 s; the bound leaves a loaded machine room, far from the sleepers' ~1000 s.
+    assert!(started.elapsed() < Duration::from_secs(10), "shutdown took {:?}", started.elapsed());
     for marker in &markers {
         assert!(processes_matching(marker).is_empty());
     }

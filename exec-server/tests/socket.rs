@@ -3,16 +3,17 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{await_log_line, raw_exec};
+use crate::support::{raw_exchange, Running};
 
 const BIN: &str = env!("CARGO_BIN_EXE_exec-server");
 
 /// Starts the binary on `socket` only and waits for its listening line; returns it and that line.
-fn start(workspace: &std::path::Path, socket: &std::path::Path, extra: &[&str]) -> (Child, String) {
-    let mut child = Command::new(BIN)
+fn start(workspace: &std::path::Path, socket: &std::path::Path, extra: &[&str]) -> (Running, String) {
+    let mut command = Command::new(BIN);
+    command
         .args(["--grace", "0.5", "--cwd"])
         .arg(workspace)
         .arg("--listen")
@@ -20,14 +21,11 @@ fn start(workspace: &std::path::Path, socket: &std::path::Path, extra: &[&str]) 
         .args(extra)
         .env_remove("EXEC_SERVER_PORT")
         .env_remove("EXEC_SERVER_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let line = await_log_line(child.stderr.take().unwrap(), "exec-server listening");
-    (child, line)
+        .stdout(Stdio::null());
+    Running::start(command, |line| line.contains("exec-server listening"))
 }
 
+/// Raw bytes on the socket, and everything the server sends back until it closes.
 fn request(socket: &std::path::Path, raw: &str) -> String {
     use std::io::{Read, Write};
     let mut stream = UnixStream::connect(socket).unwrap();
@@ -38,9 +36,9 @@ fn request(socket: &std::path::Path, raw: &str) -> String {
     response
 }
 
-fn terminate(child: &mut Child) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
-    assert!(child.wait().unwrap().success());
+fn terminate(server: &mut Running) {
+    let (status, _) = server.stop_with(nix::sys::signal::Signal::SIGTERM, Duration::from_secs(20));
+    assert!(status.success());
 }
 
 #[test]
@@ -50,11 +48,12 @@ fn a_socket_only_server_serves_probes_limits_and_cleans_up() {
     let socket = dir.path().join("exec.sock");
     // A stale socket file, as a server killed by SIGKILL leaves it.
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
-    let (mut child, listening) = start(workspace.path(), &socket, &["--header-timeout", "0.5"]);
+    let (mut server, listening) = start(workspace.path(), &socket, &["--header-timeout", "0.5"]);
     assert!(listening.contains("addr=none"), "no TCP port without --port: {listening}");
     assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o660);
 
-    let reply = raw_exec(UnixStream::connect(&socket).unwrap(), "", r#"{"cmd":["sh","-c","printf unix"]}"#);
+    let unix = UnixStream::connect(&socket).unwrap();
+    let reply = raw_exchange(unix, "POST", "/exec", "", r#"{"cmd":["sh","-c","printf unix"]}"#);
     assert!(reply.starts_with("HTTP/1.1 200") && reply.contains("\"output\":\"unix\""), "{reply}");
     // The same connection limits as TCP: a head that does not arrive in time gets 408.
     let slow = request(&socket, "GET /health HTTP/1.1\r\nHost:");
@@ -81,7 +80,7 @@ fn a_socket_only_server_serves_probes_limits_and_cleans_up() {
     assert!(!second.status.success());
     assert!(String::from_utf8_lossy(&second.stderr).contains("in use"), "{second:?}");
 
-    terminate(&mut child);
+    terminate(&mut server);
     assert!(!socket.exists(), "the socket is removed on shutdown");
 }
 
@@ -90,7 +89,7 @@ fn socket_mode_is_configurable() {
     let workspace = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("exec.sock");
-    let (mut child, _) = start(workspace.path(), &socket, &["--socket-mode", "600"]);
+    let (mut server, _) = start(workspace.path(), &socket, &["--socket-mode", "600"]);
     assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600);
-    terminate(&mut child);
+    terminate(&mut server);
 }

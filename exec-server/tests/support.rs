@@ -144,6 +144,28 @@ pub fn raw_post(addr: std::net::SocketAddr, path: &str, body: &str) -> BufReader
     BufReader::new(socket)
 }
 
+/// A whole raw HTTP/1.1 exchange on a plain socket (`Connection: close`), with a bearer token if given: for tests
+/// that need no async runtime, or must see the response exactly as sent.
+pub fn raw_request(addr: std::net::SocketAddr, method: &str, path: &str, token: Option<&str>, body: &str) -> String {
+    let socket = TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let auth = token.map(|token| format!("Authorization: Bearer {token}\r\n")).unwrap_or_default();
+    raw_exchange(socket, method, path, &auth, body)
+}
+
+/// [`raw_request`] on any stream (a UNIX socket too), with `headers` as given (lines ending in CRLF).
+pub fn raw_exchange(mut stream: impl Read + Write, method: &str, path: &str, headers: &str, body: &str) -> String {
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: test\r\n{headers}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
 /// Reads lines until one contains `needle`.
 pub fn read_until(reader: &mut BufReader<TcpStream>, needle: &str) {
     let mut line = String::new();
@@ -161,37 +183,6 @@ pub fn read_all(reader: &mut BufReader<TcpStream>) -> String {
     let mut text = String::new();
     let _ = reader.read_to_string(&mut text);
     text
-}
-
-/// `POST /exec` with `body` on a plain socket (`headers`: extra lines, each ending in CRLF), and the whole raw
-/// response: for tests of the real binary, which need no async runtime.
-pub fn raw_exec(stream: impl Read + Write, headers: &str, body: &str) -> String {
-    let mut stream = stream;
-    write!(
-        stream,
-        "POST /exec HTTP/1.1\r\nHost: t\r\n{headers}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response
-}
-
-/// Reads a server's log until a line containing `needle` (panics if the log ends first) and returns that line;
-/// the rest of the log is drained in a thread, so the server never blocks on a full pipe.
-pub fn await_log_line(log: impl Read + Send + 'static, needle: &str) -> String {
-    let mut log = BufReader::new(log);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(log.read_line(&mut line).unwrap() > 0, "the server exited before logging {needle:?}");
-        if line.contains(needle) {
-            break;
-        }
-    }
-    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
-    line
 }
 
 /// Every sample of an exposition as `name{labels}` → value.

@@ -7,12 +7,19 @@
 //! - The rest of a group is reaped with `waitpid(-pgid)`, only once the leader is gone; escapees and other adopted
 //!   orphans are reaped by pid ([`reaper`]). `waitpid(-1)` is never used, so a leader's status is never taken from
 //!   tokio.
+//!
+//! And what every binary that starts or is stopped as a process needs alike: the PATH lookup of a program
+//! ([`program`]), the stop signals ([`StopSignals`]), and durations in seconds on the command line
+//! ([`parse_seconds`]).
 
 mod leader;
 mod pgid;
 pub mod policy;
 pub mod procfs;
+pub mod program;
 pub mod reaper;
+mod seconds;
+mod stop_signals;
 mod tag;
 
 use std::process::ExitStatus;
@@ -21,6 +28,8 @@ pub use leader::{spawn_leader, Leader};
 pub use pgid::Pgid;
 pub use policy::{ask_to_stop, settle, stop_group, terminate, terminate_group, Members};
 pub use reaper::{reap_adopted, reap_adopted_among, reap_adopted_forever};
+pub use seconds::parse_seconds;
+pub use stop_signals::{next_stop_signal, StopSignals};
 pub use tag::{Tag, Tagged};
 
 /// The exit code as a shell reports it: the code, or 128+N for signal N (and N itself).

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// `POST /exec` and `POST /exec/stream` body. Unknown fields are ignored, as the contract requires.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -12,8 +12,9 @@ pub struct ExecRequest {
     /// Working directory; relative paths resolve against the server's workspace root. Absent: the root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// Seconds; absent or ≤ 0 means the default (600), larger than the server's cap means the cap.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Seconds; absent or ≤ 0 means the default (600), larger than the server's cap means the cap. A whole number
+    /// written with a fraction (`600.0`) counts: see [`whole_seconds`].
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_seconds")]
     pub timeout: Option<i64>,
     /// Variables laid over the server's environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -24,6 +25,31 @@ pub struct ExecRequest {
     /// Extension: exact bytes for stdin, base64 (wins over `stdin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin_b64: Option<String>,
+}
+
+/// A timeout as JSON has it: JSON has one number type, and JSON Schema's `integer` (the OpenAPI document's) counts
+/// `600.0` as the integer 600, as does a client whose encoder writes every float with a fraction (Python's
+/// `json.dumps(600.0)`). So a number with no fractional part is taken; a fraction, or a number beyond i64, is still
+/// an error.
+fn whole_seconds<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    /// 2^63, beyond i64. Both ends are left out: an integer literal beyond i64 (`-9223372036854775809`) arrives
+    /// here rounded to ±2^63, and must stay an error.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else { return Ok(None) };
+    use serde::de::{Error, Unexpected};
+    const EXPECTED: &str = "a whole number of seconds within i64";
+    if let Some(seconds) = number.as_i64() {
+        return Ok(Some(seconds));
+    }
+    if let Some(seconds) = number.as_u64() {
+        return Err(D::Error::invalid_value(Unexpected::Unsigned(seconds), &EXPECTED));
+    }
+    match number.as_f64() {
+        #[allow(clippy::cast_possible_truncation)] // whole and within i64: exact
+        Some(seconds) if seconds.fract() == 0.0 && seconds > -LIMIT && seconds < LIMIT => Ok(Some(seconds as i64)),
+        Some(seconds) => Err(D::Error::invalid_type(Unexpected::Float(seconds), &EXPECTED)),
+        None => Err(D::Error::invalid_type(Unexpected::Other("a number"), &EXPECTED)),
+    }
 }
 
 /// `POST /exec` reply: the contract's four fields plus our extensions.
@@ -177,6 +203,25 @@ mod tests {
         assert_eq!(req.cmd, ["ls", "-l"]);
         assert_eq!(req.timeout, Some(5));
         assert_eq!(req.env.unwrap()["A"], "1");
+    }
+
+    #[test]
+    fn whole_timeouts_parse_whatever_their_notation() {
+        let timeout = |json: &str| {
+            serde_json::from_str::<ExecRequest>(&format!(r#"{{"cmd":["x"],"timeout":{json}}}"#)).map(|r| r.timeout)
+        };
+        assert_eq!(timeout("981.0").unwrap(), Some(981));
+        assert_eq!(timeout("-5.0").unwrap(), Some(-5));
+        assert_eq!(timeout("1e3").unwrap(), Some(1000));
+        assert_eq!(timeout("null").unwrap(), None);
+        assert_eq!(timeout("9223372036854775807").unwrap(), Some(i64::MAX));
+        assert_eq!(timeout("-9223372036854775808").unwrap(), Some(i64::MIN));
+        for bad in
+            ["1.5", "9223372036854775808", "-9223372036854775809", "-9223372036854776000", "9.3e18", "\"5\"", "true"]
+        {
+            assert!(timeout(bad).is_err(), "{bad}");
+        }
+        assert_eq!(serde_json::from_str::<ExecRequest>(r#"{"cmd":["x"]}"#).unwrap().timeout, None);
     }
 
     #[test]

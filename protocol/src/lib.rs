@@ -1,5 +1,5 @@
 //! Wire types shared by `exec-server` and `sidecar-exec`: the exec request and reply, the stream frames with their
-//! encoder, the health/info bodies, and the one runtime → commands table.
+//! encoder, the health/info bodies, the one runtime → commands table, and how the bearer token is read.
 //!
 //! Everything here is a compatible superset of the build-sidecar HTTP contract: fields that older peers do not know
 //! are optional on the way in and additive on the way out.
@@ -11,6 +11,7 @@ pub mod reply_text;
 pub mod runtimes;
 pub mod sse;
 pub mod text;
+pub mod token;
 
 pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart};
 pub use frames::{Frame, FrameEncoder, StreamKind};

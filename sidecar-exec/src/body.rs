@@ -1,9 +1,10 @@
 //! Reading a reply body with a bound: what a broken or hostile server can make the client hold.
 
-/// The largest `/exec` reply the client reads: 256 MiB. exec-server keeps at most `--max-output` bytes (16 MiB by
-/// default) of stdout and of stderr, and JSON text spends at most 6 bytes on one byte of output (`\u0001`), so a
-/// default server's reply stays under 2 × 6 × 16 MiB = 192 MiB plus a few small fields. A server with a larger
-/// `--max-output` can exceed it on output full of control bytes; streaming (`SIDECAR_STREAM=1`) has no such bound.
+/// The largest `/exec` reply the client reads: 256 MiB. exec-server's `--max-output` (16 MiB by default) bounds each
+/// of stdout and stderr as the reply carries them (JSON-escaped, plus base64 when not UTF-8), so a default server's
+/// reply stays under 2 × 16 MiB plus a few hundred bytes of other fields, whatever the command prints (older
+/// servers counted raw bytes, so up to 2 × 6 × 16 MiB = 192 MiB of output full of `\u0001`). A server with
+/// a `--max-output` above about 128 MiB can exceed it; streaming (`SIDECAR_STREAM=1`) has no such bound.
 /// Holding the reply costs about twice its size while it is decoded, so this also bounds the client's memory.
 pub const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;
 

@@ -3,19 +3,19 @@
 /// How a client ends: the code to exit with, and a message for stderr (none when the command's own output says it
 /// all). Each client prefixes the message with its name.
 #[derive(Debug)]
-pub struct Ending {
+pub struct ClientExit {
     pub code: i32,
     pub message: Option<String>,
 }
 
-impl Ending {
+impl ClientExit {
     pub fn code(code: i32) -> Self {
-        Ending { code, message: None }
+        ClientExit { code, message: None }
     }
 
     /// sidecar-exec's configuration or transport failure: exit 1 with a line.
     pub fn fail(message: impl Into<String>) -> Self {
-        Ending { code: 1, message: Some(message.into()) }
+        ClientExit { code: 1, message: Some(message.into()) }
     }
 }
 

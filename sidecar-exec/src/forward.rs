@@ -7,12 +7,12 @@ use protocol::{ExecReply, Frame};
 
 use crate::body::{mib, read_bounded, small_text, BodyError, MAX_REPLY_BYTES};
 use crate::config::{CallSettings, Target};
-pub use crate::exit_code::Ending;
+pub use crate::exit_code::ClientExit;
 use crate::exit_code::{exit_code_for, ImpossibleCode, EXIT_BROKEN_PIPE};
 use crate::http::{http_client, location, refusal, transport_error, STREAM_READ_TIMEOUT};
 use crate::shown::shown;
 
-impl Ending {
+impl ClientExit {
     /// The ending for a finished command's reported code, with the notes already gathered (none: no message).
     fn finished(target: &Target, code: i32, timed_out: bool, error: Option<&str>, mut notes: Vec<String>) -> Self {
         let code = match exit_code_for(code, timed_out, error) {
@@ -22,15 +22,15 @@ impl Ending {
                 ImpossibleCode::EXIT
             }
         };
-        Ending { code, message: (!notes.is_empty()).then(|| notes.join("; ")) }
+        ClientExit { code, message: (!notes.is_empty()).then(|| notes.join("; ")) }
     }
 }
 
 /// Sends `body` (the request, already checked against the body limit) and reproduces what comes back.
-pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) -> Ending {
+pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) -> ClientExit {
     let client = match http_client(settings.stream, target.socket.as_deref()) {
         Ok(client) => client,
-        Err(message) => return Ending::fail(message),
+        Err(message) => return ClientExit::fail(message),
     };
     let path = if settings.stream { "/exec/stream" } else { "/exec" };
     let mut call = client.post(target.endpoint(path)).header("content-type", "application/json").body(body);
@@ -48,13 +48,13 @@ pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) ->
     }
     let response = match call.send().await {
         Ok(response) => response,
-        Err(err) => return Ending::fail(transport_error(target, &err)),
+        Err(err) => return ClientExit::fail(transport_error(target, &err)),
     };
     let status = response.status();
     if !status.is_success() {
         let location = location(&response);
         let body = small_text(response).await;
-        return Ending::fail(refusal(target, Some(settings), status, location.as_deref(), &body));
+        return ClientExit::fail(refusal(target, Some(settings), status, location.as_deref(), &body));
     }
     if settings.stream {
         stream_reply(target, response).await
@@ -63,11 +63,11 @@ pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) ->
     }
 }
 
-async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqwest::Response) -> Ending {
+async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqwest::Response) -> ClientExit {
     let body = match read_bounded(response, MAX_REPLY_BYTES).await {
         Ok(body) => body,
         Err(BodyError::TooLarge { limit }) => {
-            return Ending::fail(format!(
+            return ClientExit::fail(format!(
                 "sidecar at {} sent a reply larger than {}, more than exec-server sends with its default \
                  --max-output: giving up on it (set SIDECAR_STREAM=1 for output this large)",
                 target.url,
@@ -75,24 +75,24 @@ async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqw
             ))
         }
         Err(BodyError::Transport(err)) if err.is_timeout() => {
-            return Ending::fail(format!(
+            return ClientExit::fail(format!(
                 "no reply from sidecar at {} within {} s (SIDECAR_TIMEOUT + 30 s)",
                 target.url,
                 settings.blocking_deadline().as_secs()
             ))
         }
-        Err(BodyError::Transport(err)) => return Ending::fail(transport_error(target, &err)),
+        Err(BodyError::Transport(err)) => return ClientExit::fail(transport_error(target, &err)),
     };
     let reply: ExecReply = match serde_json::from_slice(&body) {
         Ok(reply) => reply,
-        Err(err) => return Ending::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url)),
+        Err(err) => return ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url)),
     };
     drop(body);
     let (Ok(stdout), Ok(stderr)) = (reply.stdout_bytes(), reply.stderr_bytes()) else {
-        return Ending::fail(format!("sidecar at {} sent invalid base64 output", target.url));
+        return ClientExit::fail(format!("sidecar at {} sent invalid base64 output", target.url));
     };
     if write_all(&mut std::io::stdout().lock(), &stdout).is_err() {
-        return Ending::code(EXIT_BROKEN_PIPE);
+        return ClientExit::code(EXIT_BROKEN_PIPE);
     }
     let _ = write_all(&mut std::io::stderr().lock(), &stderr);
     let mut notes = Vec::new();
@@ -103,10 +103,10 @@ async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqw
         notes.push("stderr was cut at the server's output cap; set SIDECAR_STREAM=1 to get all of it".to_owned());
     }
     notes.extend(reply.error.as_deref().map(shown));
-    Ending::finished(target, reply.exit_code, reply.timed_out, reply.error.as_deref(), notes)
+    ClientExit::finished(target, reply.exit_code, reply.timed_out, reply.error.as_deref(), notes)
 }
 
-async fn stream_reply(target: &Target, response: reqwest::Response) -> Ending {
+async fn stream_reply(target: &Target, response: reqwest::Response) -> ClientExit {
     let mut body = response.bytes_stream();
     let mut parser = protocol::sse::SseParser::new();
     let mut events = Vec::new();
@@ -117,16 +117,16 @@ async fn stream_reply(target: &Target, response: reqwest::Response) -> Ending {
         let piece = match piece {
             Ok(piece) => piece,
             Err(err) if err.is_timeout() => {
-                return Ending::fail(format!(
+                return ClientExit::fail(format!(
                     "sidecar at {} sent nothing for {} s, not even a keep-alive: the connection is lost",
                     target.url,
                     STREAM_READ_TIMEOUT.as_secs()
                 ))
             }
-            Err(err) => return Ending::fail(format!("stream from sidecar at {} broke: {err}", target.url)),
+            Err(err) => return ClientExit::fail(format!("stream from sidecar at {} broke: {err}", target.url)),
         };
         if let Err(err) = parser.feed(&piece, &mut events) {
-            return Ending::fail(format!(
+            return ClientExit::fail(format!(
                 "sidecar at {} sent {err} in its event stream, far more than any exec-server event (under 1 MiB): \
                  giving up on it",
                 target.url
@@ -137,17 +137,19 @@ async fn stream_reply(target: &Target, response: reqwest::Response) -> Ending {
                 Ok(Some(frame)) => frame,
                 // A frame type from a newer server: not ours to handle.
                 Ok(None) => continue,
-                Err(err) => return Ending::fail(format!("sidecar at {} sent an unreadable frame ({err})", target.url)),
+                Err(err) => {
+                    return ClientExit::fail(format!("sidecar at {} sent an unreadable frame ({err})", target.url))
+                }
             };
             bytes.clear();
             match frame {
                 Frame::Stdout(chunk) | Frame::Stderr(chunk) if chunk.write_bytes(&mut bytes).is_err() => {
-                    return Ending::fail(format!("sidecar at {} sent invalid base64 output", target.url))
+                    return ClientExit::fail(format!("sidecar at {} sent invalid base64 output", target.url))
                 }
                 // `bytes` now holds the chunk's exact bytes (decoded by the guard above).
                 Frame::Stdout(_) => {
                     if write_all(&mut stdout, &bytes).is_err() {
-                        return Ending::code(EXIT_BROKEN_PIPE);
+                        return ClientExit::code(EXIT_BROKEN_PIPE);
                     }
                 }
                 Frame::Stderr(_) => {
@@ -160,12 +162,12 @@ async fn stream_reply(target: &Target, response: reqwest::Response) -> Ending {
                     last_error = Some(data);
                 }
                 Frame::Exit { data, timed_out, .. } => {
-                    return Ending::finished(target, data, timed_out, last_error.as_deref(), Vec::new());
+                    return ClientExit::finished(target, data, timed_out, last_error.as_deref(), Vec::new());
                 }
             }
         }
     }
-    Ending::fail(format!(
+    ClientExit::fail(format!(
         "stream ended without an exit frame: the sidecar at {} closed the connection (was it stopped or restarted?)",
         target.url
     ))

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use sidecar_exec::config::{self, CallSettings, Sidecars};
-use sidecar_exec::forward::{self, Ending};
+use sidecar_exec::forward::{self, ClientExit};
 use sidecar_exec::interrupt::Interrupts;
 use sidecar_exec::{argv, request, status, stdin, wrappers};
 
@@ -108,23 +108,23 @@ fn run(args: &[OsString]) -> i32 {
     if hinted {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
-    let ending = runtime().block_on(async {
+    let exit = runtime().block_on(async {
         let Ok(mut interrupts) = Interrupts::install() else {
-            return Ending::fail("cannot install signal handlers");
+            return ClientExit::fail("cannot install signal handlers");
         };
         // A signal drops the forwarding future, which closes the connection; the server then cancels the command.
         tokio::select! {
-            ending = forward::forward(&target, &settings, body) => ending,
-            interrupt = interrupts.recv() => Ending { code: interrupt.code(), message: None },
+            exit = forward::forward(&target, &settings, body) => exit,
+            interrupt = interrupts.recv() => ClientExit { code: interrupt.code(), message: None },
         }
     });
     if !hinted && unread_data() {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
-    if let Some(message) = &ending.message {
+    if let Some(message) = &exit.message {
         eprintln!("sidecar-exec: {message}");
     }
-    ending.code
+    exit.code
 }
 
 fn status() -> i32 {

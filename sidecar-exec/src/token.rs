@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use protocol::token::TokenFileError;
+
 use crate::config::{ConfigError, SidecarEntry};
 
 /// A token ready to send, and where it came from (for messages: "the token from SIDECAR_TOKEN was refused").
@@ -36,21 +38,26 @@ pub fn resolve(entry: &SidecarEntry, runtime: &str) -> Result<Option<Token>, Con
     }
 }
 
+/// A token file, read as exec-server reads its own ([`protocol::token::read_file`]).
 fn from_file(file: &Path, via: &str) -> Result<Token, ConfigError> {
     let source = format!("the token file {} ({via})", file.display());
-    let text = std::fs::read_to_string(file).map_err(|err| ConfigError(format!("cannot read {source}: {err}")))?;
-    checked(&text, source.clone())?.ok_or_else(|| ConfigError(format!("{source} is empty")))
+    match protocol::token::read_file(file) {
+        Ok(value) => sendable(&value, source),
+        Err(TokenFileError::Unreadable(err)) => Err(ConfigError(format!("cannot read {source}: {err}"))),
+        Err(TokenFileError::Empty) => Err(ConfigError(format!("{source} is empty"))),
+    }
 }
 
-/// Trims `text` the way exec-server trims its token (`str::trim`: a file written by `echo` ends in a newline, and a
-/// variable set from one often does too), then refuses anything but printable ASCII, space and tab: the bytes an
-/// HTTP header can carry and the server can read back as text. A control byte or a non-ASCII character left inside
-/// is a mistake no server can match, so it is named here instead of surfacing as reqwest's "builder error".
+/// Trims `text` the way exec-server trims its token ([`protocol::token::normalize`]: a file written by `echo` ends
+/// in a newline, and a variable set from one often does too); `None` when nothing is left.
 fn checked(text: &str, source: String) -> Result<Option<Token>, ConfigError> {
-    let value = text.trim();
-    if value.is_empty() {
-        return Ok(None);
-    }
+    protocol::token::normalize(text).map(|value| sendable(value, source)).transpose()
+}
+
+/// Refuses anything but printable ASCII, space and tab: the bytes an HTTP header can carry and the server can read
+/// back as text. A control byte or a non-ASCII character left inside is a mistake no server can match, so it is
+/// named here instead of surfacing as reqwest's "builder error".
+fn sendable(value: &str, source: String) -> Result<Token, ConfigError> {
     if let Some((at, bad)) = value.char_indices().find(|(_, c)| !matches!(c, ' '..='~' | '\t')) {
         return Err(ConfigError(format!(
             "{source} holds {:?} at byte {at}, which cannot be sent in an HTTP header: a token is printable ASCII \
@@ -58,7 +65,7 @@ fn checked(text: &str, source: String) -> Result<Option<Token>, ConfigError> {
             bad
         )));
     }
-    Ok(Some(Token { value: value.to_owned(), source }))
+    Ok(Token { value: value.to_owned(), source })
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //! (native, on PATH outside DIR: no wrapper), the build sidecar of its runtime (BUILD_SIDECARS), the SSH host
 //! (SSH_HOST, through `ssh-exec`).
 
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+
+use process_group::program;
 
 use crate::config::Sidecars;
 
@@ -121,7 +122,7 @@ pub fn install(
     }
     let mut wanted: Vec<(String, Backend)> = Vec::new();
     for (command, backend) in candidates {
-        if find_on_path(&command, path, &dir).is_some() {
+        if is_native(&command, path, &dir) {
             report.native.push(command);
         } else {
             wanted.push((command, backend));
@@ -174,48 +175,23 @@ fn unwritable(dir: &Path, err: &std::io::Error) -> String {
         "FATAL: cannot write wrappers to {}: {err} (make the folder writable for uid {}, or pick another with \
          --install-wrappers DIR)",
         dir.display(),
-        nix_uid()
+        nix::unistd::getuid()
     )
 }
 
-fn nix_uid() -> String {
-    // /proc/self/status holds the real uid; good enough for a message and needs no libc call.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_owned())
-        })
-        .unwrap_or_else(|| "?".into())
+/// Atomically, through an exclusive temporary ([`agent_files::write_atomic_mode`]): the folder is writable by the
+/// agent's user, so nothing planted there may redirect the write, and a wrapper appears whole and executable.
+fn write_wrapper(dir: &Path, command: &str, script: &str) -> Result<(), String> {
+    agent_files::write_atomic_mode(&dir.join(command), script.as_bytes(), 0o755).map_err(|err| unwritable(dir, &err))
 }
 
-fn write_wrapper(dir: &Path, command: &str, script: &str) -> Result<(), String> {
-    let target = dir.join(command);
-    let temporary = dir.join(format!(".{command}.tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(script.as_bytes())?;
-        file.set_permissions(std::fs::Permissions::from_mode(0o755))?;
-        std::fs::rename(&temporary, &target)
-    };
-    write().map_err(|err| {
-        let _ = std::fs::remove_file(&temporary);
-        unwritable(dir, &err)
-    })
+/// Whether `command` is an executable on `path` outside `wrappers` (our own folder, which may be on PATH too), found
+/// as the agent's shell would find it ([`program::executables_on_path`]: an empty entry is the current folder).
+fn is_native(command: &str, path: &str, wrappers: &Path) -> bool {
+    program::executables_on_path(OsStr::new(command), OsStr::new(path), Path::new(""))
+        .any(|found| found.parent().and_then(|folder| folder.canonicalize().ok()).as_deref() != Some(wrappers))
 }
 
 fn is_ours(path: &Path) -> bool {
     std::fs::read_to_string(path).is_ok_and(|text| text.lines().nth(1).is_some_and(|line| line.starts_with(MARK)))
-}
-
-/// The first executable `command` on `path`, ignoring `skip` (the wrapper folder itself).
-pub fn find_on_path(command: &str, path: &str, skip: &Path) -> Option<PathBuf> {
-    path.split(':').filter(|entry| !entry.is_empty()).find_map(|entry| {
-        let folder = Path::new(entry);
-        if folder.canonicalize().is_ok_and(|folder| folder == skip) {
-            return None;
-        }
-        let candidate = folder.join(command);
-        let meta = std::fs::metadata(&candidate).ok()?;
-        (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
-    })
 }

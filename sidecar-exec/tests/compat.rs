@@ -37,9 +37,9 @@ async fn old_server() -> String {
     url
 }
 
-fn client(url: &str) -> Client {
-    Client::new()
-        .env("BUILD_SIDECARS", &format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
+fn client(url: &str) -> BinaryRun {
+    client_run()
+        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
         .env("SIDECAR_CWD", "/workspace")
 }
 

@@ -160,10 +160,10 @@ async fn tokens_from_every_source() {
 async fn configuration_and_transport_errors_exit_1_with_one_clear_line() {
     let server = server().await;
     let url = server.url.clone();
-    let cases: Vec<(Client, &str)> = vec![
-        (Client::new().args(["python", "true"]), "sidecar-exec: BUILD_SIDECARS is not set"),
+    let cases: Vec<(BinaryRun, &str)> = vec![
+        (client_run().args(["python", "true"]), "sidecar-exec: BUILD_SIDECARS is not set"),
         (
-            Client::new().env("BUILD_SIDECARS", "{oops").args(["python", "true"]),
+            client_run().env("BUILD_SIDECARS", "{oops").args(["python", "true"]),
             "sidecar-exec: BUILD_SIDECARS is not valid",
         ),
         (
@@ -175,17 +175,17 @@ async fn configuration_and_transport_errors_exit_1_with_one_clear_line() {
             "sidecar-exec: SIDECAR_TIMEOUT must be a whole number",
         ),
         (
-            Client::new()
+            client_run()
                 .env("BUILD_SIDECARS", r#"{"python":{"internal_url":"http://127.0.0.1:9"}}"#)
                 .args(["python", "true"]),
             "sidecar-exec: failed to connect to sidecar at http://127.0.0.1:9",
         ),
         (
-            Client::new().env("BUILD_SIDECARS", r#"{"python":{}}"#).args(["python", "true"]),
+            client_run().env("BUILD_SIDECARS", r#"{"python":{}}"#).args(["python", "true"]),
             "sidecar-exec: BUILD_SIDECARS entry 'python' has no internal_url",
         ),
-        (Client::new().args(["python"]), "sidecar-exec: missing command after the runtime"),
-        (Client::new().args(["--bogus"]), "sidecar-exec: unknown option --bogus"),
+        (client_run().args(["python"]), "sidecar-exec: missing command after the runtime"),
+        (client_run().args(["--bogus"]), "sidecar-exec: unknown option --bogus"),
     ];
     for (client, expected) in cases {
         let output = client.run().await;
@@ -211,7 +211,7 @@ async fn status_lists_every_sidecar() {
     let server = server_with(&["--runtime", "python"], None).await;
     let sidecars =
         format!(r#"{{"python":{{"internal_url":"{}"}},"node":{{"internal_url":"http://127.0.0.1:9"}}}}"#, server.url);
-    let output = Client::new().env("BUILD_SIDECARS", &sidecars).args(["--status"]).run().await;
+    let output = client_run().env("BUILD_SIDECARS", &sidecars).args(["--status"]).run().await;
     let text = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "one sidecar is down: {text}");
     let python = text.lines().find(|l| l.starts_with("python")).unwrap();
@@ -220,14 +220,14 @@ async fn status_lists_every_sidecar() {
     assert!(node.contains("unreachable") && node.contains("127.0.0.1:9"), "{node}");
 
     let only_python = format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url);
-    let output = Client::new().env("BUILD_SIDECARS", &only_python).args(["--status"]).run().await;
+    let output = client_run().env("BUILD_SIDECARS", &only_python).args(["--status"]).run().await;
     assert_eq!(output.status.code(), Some(0));
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn help_names_every_variable() {
-    let output = Client::new().args(["--help"]).run().await;
+    let output = client_run().args(["--help"]).run().await;
     let help = String::from_utf8_lossy(&output.stdout);
     for name in [
         "BUILD_SIDECARS",
@@ -243,7 +243,7 @@ async fn help_names_every_variable() {
     ] {
         assert!(help.contains(name), "--help does not mention {name}");
     }
-    let version = Client::new().args(["--version"]).run().await;
+    let version = client_run().args(["--version"]).run().await;
     assert_eq!(String::from_utf8_lossy(&version.stdout), format!("sidecar-exec {}\n", env!("CARGO_PKG_VERSION")));
 }
 
@@ -371,7 +371,7 @@ async fn a_refused_token_is_explained_once_and_fails_status() {
     }
     let sidecars = format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url);
     for token in [None, Some("wrong")] {
-        let mut client = Client::new().env("BUILD_SIDECARS", &sidecars);
+        let mut client = client_run().env("BUILD_SIDECARS", &sidecars);
         if let Some(token) = token {
             client = client.env("SIDECAR_TOKEN", token);
         }
@@ -381,7 +381,7 @@ async fn a_refused_token_is_explained_once_and_fails_status() {
         assert!(text.contains("401"), "{text}");
     }
     let output =
-        Client::new().env("BUILD_SIDECARS", &sidecars).env("SIDECAR_TOKEN", "tok").args(["--status"]).run().await;
+        client_run().env("BUILD_SIDECARS", &sidecars).env("SIDECAR_TOKEN", "tok").args(["--status"]).run().await;
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stdout));
     server.stop().await;
 }
@@ -415,7 +415,7 @@ async fn a_sidecar_on_a_unix_socket_end_to_end() {
     let socket = dir.path().join("exec.sock");
     let server = server_with(&["--listen", &format!("unix:{}", socket.display())], None).await;
     let sidecars = format!(r#"{{"python":{{"internal_url":"unix://{}"}}}}"#, socket.display());
-    let call = || Client::new().env("BUILD_SIDECARS", &sidecars).current_dir(server.workspace.path());
+    let call = || client_run().env("BUILD_SIDECARS", &sidecars).current_dir(server.workspace.path());
     for stream in [false, true] {
         let output = call().stream(stream).args(["python", "sh", "-c", "echo over the socket; exit 3"]).run().await;
         assert_eq!(output.status.code(), Some(3), "stream={stream}: {}", stderr(&output));

@@ -10,9 +10,9 @@ use crate::support::*;
 /// "read at most the bound plus this", far below what an unbounded client reads (everything).
 const SOCKET_SLACK: u64 = 64 * 1024 * 1024;
 
-fn client(url: &str) -> Client {
-    Client::new()
-        .env("BUILD_SIDECARS", &format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
+fn client(url: &str) -> BinaryRun {
+    client_run()
+        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
         .env("SIDECAR_CWD", "/workspace")
 }
 
@@ -71,7 +71,7 @@ async fn redirects_are_never_followed() {
         assert!(line.contains("307") && line.contains(&location) && line.contains("redirect"), "{line}");
     }
     let sidecars = format!(r#"{{"go":{{"internal_url":"{}"}}}}"#, redirecting.url);
-    let status = Client::new().env("BUILD_SIDECARS", &sidecars).args(["--status"]).run().await;
+    let status = client_run().env("BUILD_SIDECARS", &sidecars).args(["--status"]).run().await;
     assert_eq!(status.status.code(), Some(1), "a redirecting sidecar is not healthy");
     assert_eq!(elsewhere.requests.load(Ordering::SeqCst), 0, "the command and its env were re-sent elsewhere");
 }
@@ -178,7 +178,7 @@ async fn a_server_error_text_is_cut_and_escaped() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn https_without_tls_says_how_to_get_it() {
-    let output = Client::new()
+    let output = client_run()
         .env("BUILD_SIDECARS", r#"{"go":{"internal_url":"https://builder-go:8443"}}"#)
         .args(["go", "version"])
         .run()

@@ -43,7 +43,7 @@ async fn transport_failures_are_told_apart_from_a_remote_255() {
     };
     // A key the host does not know.
     let stranger = stranger_key(sshd.dir.path());
-    let output = sshd.client().env_os("SSH_KEY_PATH", &stranger).args(["true"]).run().await;
+    let output = sshd.client().env("SSH_KEY_PATH", &stranger).args(["true"]).run().await;
     one_line(&output, "refused the login with the key");
 
     // A host key other than the recorded one.
@@ -51,7 +51,7 @@ async fn transport_failures_are_told_apart_from_a_remote_255() {
     let fake = std::fs::read_to_string(format!("{}.pub", stranger.display())).unwrap();
     let fake: Vec<&str> = fake.split_whitespace().take(2).collect();
     std::fs::write(&other, format!("[127.0.0.1]:{} {}\n", sshd.port, fake.join(" "))).unwrap();
-    let output = sshd.client().env_os("SSH_KNOWN_HOSTS", &other).args(["true"]).run().await;
+    let output = sshd.client().env("SSH_KNOWN_HOSTS", &other).args(["true"]).run().await;
     one_line(&output, "does not match the one in SSH_KNOWN_HOSTS");
 
     // A stopped sshd (the shared master goes with it).
@@ -229,12 +229,12 @@ async fn a_key_others_can_read_is_used_through_a_private_copy_and_an_empty_one_r
     let loose = sshd.path("loose_key");
     std::fs::copy(sshd.path("user_key"), &loose).unwrap();
     std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    let output = sshd.client().env_os("SSH_KEY_PATH", &loose).args(["echo", "in"]).run().await;
+    let output = sshd.client().env("SSH_KEY_PATH", &loose).args(["echo", "in"]).run().await;
     assert_eq!((output.status.code(), stdout(&output).as_str()), (Some(0), "in\n"), "{}", stderr(&output));
 
     let empty = sshd.path("empty_key");
     std::fs::write(&empty, "").unwrap();
-    let output = sshd.client().env_os("SSH_KEY_PATH", &empty).args(["true"]).run().await;
+    let output = sshd.client().env("SSH_KEY_PATH", &empty).args(["true"]).run().await;
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("is empty"), "{}", stderr(&output));
 }

@@ -1,7 +1,7 @@
 //! The installer's three-way order (native > sidecar > SSH) and a generated SSH wrapper at work.
 
 use crate::sshd::*;
-use crate::support::{executable, names, Client};
+use crate::support::{client_run, executable, names};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn native_beats_sidecar_beats_ssh() {
@@ -11,8 +11,8 @@ async fn native_beats_sidecar_beats_ssh() {
     executable(&native, "node", "#!/bin/sh\n");
     executable(&native, "go", "#!/bin/sh\n");
     let install = |ssh_host: Option<&str>| {
-        let client = Client::new()
-            .env("PATH", &format!("{}:{}", wrappers.display(), native.display()))
+        let client = client_run()
+            .env("PATH", format!("{}:{}", wrappers.display(), native.display()))
             .env("BUILD_SIDECARS", r#"{"node":{"internal_url":"http://b:1"},"python":{"internal_url":"http://c:1"}}"#)
             .env("SSH_COMMANDS", "xcodebuild, swift npm");
         let client = match ssh_host {
@@ -51,7 +51,7 @@ async fn native_beats_sidecar_beats_ssh() {
         || protocol::commands_for("python").unwrap().contains(&name.as_str())));
 
     // A bad SSH_COMMANDS entry is refused.
-    let output = Client::new()
+    let output = client_run()
         .env("SSH_HOST", "h")
         .env("SSH_COMMANDS", "ok ../../bin/sh")
         .args(["--install-wrappers", wrappers.to_str().unwrap()])
@@ -68,7 +68,7 @@ async fn a_generated_ssh_wrapper_runs_on_the_host_with_arguments_intact() {
     let host_bin = sshd.host_cwd.path().join("bin");
     executable(&host_bin, "only-on-host", "#!/bin/sh\nprintf 'host:'; printf ' [%s]' \"$@\"; echo\n");
     let path = format!("{}:/usr/bin:/bin", wrappers.display());
-    let output = Client::new()
+    let output = client_run()
         .env("PATH", &path)
         .env("SSH_HOST", "127.0.0.1")
         .env("SSH_COMMANDS", "only-on-host")
@@ -79,7 +79,7 @@ async fn a_generated_ssh_wrapper_runs_on_the_host_with_arguments_intact() {
     assert!(names(&wrappers).contains(&"only-on-host".to_owned()), "{}", stderr(&output));
 
     let mut wrapper =
-        sshd.client().env("PATH", &path).env_os("SSH_HOST_PATH", &host_bin).other(wrappers.join("only-on-host"));
+        sshd.client().env("PATH", &path).env("SSH_HOST_PATH", &host_bin).other(wrappers.join("only-on-host"));
     wrapper.args(["a b", "it's", "; echo x"]);
     let output = wrapper.output().await.unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

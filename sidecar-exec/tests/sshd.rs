@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use crate::support::{stderr, Client};
+pub use crate::support::{stderr, BinaryRun};
 
 pub const SSH_BIN: &str = env!("CARGO_BIN_EXE_ssh-exec");
 
@@ -130,10 +130,8 @@ impl Sshd {
     }
 
     /// A call of the real ssh-exec binary configured for this server, in the workspace.
-    pub fn client(&self) -> Client {
-        let mut client = Client::of(SSH_BIN);
-        client
-            .command
+    pub fn client(&self) -> BinaryRun {
+        BinaryRun::new(SSH_BIN)
             .env("SSH_HOST", "127.0.0.1")
             .env("SSH_PORT", self.port.to_string())
             .env("SSH_USER", &self.user)
@@ -142,8 +140,7 @@ impl Sshd {
             .env("SSH_WORKSPACE", self.workspace.path())
             .env("SSH_HOST_CWD", self.host_cwd.path())
             .env("XDG_RUNTIME_DIR", self.runtime_dir())
-            .current_dir(self.workspace.path());
-        client
+            .current_dir(self.workspace.path())
     }
 
     /// Stops the server and every connection it serves (sshd's listener leaves running sessions alone; a shared

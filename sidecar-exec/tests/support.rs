@@ -1,8 +1,5 @@
 //! Test helpers: an in-process exec-server, and a builder that runs the real client binary against it.
 
-use std::process::{Output, Stdio};
-use std::time::Duration;
-
 use clap::Parser;
 use exec_server::local::LocalServer;
 pub use testkit::*;
@@ -32,9 +29,9 @@ pub async fn server_with(args: &[&str], token: Option<&str>) -> TestServer {
 
 impl TestServer {
     /// A client call for `runtime` "python" pointing at this server, working in the workspace root.
-    pub fn client(&self) -> Client {
-        Client::new()
-            .env("BUILD_SIDECARS", &format!(r#"{{"python":{{"internal_url":"{}/"}}}}"#, self.url))
+    pub fn client(&self) -> BinaryRun {
+        client_run()
+            .env("BUILD_SIDECARS", format!(r#"{{"python":{{"internal_url":"{}/"}}}}"#, self.url))
             .current_dir(self.workspace.path())
     }
 
@@ -43,76 +40,23 @@ impl TestServer {
     }
 }
 
-/// Builder for one run of a client binary (sidecar-exec, or ssh-exec), with a clean environment.
-pub struct Client {
-    pub command: tokio::process::Command,
+/// One run of the client, sidecar-exec, with a clean environment (testkit's [`BinaryRun`]).
+pub fn client_run() -> BinaryRun {
+    BinaryRun::new(BIN)
 }
 
-impl Client {
-    pub fn new() -> Self {
-        Self::of(BIN)
-    }
+/// Streaming on or off for a client run: the tests that hold for both modes run both.
+pub trait Streaming {
+    fn stream(self, on: bool) -> Self;
+}
 
-    pub fn of(binary: &str) -> Self {
-        Client { command: isolated_command(binary) }
-    }
-
-    pub fn env(mut self, name: &str, value: &str) -> Self {
-        self.command.env(name, value);
-        self
-    }
-
-    pub fn env_os(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
-        self.command.env(name, value);
-        self
-    }
-
-    pub fn env_remove(mut self, name: &str) -> Self {
-        self.command.env_remove(name);
-        self
-    }
-
-    pub fn stream(self, on: bool) -> Self {
+impl Streaming for BinaryRun {
+    fn stream(self, on: bool) -> Self {
         if on {
             self.env("SIDECAR_STREAM", "1")
         } else {
             self
         }
-    }
-
-    pub fn current_dir(mut self, dir: &std::path::Path) -> Self {
-        self.command.current_dir(dir);
-        self
-    }
-
-    pub fn stdin(mut self, stdin: Stdio) -> Self {
-        self.command.stdin(stdin);
-        self
-    }
-
-    pub fn args<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(mut self, args: I) -> Self {
-        self.command.args(args);
-        self
-    }
-
-    pub async fn run(mut self) -> Output {
-        tokio::time::timeout(Duration::from_secs(60), self.command.output()).await.expect("client hung").unwrap()
-    }
-
-    pub fn spawn(mut self) -> tokio::process::Child {
-        self.command.spawn().unwrap()
-    }
-
-    /// Another program with this call's environment and directory (a generated wrapper, a shell pipeline).
-    pub fn other(mut self, program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
-        let std = self.command.as_std_mut();
-        let mut other = tokio::process::Command::new(program);
-        other.env_clear().envs(std.get_envs().filter_map(|(name, value)| Some((name, value?))));
-        if let Some(dir) = std.get_current_dir() {
-            other.current_dir(dir);
-        }
-        other.kill_on_drop(true);
-        other
     }
 }
 
@@ -133,10 +77,6 @@ pub fn executable(dir: &std::path::Path, name: &str, script: &str) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-pub fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 /// Runs the generated wrapper `name` in `wrappers` as an agent's shell would: a clean environment whose PATH is the
 /// wrappers, then `fallback` (where the real tool is not), and BUILD_SIDECARS.
 pub async fn run_wrapper<S: AsRef<std::ffi::OsStr>>(
@@ -146,7 +86,7 @@ pub async fn run_wrapper<S: AsRef<std::ffi::OsStr>>(
     fallback: &std::path::Path,
     sidecars: &str,
     cwd: &std::path::Path,
-) -> Output {
+) -> std::process::Output {
     tokio::process::Command::new(wrappers.join(name))
         .args(args)
         .env_clear()

@@ -13,7 +13,7 @@ async fn native_commands_win_and_stale_wrappers_go() {
     executable(&wrappers, "npx", "#!/bin/sh\necho native\n");
     let path = format!("{}:{}", wrappers.display(), native.display());
     let install = |sidecars: &str| {
-        Client::new()
+        client_run()
             .env("PATH", &path)
             .env("BUILD_SIDECARS", sidecars)
             .args(["--install-wrappers", wrappers.to_str().unwrap()])
@@ -37,7 +37,7 @@ async fn native_commands_win_and_stale_wrappers_go() {
 
     // No BUILD_SIDECARS at all: not an error (an agent image may run without builders), every wrapper of ours goes,
     // and one line says what happened and what to set.
-    let output = Client::new().env("PATH", &path).args(["--install-wrappers", wrappers.to_str().unwrap()]).run().await;
+    let output = client_run().env("PATH", &path).args(["--install-wrappers", wrappers.to_str().unwrap()]).run().await;
     assert_eq!(output.status.code(), Some(0));
     let message = stderr(&output);
     assert_eq!(message.lines().count(), 1, "{message}");
@@ -50,12 +50,43 @@ async fn native_commands_win_and_stale_wrappers_go() {
     assert_eq!(names(&wrappers), ["README"]);
 }
 
+/// The wrapper folder is writable by the agent's user, and so by anything running as that user: a name planted there
+/// beforehand must not redirect the installer's writes. The installer used to write through `.{command}.tmp`, a
+/// name known in advance: a symlink planted under it made the installer overwrite the file it pointed to.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planted_temporary_name_redirects_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = tempfile::tempdir().unwrap();
+    let wrappers = scratch.path().join("wrappers");
+    std::fs::create_dir(&wrappers).unwrap();
+    let canary = scratch.path().join("canary");
+    std::fs::write(&canary, "canary\n").unwrap();
+    for command in ["go", "gofmt"] {
+        std::os::unix::fs::symlink(&canary, wrappers.join(format!(".{command}.tmp"))).unwrap();
+    }
+    let output = client_run()
+        .env("BUILD_SIDECARS", r#"{"go":{"internal_url":"http://x:1"}}"#)
+        .env("PATH", "/nonexistent")
+        .args(["--install-wrappers", wrappers.to_str().unwrap()])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "canary\n", "written through a planted symlink");
+    for command in ["go", "gofmt"] {
+        let meta = std::fs::symlink_metadata(wrappers.join(command)).unwrap();
+        assert!(meta.is_file(), "{command} is not a regular file");
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o755, "{command}");
+    }
+    // The planted names are left alone (not ours to remove), and no temporary of the installer is left.
+    assert_eq!(names(&wrappers), [".go.tmp", ".gofmt.tmp", "go", "gofmt"]);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unwritable_folder_is_refused_loudly() {
     let scratch = tempfile::tempdir().unwrap();
     let file = scratch.path().join("a-file");
     std::fs::write(&file, "").unwrap();
-    let output = Client::new()
+    let output = client_run()
         .env("BUILD_SIDECARS", r#"{"go":{"internal_url":"http://x:1"}}"#)
         .env("PATH", "/nonexistent")
         .args(["--install-wrappers", file.join("wrappers").to_str().unwrap()])
@@ -72,7 +103,7 @@ async fn a_generated_wrapper_forwards_with_arguments_intact() {
     let wrappers = server.workspace.path().join(".wrappers");
     let empty = tempfile::tempdir().unwrap();
     let sidecars = format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url);
-    let output = Client::new()
+    let output = client_run()
         .env("PATH", empty.path().to_str().unwrap())
         .env("BUILD_SIDECARS", &sidecars)
         .args(["--install-wrappers", wrappers.to_str().unwrap()])

@@ -174,12 +174,9 @@ pub struct ConfigCli {
     pub default: Option<String>,
 }
 
+/// Seconds, up to a week (a run's timeout; [`process_group::parse_seconds`]).
 fn parse_seconds(text: &str) -> Result<Duration, String> {
-    let seconds: f64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if !(0.0..=604_800.0).contains(&seconds) {
-        return Err(format!("{text} seconds is out of range (0 to 604800)"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    process_group::parse_seconds(text, 604_800)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::failure::Failure;
 use crate::ipc::{self, Ipc};
-use crate::tolerant::{self, Read};
+use crate::tolerant::{self, Reading};
 use crate::{inflight, json_arg};
 
 /// Set by `run` for the orchestrator: `finish` then writes only the run result, and the supervisor writes
@@ -33,9 +33,9 @@ pub fn write_done(ipc: &Ipc) -> Result<(), String> {
 /// Whether the run result on disk is JSON (an error message if not).
 pub fn check_run_result(ipc: &Ipc) -> Option<Result<(), String>> {
     match tolerant::read::<Value>(&ipc.run_result()) {
-        Read::Missing => None,
-        Read::Ready(_) => Some(Ok(())),
-        Read::Incomplete { error, .. } | Read::Invalid(error) => Some(Err(error)),
+        Reading::Missing => None,
+        Reading::Ready(_) => Some(Ok(())),
+        Reading::Incomplete { error, .. } | Reading::Invalid(error) => Some(Err(error)),
     }
 }
 

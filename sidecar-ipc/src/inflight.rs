@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::changes::Changes;
 use crate::ipc::{self, Ipc};
-use crate::watch::Watcher;
 
 /// Ids of `request-{id}.json` files that have no `result-{id}.json`.
 pub fn unanswered(ipc: &Ipc) -> Vec<String> {
@@ -21,19 +21,26 @@ pub fn unanswered(ipc: &Ipc) -> Vec<String> {
         .collect()
 }
 
-/// Waits until every request has its result, for at most `limit`. Returns the ids still unanswered then.
+/// Waits until every request has its result, for at most `limit`, saying on stderr that it waits (and for what)
+/// when it has to. Returns the ids still unanswered then.
 pub async fn wait_answered(ipc: &Ipc, limit: Duration) -> Vec<String> {
     let deadline = Instant::now() + limit;
-    if unanswered(ipc).is_empty() {
+    let pending = unanswered(ipc);
+    if pending.is_empty() {
         return Vec::new();
     }
-    let mut watcher = Watcher::new(&[ipc.prompts()]);
+    eprintln!(
+        "sidecar-ipc: before ending the run, waiting up to {}s for prompts still unanswered: {}",
+        limit.as_secs_f64(),
+        pending.join(", ")
+    );
+    let mut changes = Changes::watch(&[ipc.prompts()]);
     loop {
         let pending = unanswered(ipc);
         if pending.is_empty() || Instant::now() >= deadline {
             return pending;
         }
-        watcher.wait(Some(deadline)).await;
+        changes.wait(Some(deadline)).await;
     }
 }
 

@@ -1,27 +1,9 @@
-//! sidecar-ipc: orchestrator sidecars over the shared /ipc folder. See `sidecar-ipc --help`.
-
-mod clear;
-mod cli;
-mod failure;
-mod finish;
-mod ids;
-mod inflight;
-mod ipc;
-mod json_arg;
-mod prompt;
-mod run;
-mod run_config;
-mod schema;
-mod server;
-mod tolerant;
-mod watch;
-mod wire;
+//! The sidecar-ipc binary: the command line and a one-thread runtime; everything else is in the library.
 
 use clap::Parser;
-
-use cli::{Cli, Command};
-use failure::Failure;
-use ipc::Ipc;
+use sidecar_ipc::cli::Cli;
+use sidecar_ipc::failure::Failure;
+use sidecar_ipc::ipc::Ipc;
 
 fn main() {
     let cli = Cli::parse();
@@ -31,42 +13,6 @@ fn main() {
         Ok(runtime) => runtime,
         Err(err) => std::process::exit(Failure::new(format!("cannot start the async runtime: {err}")).report()),
     };
-    let code = runtime.block_on(async {
-        let outcome = match cli.command {
-            Command::Prompt(args) => {
-                prompt::prompt(&ipc, prompt::PromptArgs { text: args.text, schema: args.schema, timeout: args.timeout })
-                    .await
-            }
-            Command::ClearContext(args) => clear::clear_context(&ipc, args.reason).await,
-            Command::Finish(args) => finish::finish(&ipc, args.result.as_deref(), args.drain).await,
-            Command::Run(args) => {
-                let args =
-                    run::RunArgs { command: args.command, timeout: args.timeout, grace: args.grace, drain: args.drain };
-                return run::run(&ipc, args).await;
-            }
-            Command::PromptServer(args) => {
-                let backend = match (args.openai_url, args.replay) {
-                    (Some(url), _) => server::BackendArgs::OpenAi {
-                        url,
-                        model: args.model.unwrap_or_default(),
-                        key_var: args.api_key_env,
-                        timeout: args.request_timeout,
-                    },
-                    (None, Some(path)) => server::BackendArgs::Replay(path),
-                    (None, None) => {
-                        return Failure::usage("give --openai-url URL --model NAME, or --replay FILE").report()
-                    }
-                };
-                let use_context = std::env::var("USE_CONTEXT").ok();
-                server::serve(&ipc, server::ServerArgs { backend, audit: args.audit, system: args.system, use_context })
-                    .await
-            }
-            Command::Config(args) => run_config::print_config(args.key.as_deref(), args.default.as_deref()),
-        };
-        match outcome {
-            Ok(()) => 0,
-            Err(failure) => failure.report(),
-        }
-    });
+    let code = runtime.block_on(sidecar_ipc::execute(&ipc, cli.command));
     std::process::exit(code);
 }

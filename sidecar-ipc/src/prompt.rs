@@ -6,13 +6,13 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::changes::Changes;
 use crate::failure::{Failure, TIMED_OUT};
 use crate::ids::new_id;
 use crate::ipc::{self, Ipc};
 use crate::json_arg;
 use crate::schema::{self, SchemaSpec};
-use crate::tolerant::{self, Read as FileRead, Settle};
-use crate::watch::Watcher;
+use crate::tolerant::{self, Reading, Settle};
 use crate::wire::{PromptRequest, PromptResult};
 
 pub struct PromptArgs {
@@ -54,7 +54,7 @@ pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), Failure> {
 
     let id = new_id();
     // Watch before writing: a result written before the first check still wakes the wait.
-    let mut watcher = Watcher::new(&[ipc.prompts(), ipc.root().to_path_buf()]);
+    let mut changes = Changes::watch(&[ipc.prompts(), ipc.root().to_path_buf()]);
     let request = PromptRequest {
         request_id: id.clone(),
         prompt: text,
@@ -63,7 +63,7 @@ pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), Failure> {
     ipc::write_json(&ipc.request(&id), &request)?;
 
     let deadline = Instant::now() + args.timeout;
-    let result = match wait_for_result(ipc, &id, deadline, &mut watcher).await {
+    let result = match wait_for_result(ipc, &id, deadline, &mut changes).await {
         Waited::Answered(result) => result,
         Waited::Unreadable(error) => {
             return Err(Failure::new(format!("the result of prompt {id} is unreadable: {error}")));
@@ -141,24 +141,24 @@ fn parsed_answer(result: &PromptResult) -> Result<Value, String> {
     })
 }
 
-async fn wait_for_result(ipc: &Ipc, id: &str, deadline: Instant, watcher: &mut Watcher) -> Waited {
+async fn wait_for_result(ipc: &Ipc, id: &str, deadline: Instant, changes: &mut Changes) -> Waited {
     let path = ipc.result(id);
     let mut settle = Settle::default();
     loop {
         let now = Instant::now();
         match tolerant::read::<PromptResult>(&path) {
-            FileRead::Ready(result) => return Waited::Answered(result),
-            FileRead::Invalid(error) => return Waited::Unreadable(error),
+            Reading::Ready(result) => return Waited::Answered(result),
+            Reading::Invalid(error) => return Waited::Unreadable(error),
             // Written in place by the agent: read again when it changes, unless it has stopped changing.
-            FileRead::Incomplete { error, stamp } => {
+            Reading::Incomplete { error, stamp } => {
                 if settle.stalled(stamp) || now >= deadline {
                     return Waited::Unreadable(error);
                 }
             }
-            FileRead::Missing if ipc.is_done() => return Waited::RunEnded,
-            FileRead::Missing if now >= deadline => return Waited::TimedOut,
-            FileRead::Missing => {}
+            Reading::Missing if ipc.is_done() => return Waited::RunEnded,
+            Reading::Missing if now >= deadline => return Waited::TimedOut,
+            Reading::Missing => {}
         }
-        watcher.wait(Some(deadline)).await;
+        changes.wait(Some(deadline)).await;
     }
 }

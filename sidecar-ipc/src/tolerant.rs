@@ -3,7 +3,7 @@
 //!
 //! Whoever writes the folders may also leave what is no file to read at all (a FIFO, a symlink to `/dev/zero`, a
 //! 10 GiB sparse file): files are read by [`agent_files::read_request`] (regular files only, never through a
-//! symlink, at most [`LIMIT`] bytes, never blocking), and anything else is [`Read::Invalid`] at once.
+//! symlink, at most [`LIMIT`] bytes, never blocking), and anything else is [`Reading::Invalid`] at once.
 
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
@@ -24,9 +24,9 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 /// refused, and a hostile file costs at most this much memory.
 pub const LIMIT: u64 = 8 * 1024 * 1024;
 
-/// What is in the file now.
+/// One reading of a file that may still be written: what is in it now.
 #[derive(Debug)]
-pub enum Read<T> {
+pub enum Reading<T> {
     Missing,
     /// Not (yet) JSON: empty, cut short, or garbage. `stamp` tells whether it changes later.
     Incomplete {
@@ -58,30 +58,30 @@ impl Stamp {
     }
 }
 
-pub fn read<T: DeserializeOwned>(path: &Path) -> Read<T> {
+pub fn read<T: DeserializeOwned>(path: &Path) -> Reading<T> {
     let (bytes, stamp) = match agent_files::read_request(path, LIMIT) {
         Ok(contents) => (contents.bytes, Stamp::from_metadata(&contents.metadata)),
-        Err(err) if err.is_not_found() => return Read::Missing,
+        Err(err) if err.is_not_found() => return Reading::Missing,
         // Perhaps passing (a permission not set yet): read again while it settles.
         Err(ReadError::Io(err)) => match Stamp::of(path) {
-            Some(stamp) => return Read::Incomplete { error: format!("cannot read it: {err}"), stamp },
-            None => return Read::Missing,
+            Some(stamp) => return Reading::Incomplete { error: format!("cannot read it: {err}"), stamp },
+            None => return Reading::Missing,
         },
-        Err(refused) => return Read::Invalid(format!("it {refused}")),
+        Err(refused) => return Reading::Invalid(format!("it {refused}")),
     };
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Read::Incomplete { error: "it is empty".to_owned(), stamp };
+        return Reading::Incomplete { error: "it is empty".to_owned(), stamp };
     }
     // Syntax first, shape second: only a syntax error can mean "not finished yet".
     let value: serde_json::Value = match serde_json::from_slice(&bytes) {
         Ok(value) => value,
         Err(err) => {
-            return Read::Incomplete { error: format!("it is not valid JSON ({err}): {}", excerpt(&bytes)), stamp }
+            return Reading::Incomplete { error: format!("it is not valid JSON ({err}): {}", excerpt(&bytes)), stamp }
         }
     };
     match serde_json::from_value(value) {
-        Ok(value) => Read::Ready(value),
-        Err(err) => Read::Invalid(format!("{err}: {}", excerpt(&bytes))),
+        Ok(value) => Reading::Ready(value),
+        Err(err) => Reading::Invalid(format!("{err}: {}", excerpt(&bytes))),
     }
 }
 
@@ -128,15 +128,15 @@ mod tests {
     fn empty_and_cut_files_are_incomplete_and_wrong_shapes_invalid() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.json");
-        assert!(matches!(read::<Shape>(&path), Read::Missing));
+        assert!(matches!(read::<Shape>(&path), Reading::Missing));
         for partial in ["", "  ", "{\"status\": \"succ", "{\"status\": tr", "{\"status\": 12"] {
             std::fs::write(&path, partial).unwrap();
-            assert!(matches!(read::<Shape>(&path), Read::Incomplete { .. }), "{partial:?}");
+            assert!(matches!(read::<Shape>(&path), Reading::Incomplete { .. }), "{partial:?}");
         }
         std::fs::write(&path, "{\"other\": 1}").unwrap();
-        assert!(matches!(read::<Shape>(&path), Read::Invalid(_)));
+        assert!(matches!(read::<Shape>(&path), Reading::Invalid(_)));
         std::fs::write(&path, "{\"status\": \"ok\"}").unwrap();
-        assert!(matches!(read::<Shape>(&path), Read::Ready(_)));
+        assert!(matches!(read::<Shape>(&path), Reading::Ready(_)));
     }
 
     #[test]
@@ -147,7 +147,7 @@ mod tests {
         let sparse = dir.path().join("sparse.json");
         std::fs::File::create(&sparse).unwrap().set_len(LIMIT + 1).unwrap();
         for path in [link, sparse, dir.path().to_path_buf()] {
-            assert!(matches!(read::<Shape>(&path), Read::Invalid(_)), "{}", path.display());
+            assert!(matches!(read::<Shape>(&path), Reading::Invalid(_)), "{}", path.display());
         }
     }
 }

@@ -13,15 +13,15 @@ const SMALL_RSS: u64 = 64 * 1024 * 1024;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_requests_get_one_error_result_and_block_nothing() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl("answers.jsonl", &[json!({"content": "answered"})]);
     let pipe = ipc.root().join("pipe");
     mkfifo(&pipe);
-    mkfifo(&ipc.prompts().join("request-fifo.json"));
-    std::os::unix::fs::symlink(&pipe, ipc.prompts().join("request-linked.json")).unwrap();
-    std::os::unix::fs::symlink("/dev/zero", ipc.prompts().join("request-zero.json")).unwrap();
-    std::fs::File::create(ipc.prompts().join("request-sparse.json")).unwrap().set_len(10 << 30).unwrap();
-    mkfifo(&ipc.context().join("clear-fifo.json"));
+    mkfifo(&ipc.request("fifo"));
+    std::os::unix::fs::symlink(&pipe, ipc.request("linked")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", ipc.request("zero")).unwrap();
+    std::fs::File::create(ipc.request("sparse")).unwrap().set_len(10 << 30).unwrap();
+    mkfifo(&ipc.clear("fifo"));
     let server = ipc.capped_server(&["--replay", replay.to_str().unwrap()]);
 
     let output = ipc.cmd(["prompt", "--timeout", "20", "hello"]).run().await;
@@ -32,7 +32,7 @@ async fn hostile_requests_get_one_error_result_and_block_nothing() {
         ("zero", "is a symbolic link"),
         ("sparse", "is larger than"),
     ] {
-        let result = ipc.prompts().join(format!("result-{id}.json"));
+        let result = ipc.result(id);
         wait_until("the error result", || result.exists());
         let result = read_json(&result);
         assert_eq!(result["status"], "error", "{result}");
@@ -49,11 +49,11 @@ async fn hostile_requests_get_one_error_result_and_block_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fifo_request_does_not_stop_sigterm() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl("answers.jsonl", &[]);
     let pipe = ipc.root().join("pipe");
     mkfifo(&pipe);
-    std::os::unix::fs::symlink(&pipe, ipc.prompts().join("request-linked.json")).unwrap();
+    std::os::unix::fs::symlink(&pipe, ipc.request("linked")).unwrap();
     let audit = ipc.root().join("audit.jsonl");
     let server = ipc.server(&["--replay", replay.to_str().unwrap(), "--audit", audit.to_str().unwrap()]);
     // Logged once the signal handlers are in place, just before the folders are first read.
@@ -66,8 +66,8 @@ async fn a_fifo_request_does_not_stop_sigterm() {
 /// The orchestrator's side: a result that is a FIFO is an error at once, not a wait for a writer that never comes.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_result_that_is_a_fifo_is_an_error_not_a_hang() {
-    let ipc = Ipc::new();
-    let agent = fake_agent(ipc.root(), 1, |root, id, _| mkfifo(&root.join(format!("prompts/result-{id}.json"))));
+    let ipc = TestIpc::new();
+    let agent = fake_agent(&ipc, 1, |agent_ipc, id, _| mkfifo(&agent_ipc.result(id)));
     let output = ipc.cmd(["prompt", "--timeout", "30", "hello"]).run().await;
     agent.join().unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
@@ -78,12 +78,12 @@ async fn a_result_that_is_a_fifo_is_an_error_not_a_hang() {
 /// result could not be written and nobody was answered. Now it is answered under the request file's id.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_id_too_long_for_a_result_name_is_answered_under_the_file_name() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl("answers.jsonl", &[json!({"content": "answered"})]);
     let _server = ipc.server(&["--replay", replay.to_str().unwrap()]);
     let request = json!({"requestId": "i".repeat(244), "prompt": "hello"});
-    std::fs::write(ipc.prompts().join("request-short.json"), request.to_string()).unwrap();
-    let result = ipc.prompts().join("result-short.json");
+    std::fs::write(ipc.request("short"), request.to_string()).unwrap();
+    let result = ipc.result("short");
     wait_until("the result", || result.exists());
     assert_eq!(read_json(&result)["content"], "answered");
 }

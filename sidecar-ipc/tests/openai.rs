@@ -12,9 +12,6 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-const TAGS: &str =
-    r#"{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"required":["tags"]}"#;
-
 /// What the fake server saw, and what it answers next (in order; the last one repeats).
 #[derive(Default)]
 struct Fake {
@@ -58,7 +55,7 @@ fn answer(content: &str, input: u64, output: u64) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_request_carries_the_schema_and_the_answer_maps_to_the_result() {
     let (url, fake) = fake_server(vec![answer("{\"tags\": [\"sea\"]}", 12, 5)]).await;
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let _server = ipc
         .cmd(["prompt-server", "--openai-url", &url, "--model", "local-model", "--api-key-env", "MY_KEY"])
         .env("MY_KEY", "secret-key")
@@ -87,7 +84,7 @@ async fn the_request_carries_the_schema_and_the_answer_maps_to_the_result() {
 #[tokio::test(flavor = "multi_thread")]
 async fn history_is_sent_and_clear_context_empties_it() {
     let (url, fake) = fake_server(vec![answer("A1", 1, 1), answer("A2", 1, 1), answer("A3", 1, 1)]).await;
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let _server =
         ipc.cmd(["prompt-server", "--openai-url", &format!("{url}/"), "--model", "m", "--system", "be brief"]).spawn();
     for step in ["Q1", "Q2", "clear", "Q3"] {
@@ -119,7 +116,7 @@ async fn http_errors_become_error_results() {
         answer("fine", 1, 1),
     ])
     .await;
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let _server = ipc.cmd(["prompt-server", "--openai-url", &url, "--model", "m"]).spawn();
     let output = ipc.cmd(["prompt", "first"]).run().await;
     assert_eq!(output.status.code(), Some(1));
@@ -139,7 +136,7 @@ async fn http_errors_become_error_results() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}/v1", listener.local_addr().unwrap())
     };
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let _server = ipc.cmd(["prompt-server", "--openai-url", &closed, "--model", "m"]).spawn();
     let output = ipc.cmd(["prompt", "anyone?"]).run().await;
     assert_eq!(output.status.code(), Some(1));

@@ -10,12 +10,9 @@ use tokio::io::AsyncWriteExt as _;
 
 use crate::support::*;
 
-const TAGS: &str =
-    r#"{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"required":["tags"]}"#;
-
 #[tokio::test(flavor = "multi_thread")]
 async fn round_trip_through_both_halves() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl(
         "answers.jsonl",
         &[json!({"content": "hello there"}), json!({"parsed": {"tags": ["sea", "sunset"]}, "match": "beach"})],
@@ -40,7 +37,7 @@ async fn round_trip_through_both_halves() {
     assert_eq!(request["schema"]["strict"], false);
     assert_eq!(request["schema"]["schema"], serde_json::from_str::<serde_json::Value>(TAGS).unwrap());
     let id = request["requestId"].as_str().unwrap();
-    assert!(requests[1].ends_with(format!("request-{id}.json")));
+    assert_eq!(requests[1], ipc.request(id));
     // No temporary file is left, and none was ever named like a request.
     assert!(ipc.prompt_files(".").is_empty(), "{:?}", ipc.prompt_files("."));
     assert!(ipc.prompt_files("request-").iter().all(|p| p.extension().unwrap() == "json"));
@@ -54,7 +51,7 @@ async fn round_trip_through_both_halves() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_prompt_can_come_from_stdin() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl("answers.jsonl", &[json!({"match": "from stdin", "content": "read it"})]);
     let _server = ipc.server(&["--replay", replay.to_str().unwrap()]);
     let mut child = ipc.cmd(["prompt", "-"]).stdin(Stdio::piped()).spawn();
@@ -65,9 +62,9 @@ async fn the_prompt_can_come_from_stdin() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_result_that_appears_empty_then_complete_is_read_again() {
-    let ipc = Ipc::new();
-    let agent = fake_agent(ipc.root(), 1, |root, id, _| {
-        let path = root.join("prompts").join(format!("result-{id}.json"));
+    let ipc = TestIpc::new();
+    let agent = fake_agent(&ipc, 1, |agent_ipc, id, _| {
+        let path = agent_ipc.result(id);
         let full = json!({"requestId": id, "status": "success", "content": "complete answer",
                           "metrics": {"inputTokens": 1, "outputTokens": 2}})
         .to_string();
@@ -87,9 +84,9 @@ async fn a_result_that_appears_empty_then_complete_is_read_again() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_error_answer_exits_1_with_the_error() {
-    let ipc = Ipc::new();
-    let agent = fake_agent(ipc.root(), 1, |root, id, _| {
-        write_result(root, id, &json!({"requestId": id, "status": "error", "error": "model overloaded"}));
+    let ipc = TestIpc::new();
+    let agent = fake_agent(&ipc, 1, |agent_ipc, id, _| {
+        write_result(agent_ipc, id, &json!({"requestId": id, "status": "error", "error": "model overloaded"}));
     });
     let output = ipc.cmd(["prompt", "question"]).run().await;
     agent.join().unwrap();
@@ -104,11 +101,11 @@ async fn an_error_answer_exits_1_with_the_error() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unreadable_result_exits_1() {
-    let ipc = Ipc::new();
-    let agent = fake_agent(ipc.root(), 2, |root, id, request| {
+    let ipc = TestIpc::new();
+    let agent = fake_agent(&ipc, 2, |agent_ipc, id, request| {
         let body =
             if request["prompt"] == "garbage" { "this is not json".to_owned() } else { json!({"x": 1}).to_string() };
-        std::fs::write(root.join("prompts").join(format!("result-{id}.json")), body).unwrap();
+        std::fs::write(agent_ipc.result(id), body).unwrap();
     });
     let output = ipc.cmd(["prompt", "garbage"]).run().await;
     assert_eq!(output.status.code(), Some(1));
@@ -126,7 +123,7 @@ async fn an_unreadable_result_exits_1() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_result_in_time_exits_124() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let output = ipc.cmd(["prompt", "--timeout", "0.3", "anyone there?"]).run().await;
     assert_eq!(output.status.code(), Some(124));
     assert!(
@@ -139,8 +136,8 @@ async fn no_result_in_time_exits_124() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn done_before_the_result_is_a_clear_error() {
-    let ipc = Ipc::new();
-    let agent = fake_agent(ipc.root(), 1, |root, _, _| std::fs::write(root.join("done"), "").unwrap());
+    let ipc = TestIpc::new();
+    let agent = fake_agent(&ipc, 1, |agent_ipc, _, _| std::fs::write(agent_ipc.done(), "").unwrap());
     let output = ipc.cmd(["prompt", "question"]).run().await;
     agent.join().unwrap();
     assert_eq!(output.status.code(), Some(1));
@@ -161,10 +158,10 @@ async fn done_before_the_result_is_a_clear_error() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_that_breaks_the_schema_is_refused_here_too() {
     // The agent-runner only checks that an answer is JSON: the client checks the schema itself.
-    let ipc = Ipc::new();
-    let agent = fake_agent(ipc.root(), 1, |root, id, _| {
+    let ipc = TestIpc::new();
+    let agent = fake_agent(&ipc, 1, |agent_ipc, id, _| {
         write_result(
-            root,
+            agent_ipc,
             id,
             &json!({"requestId": id, "status": "success", "content": "{\"tags\":\"sea\"}",
                                        "parsed": {"tags": "sea"}}),
@@ -178,7 +175,7 @@ async fn an_answer_that_breaks_the_schema_is_refused_here_too() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_arguments_exit_2_before_anything_is_written() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     for (args, message) in [
         (vec!["prompt", "--schema", "{not json", "q"], "--schema: the inline value is not valid JSON"),
         (vec!["prompt", "--schema", r#"{"type": 5}"#, "q"], "not a valid JSON Schema"),
@@ -194,7 +191,7 @@ async fn bad_arguments_exit_2_before_anything_is_written() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clear_context_writes_its_request_atomically() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let output = ipc.cmd(["clear-context", "--reason", "after beach.jpg"]).run().await;
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let files = files_starting(&ipc.context(), "");
@@ -202,5 +199,5 @@ async fn clear_context_writes_its_request_atomically() {
     let clear = read_json(&files[0]);
     assert_eq!(clear["reason"], "after beach.jpg");
     let id = clear["requestId"].as_str().unwrap();
-    assert!(files[0].ends_with(format!("clear-{id}.json")));
+    assert_eq!(files[0], ipc.clear(id));
 }

@@ -5,12 +5,9 @@ use serde_json::json;
 
 use crate::support::*;
 
-const TAGS: &str =
-    r#"{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"required":["tags"]}"#;
-
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_that_fails_the_schema_is_an_error_result() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl(
         "answers.jsonl",
         &[json!({"parsed": {"tags": "not-an-array"}}), json!({"content": "Sure! Here are the tags: sea"})],
@@ -33,7 +30,7 @@ async fn an_answer_that_fails_the_schema_is_an_error_result() {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_schema_shape_in_use_is_validated() {
     // Requests written by other orchestrators: the Python guide's json.dumps(schema), and a plain schema object.
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl("answers.jsonl", &[json!({"parsed": {"tags": 1}}), json!({"parsed": {"tags": ["a"]}})]);
     let _server = ipc.server(&["--replay", replay.to_str().unwrap()]);
     let requests = [
@@ -44,19 +41,19 @@ async fn every_schema_shape_in_use_is_validated() {
         ),
     ];
     for (id, request) in requests {
-        std::fs::write(ipc.prompts().join(format!("request-{id}.json")), request.to_string()).unwrap();
-        let result = ipc.prompts().join(format!("result-{id}.json"));
+        std::fs::write(ipc.request(id), request.to_string()).unwrap();
+        let result = ipc.result(id);
         wait_until("the result", || result.exists());
     }
-    assert_eq!(read_json(&ipc.prompts().join("result-a.json"))["status"], "error");
-    let ok = read_json(&ipc.prompts().join("result-b.json"));
+    assert_eq!(read_json(&ipc.result("a"))["status"], "error");
+    let ok = read_json(&ipc.result("b"));
     assert_eq!((ok["status"].as_str(), &ok["parsed"]), (Some("success"), &json!({"tags": ["a"]})));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clear_context_resets_the_history() {
     for (use_context, expected) in [(None, [0, 2, 0, 2]), (Some("false"), [0, 0, 0, 0])] {
-        let ipc = Ipc::new();
+        let ipc = TestIpc::new();
         let replay = ipc.jsonl("answers.jsonl", &vec![json!({"content": "ok"}); 4]);
         let audit = ipc.root().join("audit.jsonl");
         let mut server =
@@ -82,7 +79,7 @@ async fn clear_context_resets_the_history() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn replay_matches_by_substring_then_in_order() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl(
         "answers.jsonl",
         &[json!({"content": "first"}), json!({"match": "cat", "content": "meow"}), json!({"content": "second"})],
@@ -99,7 +96,7 @@ async fn replay_matches_by_substring_then_in_order() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_audit_trail_replays_the_same_run() {
-    let first = Ipc::new();
+    let first = TestIpc::new();
     let replay = first.jsonl(
         "answers.jsonl",
         &[
@@ -121,7 +118,7 @@ async fn the_audit_trail_replays_the_same_run() {
     assert_eq!(events(&audit, "result")[0]["metrics"], json!({"inputTokens": 9, "outputTokens": 3}));
     assert_eq!(events(&audit, "done")[0]["runResult"], json!({}));
 
-    let second = Ipc::new();
+    let second = TestIpc::new();
     let _server = second.server(&["--replay", audit.to_str().unwrap()]);
     for (args, expected) in
         [vec!["prompt", "--schema", TAGS, "one"], vec!["prompt", "two"], vec!["prompt", "three"]].iter().zip(&answers)
@@ -135,20 +132,20 @@ async fn the_audit_trail_replays_the_same_run() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn careless_requests_are_answered_once_complete_or_refused() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl("answers.jsonl", &[json!({"content": "answered"})]);
     let _server = ipc.server(&["--replay", replay.to_str().unwrap()]);
     // Written in place: empty first, complete a moment later.
-    let path = ipc.prompts().join("request-slow.json");
+    let path = ipc.request("slow");
     std::fs::write(&path, "").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(400));
     std::fs::write(&path, json!({"requestId": "slow", "prompt": "hello"}).to_string()).unwrap();
-    let result = ipc.prompts().join("result-slow.json");
+    let result = ipc.result("slow");
     wait_until("the answer", || result.exists());
     assert_eq!(read_json(&result)["content"], "answered");
     // Never valid: an error result, so that whoever wrote it does not wait for a timeout.
-    std::fs::write(ipc.prompts().join("request-bad.json"), "{oops").unwrap();
-    let result = ipc.prompts().join("result-bad.json");
+    std::fs::write(ipc.request("bad"), "{oops").unwrap();
+    let result = ipc.result("bad");
     wait_until("the error result", || result.exists());
     let result = read_json(&result);
     assert_eq!(result["status"], "error");
@@ -157,7 +154,7 @@ async fn careless_requests_are_answered_once_complete_or_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn done_without_a_run_result_exits_1() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl("answers.jsonl", &[]);
     let server = ipc.server(&["--replay", replay.to_str().unwrap()]);
     std::fs::write(ipc.done(), "").unwrap();
@@ -168,7 +165,7 @@ async fn done_without_a_run_result_exits_1() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bad_replay_file_is_refused_at_start() {
-    let ipc = Ipc::new();
+    let ipc = TestIpc::new();
     let replay = ipc.jsonl("answers.jsonl", &[json!({"content": "ok"}), json!({"match": "x"})]);
     let output = ipc.cmd(["prompt-server", "--replay", replay.to_str().unwrap()]).run().await;
     assert_eq!(output.status.code(), Some(2));

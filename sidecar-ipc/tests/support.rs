@@ -2,48 +2,50 @@
 //! background, and a fake agent that answers requests however a test needs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+pub use sidecar_ipc::ipc::{Ipc, ROOT_VAR};
 pub use testkit::*;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sidecar-ipc");
 
-/// Hang guard for every process a test runs (never a timing assertion).
-pub const HANG: Duration = Duration::from_secs(60);
+/// The answer schema most tests ask with: an object with a `tags` array of strings.
+pub const TAGS: &str =
+    r#"{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"required":["tags"]}"#;
 
-/// A temporary IPC root with `prompts/` and `context/`.
-pub struct Ipc {
-    pub dir: tempfile::TempDir,
+/// A temporary IPC root with `prompts/` and `context/`; the paths in it are the library's own layout
+/// ([`Ipc`], through `Deref`), so a test names every file the way the subcommands do.
+pub struct TestIpc {
+    _dir: tempfile::TempDir,
+    layout: Ipc,
 }
 
-impl Ipc {
+impl std::ops::Deref for TestIpc {
+    type Target = Ipc;
+
+    fn deref(&self) -> &Ipc {
+        &self.layout
+    }
+}
+
+impl TestIpc {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("prompts")).unwrap();
-        std::fs::create_dir_all(dir.path().join("context")).unwrap();
-        Ipc { dir }
+        let layout = Ipc::new(dir.path().to_path_buf());
+        layout.ensure_dirs().unwrap();
+        TestIpc { _dir: dir, layout }
     }
 
-    pub fn root(&self) -> &Path {
-        self.dir.path()
+    /// The layout alone, for a fake agent on another thread.
+    pub fn layout(&self) -> Ipc {
+        self.layout.clone()
     }
 
-    pub fn prompts(&self) -> PathBuf {
-        self.root().join("prompts")
-    }
-
-    pub fn context(&self) -> PathBuf {
-        self.root().join("context")
-    }
-
-    pub fn done(&self) -> PathBuf {
-        self.root().join("done")
-    }
-
-    pub fn run_result(&self) -> Value {
-        read_json(&self.root().join("run-result.json"))
+    /// `run-result.json`, parsed.
+    pub fn run_result_json(&self) -> Value {
+        read_json(&self.run_result())
     }
 
     /// A file in the root holding `lines` as JSON lines (replay files).
@@ -55,8 +57,8 @@ impl Ipc {
     }
 
     /// A run of the binary with this root, a clean environment and stdin from /dev/null.
-    pub fn cmd<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(&self, args: I) -> Cmd {
-        Cmd::new(args).env("SIDECAR_IPC_ROOT", self.root().to_str().unwrap())
+    pub fn cmd<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(&self, args: I) -> BinaryRun {
+        BinaryRun::new(BIN).args(args).env(ROOT_VAR, self.root())
     }
 
     /// A prompt server in the background (killed when dropped).
@@ -70,7 +72,7 @@ impl Ipc {
     pub fn capped_server(&self, args: &[&str]) -> Server {
         let argv = memory_capped(BIN);
         let mut command = isolated_command(&argv[0]);
-        command.args(&argv[1..]).arg("prompt-server").args(args).env("SIDECAR_IPC_ROOT", self.root());
+        command.args(&argv[1..]).arg("prompt-server").args(args).env(ROOT_VAR, self.root());
         Server { child: Some(command.spawn().unwrap()) }
     }
 
@@ -95,51 +97,6 @@ pub fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|err| panic!("{}: {err}: {text:?}", path.display()))
 }
 
-/// Waits (hang guard: 20 s) until `check` holds.
-pub fn wait_until(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "still waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// One run of the binary.
-pub struct Cmd {
-    command: tokio::process::Command,
-}
-
-impl Cmd {
-    pub fn new<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(args: I) -> Self {
-        let mut command = isolated_command(BIN);
-        command.args(args);
-        Cmd { command }
-    }
-
-    pub fn args<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(mut self, args: I) -> Self {
-        self.command.args(args);
-        self
-    }
-
-    pub fn env(mut self, name: &str, value: &str) -> Self {
-        self.command.env(name, value);
-        self
-    }
-
-    pub fn stdin(mut self, stdin: Stdio) -> Self {
-        self.command.stdin(stdin);
-        self
-    }
-
-    pub async fn run(mut self) -> Output {
-        tokio::time::timeout(HANG, self.command.output()).await.expect("sidecar-ipc hung").unwrap()
-    }
-
-    pub fn spawn(mut self) -> tokio::process::Child {
-        self.command.spawn().unwrap()
-    }
-}
-
 /// A prompt server running in the background.
 pub struct Server {
     child: Option<tokio::process::Child>,
@@ -162,14 +119,6 @@ impl Server {
     }
 }
 
-pub fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-pub fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 /// JSON lines of an audit file with the given `event`.
 pub fn events(path: &Path, event: &str) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -180,25 +129,25 @@ pub fn events(path: &Path, event: &str) -> Vec<Value> {
         .collect()
 }
 
-/// A fake agent on a thread: for each new `request-*.json` it calls `answer(ipc_root, request_id, request)`.
+/// A fake agent on a thread: for each new `request-*.json` it calls `answer(layout, request_id, request)`.
 /// Stops after `count` requests.
 pub fn fake_agent(
-    root: &Path,
+    ipc: &TestIpc,
     count: usize,
-    answer: impl Fn(&Path, &str, &Value) + Send + 'static,
+    answer: impl Fn(&Ipc, &str, &Value) + Send + 'static,
 ) -> std::thread::JoinHandle<()> {
-    let root = root.to_path_buf();
+    let ipc = ipc.layout();
     std::thread::spawn(move || {
         let mut seen = Vec::new();
         let deadline = Instant::now() + HANG;
         while seen.len() < count {
             assert!(Instant::now() < deadline, "the fake agent saw no request");
-            for path in files_starting(&root.join("prompts"), "request-") {
+            for path in files_starting(&ipc.prompts(), "request-") {
                 if seen.contains(&path) {
                     continue;
                 }
                 let request = read_json(&path);
-                answer(&root, request["requestId"].as_str().unwrap(), &request);
+                answer(&ipc, request["requestId"].as_str().unwrap(), &request);
                 seen.push(path);
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -207,6 +156,6 @@ pub fn fake_agent(
 }
 
 /// Writes a result the way the agent-runner does: in place, not atomically.
-pub fn write_result(root: &Path, id: &str, result: &Value) {
-    std::fs::write(root.join("prompts").join(format!("result-{id}.json")), result.to_string()).unwrap();
+pub fn write_result(ipc: &Ipc, id: &str, result: &Value) {
+    std::fs::write(ipc.result(id), result.to_string()).unwrap();
 }

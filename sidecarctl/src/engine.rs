@@ -81,6 +81,31 @@ fn is_not_found(error: &ApiError) -> bool {
     matches!(error, ApiError::DockerResponseServerError { status_code: 404, .. })
 }
 
+/// How long a reply the client cannot decode is asked for again (see [`past_unknown_states`]).
+const UNDECODABLE_FOR: Duration = Duration::from_secs(10);
+
+/// Calls `call` again while its reply cannot be decoded, for up to [`UNDECODABLE_FOR`]. Podman reports a
+/// container whose process has exited but which it has not cleaned up yet as `"stopped"`, a state the Docker API
+/// (and so bollard's enum) does not have; the state becomes `exited` moments later. Failing on it would turn a
+/// builder that exited into a confusing decode error in the health gate and make teardown's listing fail, leaving
+/// the run's containers behind. Any other error is returned at once.
+async fn past_unknown_states<T, F>(mut call: impl FnMut() -> F) -> Result<T, ApiError>
+where
+    F: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let deadline = tokio::time::Instant::now() + UNDECODABLE_FOR;
+    loop {
+        match call().await {
+            Err(ApiError::JsonDataError { .. } | ApiError::JsonSerdeError { .. })
+                if tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 fn api(what: impl Into<String>) -> impl FnOnce(ApiError) -> EngineError {
     let what = what.into();
     move |error| EngineError::Api { what, error }
@@ -181,7 +206,10 @@ impl Engine {
     }
 
     pub async fn inspect(&self, name: &str) -> Result<ContainerInspectResponse, EngineError> {
-        self.docker.inspect_container(name, None).await.map_err(api(format!("inspecting container {name}")))
+        let docker = &self.docker;
+        past_unknown_states(|| docker.inspect_container(name, None))
+            .await
+            .map_err(api(format!("inspecting container {name}")))
     }
 
     /// Runs `cmd` in the running container (its environment and user) and collects its exit code and output.
@@ -241,7 +269,8 @@ impl Engine {
     pub async fn containers(&self, labels: &[String]) -> Result<Vec<ContainerSummary>, EngineError> {
         let filters = HashMap::from([("label".to_owned(), labels.to_vec())]);
         let options = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
-        self.docker.list_containers(Some(options)).await.map_err(api("listing containers"))
+        let docker = &self.docker;
+        past_unknown_states(|| docker.list_containers(Some(options.clone()))).await.map_err(api("listing containers"))
     }
 
     /// Names of the networks carrying every label of `labels`.

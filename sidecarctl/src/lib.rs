@@ -22,3 +22,4 @@ pub mod runtime;
 pub mod spec;
 pub mod token;
 pub mod up;
+pub mod yaml;

@@ -5,9 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sidecarctl::emit::EmitOptions;
+use sidecarctl::emit::{self, EmitOptions};
 use sidecarctl::engine::Engine;
-use sidecarctl::model::Run;
 use sidecarctl::up::{up, UpOptions, EXIT_FAILED};
 use sidecarctl::{compose, down, kube, logs, ps};
 
@@ -91,8 +90,8 @@ async fn run(command: Command) -> i32 {
             })
             .await
         }
-        Command::Compose(options) => emit_with(&options, compose::emit),
-        Command::Kube(options) => emit_with(&options, kube::emit),
+        Command::Compose(options) => emit::main(options, compose::emit),
+        Command::Kube(options) => emit::main(options, kube::emit),
         Command::Down { engine, stop_grace, run } => {
             report(async {
                 let engine = connect(engine).await?;
@@ -112,22 +111,6 @@ async fn run(command: Command) -> i32 {
                 Ok(())
             })
             .await
-        }
-    }
-}
-
-fn emit_with(options: &EmitOptions, emit: fn(&Run, &EmitOptions) -> String) -> i32 {
-    match Run::from_options(&options.run) {
-        Ok(run) => {
-            for warning in &run.warnings {
-                eprintln!("sidecarctl: warning: {warning}");
-            }
-            print!("{}", emit(&run, options));
-            0
-        }
-        Err(e) => {
-            eprintln!("sidecarctl: error: {e}");
-            EXIT_FAILED
         }
     }
 }

@@ -11,6 +11,10 @@ use crate::options::RunOptions;
 use crate::profile::{scalar_string, seconds, Profile, ProfileError, SidecarSpec};
 use crate::runtime::Runtime;
 
+#[path = "model_ssh.rs"]
+mod ssh;
+pub use ssh::{SshBackend, SshError};
+
 pub const DEFAULT_PORT: u16 = 8080;
 pub const DEFAULT_WORKSPACE_TARGET: &str = "/workspace";
 pub const DEFAULT_READY_TIMEOUT_SECS: f64 = 60.0;
@@ -102,6 +106,8 @@ pub struct Run {
     /// A per-run bearer token is created and given to every container (off with `--no-token`).
     pub token: bool,
     pub ulimits: Vec<Ulimit>,
+    /// The SSH backend's settings for the agent (the profile's `ssh:` block).
+    pub ssh: Option<SshBackend>,
     /// Things a person should know that do not stop the run (printed on stderr).
     pub warnings: Vec<String>,
 }
@@ -127,6 +133,14 @@ impl Run {
             .filter(|name| seen.insert(*name))
             .collect();
         names.join(",")
+    }
+
+    /// The agent's working folder: the first sidecar's workspace, else the target of the volume whose source is the
+    /// workspace folder.
+    pub fn agent_workdir(&self) -> Option<String> {
+        self.sidecars.first().map(|s| s.workspace_target.clone()).or_else(|| {
+            self.volumes.iter().find(|v| v.source == self.workspace.display().to_string()).map(|v| v.target.clone())
+        })
     }
 
     /// The volume a sidecar's workspace is (validation guarantees it exists).
@@ -193,6 +207,7 @@ pub enum ModelError {
         path: PathBuf,
         error: String,
     },
+    Ssh(SshError),
 }
 
 impl fmt::Display for ModelError {
@@ -248,11 +263,18 @@ impl fmt::Display for ModelError {
                 write!(f, "ulimit '{value}' is not NAME=SOFT[:HARD] with numbers (e.g. nofile=4096:4096)")
             }
             ModelError::Workspace { path, error } => write!(f, "workspace {}: {error}", path.display()),
+            ModelError::Ssh(e) => e.fmt(f),
         }
     }
 }
 
 impl std::error::Error for ModelError {}
+
+impl From<SshError> for ModelError {
+    fn from(e: SshError) -> Self {
+        ModelError::Ssh(e)
+    }
+}
 
 impl From<ProfileError> for ModelError {
     fn from(e: ProfileError) -> Self {
@@ -331,21 +353,30 @@ impl Run {
                 return Err(ModelError::NoWorkspaceVolume { target: sidecar.workspace_target.clone() });
             }
         }
-        if !sidecars.is_empty() && profile.ssh.as_ref().is_some_and(|ssh| !ssh.is_null()) {
+        let mut run = Run {
+            sidecars,
+            volumes,
+            workspace,
+            token: !options.no_token,
+            ulimits: Vec::new(),
+            ssh: None,
+            warnings: Vec::new(),
+        };
+        run.ssh = SshBackend::from_profile(profile.ssh.as_ref(), cwd, &run.workspace, run.agent_workdir().as_deref())?;
+        if !run.sidecars.is_empty() && run.ssh.is_some() {
             warnings.push(
                 "both tool_backends.sidecars and ssh are configured: a single build would then span two filesystems"
                     .to_owned(),
             );
         }
 
-        let mut ulimits = Vec::new();
         for text in profile.ulimits.iter().chain(&options.ulimits) {
             let limit = parse_ulimit(text)?;
-            ulimits.retain(|u: &Ulimit| u.name != limit.name); // a flag overrides the profile's value
-            ulimits.push(limit);
+            run.ulimits.retain(|u: &Ulimit| u.name != limit.name); // a flag overrides the profile's value
+            run.ulimits.push(limit);
         }
-
-        Ok(Run { sidecars, volumes, workspace, token: !options.no_token, ulimits, warnings })
+        run.warnings = warnings;
+        Ok(run)
     }
 }
 

@@ -250,3 +250,156 @@ fn warnings_and_token() {
     assert!(run.warnings[0].contains("two filesystems"));
     assert!(!build_yaml("", &RunOptions { no_token: true, ..opts() }).unwrap().token);
 }
+
+/// A key file and a known_hosts file on this machine, in a fresh folder.
+fn ssh_files() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let (key, known) = (root.join("id_ed25519"), root.join("known_hosts"));
+    std::fs::write(&key, "KEY\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&known, "[mac.example]:2222 ssh-ed25519 AAAA\n").unwrap();
+    (dir, key, known)
+}
+
+#[test]
+fn the_ssh_block_becomes_the_agents_variables_and_read_only_binds() {
+    let (_dir, key, known) = ssh_files();
+    let yaml = format!(
+        "volumes: [{{source: '${{CWD}}', target: /src}}]\n\
+         ssh:\n  host: mac.example\n  port: 2222\n  user: builder\n  key_path: {}\n  known_hosts: {}\n  \
+         host_cwd: /Users/me/app\n  host_path: [/opt/homebrew/bin, /usr/local/bin]\n  login_shell: true\n  \
+         tty: false\n  env_passthrough: [DEVELOPER_DIR, GOFLAGS]\n  commands: [xcodebuild, swift]\n  \
+         control_persist: 0\n  host_key_alias: null\n",
+        key.display(),
+        known.display()
+    );
+    let run = build_yaml(&yaml, &opts()).unwrap();
+    let ssh = run.ssh.as_ref().expect("an SSH backend");
+    let env: Vec<_> = ssh.env_list();
+    assert_eq!(
+        env,
+        [
+            "SSH_COMMANDS=xcodebuild,swift",
+            "SSH_CONTROL_PERSIST=0",
+            "SSH_ENV_PASSTHROUGH=DEVELOPER_DIR,GOFLAGS",
+            "SSH_HOST=mac.example",
+            "SSH_HOST_CWD=/Users/me/app",
+            "SSH_HOST_PATH=/opt/homebrew/bin:/usr/local/bin",
+            "SSH_KEY_PATH=/run/secrets/ssh-key",
+            "SSH_KNOWN_HOSTS=/run/secrets/ssh-known-hosts",
+            "SSH_LOGIN_SHELL=1",
+            "SSH_PORT=2222",
+            "SSH_TTY=0",
+            "SSH_USER=builder",
+            // Not in the block: the agent's workspace (its volume at /src), not ssh-exec's default /workspace.
+            "SSH_WORKSPACE=/src",
+        ]
+    );
+    assert_eq!(
+        ssh.binds(),
+        [
+            format!("{}:/run/secrets/ssh-key:ro", key.display()),
+            format!("{}:/run/secrets/ssh-known-hosts:ro", known.display())
+        ]
+    );
+    // No builders: no "two filesystems" warning.
+    assert!(run.warnings.is_empty(), "{:?}", run.warnings);
+    // The agent's user owns the key (mode 0600): readable.
+    let me = nix::unistd::getuid().as_raw();
+    assert!(ssh.unreadable_by(&format!("{me}:{me}")).is_none());
+
+    // `-e SSH_KEY_PATH=…` (a key inside the agent image) wins: that variable and its bind go, the rest stays.
+    let without = ssh.without(&["SSH_KEY_PATH", "SSH_TTY"]);
+    assert!(!without.env.contains_key("SSH_KEY_PATH") && !without.env.contains_key("SSH_TTY"));
+    assert_eq!(without.binds(), [format!("{}:/run/secrets/ssh-known-hosts:ro", known.display())]);
+    assert_eq!(without.env["SSH_HOST"], "mac.example");
+}
+
+#[test]
+fn ssh_file_paths_relative_home_and_cwd() {
+    let (dir, key, _) = ssh_files();
+    let root = dir.path().canonicalize().unwrap();
+    let relative = RunOptions { workspace: Some(root.clone()), ..opts() };
+    let profile = Profile::parse("ssh: {host: h, key_path: ./id_ed25519}", "test.yaml").unwrap();
+    let run = Run::build(&relative, profile, &root).unwrap();
+    assert_eq!(run.ssh.unwrap().files["SSH_KEY_PATH"].source, key.display().to_string());
+    let run = build_yaml("ssh: {host: h, key_path: '${CWD}/id_ed25519'}", &relative).unwrap();
+    assert_eq!(run.ssh.unwrap().files["SSH_KEY_PATH"].source, key.display().to_string());
+    // With builders, SSH_WORKSPACE is their workspace_target.
+    let run = build_yaml(&format!("{SEED_PROFILE}\nssh: {{host: h}}\n"), &opts()).unwrap();
+    assert_eq!(run.ssh.unwrap().env["SSH_WORKSPACE"], "/workspace");
+    // `~/` is $HOME's (read, not set: other tests run in this process).
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.join(".profile").is_file()) {
+        let run = build_yaml("ssh: {host: h, known_hosts: ~/.profile}", &opts()).unwrap();
+        let source = &run.ssh.unwrap().files["SSH_KNOWN_HOSTS"].source;
+        assert_eq!(*source, home.join(".profile").canonicalize().unwrap().display().to_string());
+    }
+}
+
+#[test]
+fn ssh_block_mistakes_are_named_by_key() {
+    let (_dir, key, _) = ssh_files();
+    let cases = [
+        ("ssh: mac.example", "ssh must be a mapping of the SSH backend's settings (host, port, user, key_path, "),
+        ("ssh: {port: 22}", "ssh.host is required: the host that runs the commands"),
+        ("ssh: {host: '  '}", "ssh.host is required: the host that runs the commands"),
+        ("ssh: {host: h, hostname: x}", "ssh.hostname is not a setting of the SSH backend (one of: host, port, "),
+        ("ssh: {host: h, port: 0}", "ssh.port must be a whole number from 1 to 65535"),
+        ("ssh: {host: h, port: 70000}", "ssh.port must be a whole number from 1 to 65535"),
+        ("ssh: {host: h, port: '22'}", "ssh.port must be a whole number from 1 to 65535"),
+        ("ssh: {host: h, connect_timeout: -1}", "ssh.connect_timeout must be a whole number"),
+        ("ssh: {host: h, tty: 1}", "ssh.tty must be true or false"),
+        ("ssh: {host: true}", "ssh.host must be a string"),
+        ("ssh: {host: h, commands: [[a]]}", "ssh.commands must be a list of strings, or one string"),
+        ("ssh: {host: h, key_path: 3}", "ssh.key_path must be a file path on this machine"),
+        ("ssh: {host: h, key_path: /nonexistent/id_rsa}", "ssh.key_path /nonexistent/id_rsa: No such file"),
+        ("ssh: {host: h, known_hosts: /tmp}", "ssh.known_hosts /tmp: not a file"),
+    ];
+    for (yaml, expected) in cases {
+        let got = message(yaml, &opts());
+        assert!(got.starts_with(expected), "for {yaml}:\n{got}\nexpected it to start with:\n{expected}");
+    }
+    // One string is a list as written; null is unset.
+    let run = build_yaml(
+        &format!("ssh: {{host: h, commands: 'xcodebuild swift', key_path: {}, user: ~}}", key.display()),
+        &opts(),
+    );
+    let ssh = run.unwrap().ssh.unwrap();
+    assert_eq!(ssh.env["SSH_COMMANDS"], "xcodebuild swift");
+    assert!(!ssh.env.contains_key("SSH_USER"));
+    // No block, or `ssh: null`: no backend.
+    assert!(build_yaml("ssh:\n", &opts()).unwrap().ssh.is_none());
+    assert!(build_yaml("", &opts()).unwrap().ssh.is_none());
+}
+
+#[test]
+fn an_ssh_file_only_its_owner_reads_is_refused_for_another_agent_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, key, known) = ssh_files();
+    let yaml = format!("ssh: {{host: h, key_path: {}, known_hosts: {}}}", key.display(), known.display());
+    let ssh = build_yaml(&yaml, &opts()).unwrap().ssh.unwrap();
+    let me = nix::unistd::getuid().as_raw();
+    let other = me + 1;
+    // The key is 0600 and ours: another uid (or the image's root, which has no capabilities) cannot read it.
+    let refused = ssh.unreadable_by(&format!("{other}:{other}")).expect("refused").to_string();
+    assert_eq!(
+        refused,
+        format!(
+            "ssh.key_path {} (uid {me}, mode 600) cannot be read by the agent's user '{other}:{other}': run the agent \
+             as uid {me} (--agent-user {me}:GID, or an agent image built with AGENT_UID={me})",
+            key.display()
+        )
+    );
+    if me != 0 {
+        assert!(ssh.unreadable_by("").expect("root refused").to_string().contains("agent's user 'root'"));
+    }
+    // A user name cannot be mapped here: not refused. A group- or world-readable file is readable.
+    assert!(ssh.unreadable_by("agent").is_none());
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert!(ssh.unreadable_by(&other.to_string()).is_none());
+    // known_hosts (0644 by default here) is fine; made private, it is named.
+    std::fs::set_permissions(&known, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(ssh.unreadable_by(&other.to_string()).expect("refused").to_string().starts_with("ssh.known_hosts "));
+}

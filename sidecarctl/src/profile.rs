@@ -20,7 +20,8 @@ pub struct Profile {
     pub volumes: Option<Vec<VolumeSpec>>,
     #[serde(default)]
     pub tool_backends: ToolBackends,
-    /// The SSH backend's block: only checked for the "two filesystems" warning (sidecar-exec has no SSH backend).
+    /// The SSH backend's block (`host:`, `port:`, `key_path:`, …): its variables for the agent, read by
+    /// `model::SshBackend`, which names a mistake by its key.
     pub ssh: Option<Value>,
     /// Resource limits for every container of the run, `NAME=SOFT[:HARD]` (see `--ulimit`).
     #[serde(default)]

@@ -26,8 +26,13 @@ pub fn caller_home(sidecar: &Sidecar) -> String {
     format!("{}/.sidecarctl/home/{}", sidecar.workspace_target.trim_end_matches('/'), sidecar.runtime)
 }
 
+/// The images' builder group (`BUILDER_GID` of images/Dockerfile), added to every builder that runs as the caller:
+/// the images share cache volumes between uids through it (cache folders setgid to it, commands under umask 0002),
+/// so folders another uid created in a cache volume stay writable (docs/images.md, "Caches and uids").
+pub const BUILDER_GROUP: &str = "1000";
+
 /// The builder container: `exec-server -port P -cwd W` (or the profile's command), the workspace bind and cache
-/// volumes, the caller's uid, every capability dropped, no new privileges, no restart policy, no published port,
+/// volumes, the caller's uid with the builder group, every capability dropped, no new privileges, no restart policy, no published port,
 /// and only the network alias `builder-RT` on the run's private network.
 pub fn builder(ctx: &Context<'_>, sidecar: &Sidecar, token_file: Option<&str>) -> ContainerCreateBody {
     let mut env: Vec<String> = sidecar.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -47,7 +52,10 @@ pub fn builder(ctx: &Context<'_>, sidecar: &Sidecar, token_file: Option<&str>) -
         env: Some(env),
         user: sidecar.run_as_caller_uid.then(|| ctx.caller.clone()),
         labels: Some(labels(ctx, ROLE_BUILDER, Some(sidecar))),
-        host_config: Some(host_config(ctx, binds)),
+        host_config: Some(HostConfig {
+            group_add: sidecar.run_as_caller_uid.then(|| vec![BUILDER_GROUP.to_owned()]),
+            ..host_config(ctx, binds)
+        }),
         networking_config: Some(network(ctx, Some(sidecar.runtime.alias()))),
         ..Default::default()
     }

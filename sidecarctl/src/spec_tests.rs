@@ -62,6 +62,7 @@ fn a_builder_is_hardened_private_and_labelled() {
     );
     assert_eq!(host.cap_drop.unwrap(), ["ALL"]);
     assert_eq!(host.security_opt.unwrap(), ["no-new-privileges"]);
+    assert_eq!(host.group_add.unwrap(), ["1000"], "the images' builder group, for shared cache volumes");
     assert_eq!(host.network_mode.as_deref(), Some("sidecarctl-r1"));
     assert!(host.port_bindings.is_none() && host.publish_all_ports.is_none() && host.restart_policy.is_none());
     let ulimit = &host.ulimits.unwrap()[0];
@@ -73,6 +74,7 @@ fn a_builder_is_hardened_private_and_labelled() {
     // Not as the caller: the image's user, no HOME override; a command override is kept as written.
     let body = builder(&ctx, &r.sidecars[1], None);
     assert_eq!(body.user, None);
+    assert_eq!(body.host_config.as_ref().unwrap().group_add, None, "the image's user has the group already");
     assert_eq!(body.env.unwrap(), ["EXEC_SERVER_PORT=8080"]);
     assert_eq!(body.cmd.unwrap().last().map(String::as_str), Some("--verbose"));
 }

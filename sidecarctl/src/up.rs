@@ -5,16 +5,17 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use bollard::models::ContainerCreateBody;
 use clap::Args;
 use futures_util::future::try_join_all;
-use tokio::signal::unix::{signal, SignalKind};
+use process_group::StopSignals;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{run_attached, AgentEnd};
 use crate::down::remove_run;
 use crate::engine::{Engine, EngineError};
 use crate::gate::{health_command, wait_healthy, GateError};
-use crate::model::{ModelError, Run};
+use crate::model::{ModelError, Run, SshBackend};
 use crate::names::{BadRunName, RunId, ROLE_NETWORK};
 use crate::options::RunOptions;
 use crate::progress::Progress;
@@ -220,6 +221,16 @@ async fn start(
     }
     let (agent_config, builder_configs) = images.split_last().expect("the agent image is in the list");
 
+    // The agent's variables: the SSH backend's (the profile's `ssh:` block) unless `-e` names them too, then `-e`'s.
+    let flag_env: Vec<String> = options.env.iter().filter_map(|e| agent_env(e)).collect();
+    let ssh = run.ssh.as_ref().map(|ssh| ssh.without(&variable_names(&flag_env)));
+    let agent_user = options.agent_user.clone();
+    let effective_user = agent_user.clone().or_else(|| agent_config.user.clone()).unwrap_or_default();
+    // The agent must be able to read the files the block binds; nothing is created for a run where it cannot.
+    if let Some(error) = ssh.as_ref().and_then(|ssh| ssh.unreadable_by(&effective_user)) {
+        return Err(UpError::Model(error.into()));
+    }
+
     let caller = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
     let token = run.token.then(|| Token::create(id)).transpose()?;
     let ctx =
@@ -260,18 +271,17 @@ async fn start(
     checkpoint()?;
     let tty = !options.detach && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let stdin = !options.detach && (tty || options.interactive);
-    let agent_user = options.agent_user.clone();
-    let effective_user = agent_user.clone().or_else(|| agent_config.user.clone()).unwrap_or_default();
     let token_file = token.as_ref().map(|t| t.file_for(&id.agent(), &effective_user)).transpose()?;
     let agent = AgentSpec {
         image: agent_image.clone(),
         cmd: agent_cmd.to_vec(),
         user: agent_user,
-        env: options.env.iter().filter_map(|e| agent_env(e)).collect(),
+        env: ssh.iter().flat_map(SshBackend::env_list).chain(flag_env).collect(),
         tty,
         stdin,
     };
-    let body = spec::agent(&ctx, &agent, token_file.as_ref().map(|p| p.display().to_string()).as_deref());
+    let mut body = spec::agent(&ctx, &agent, token_file.as_ref().map(|p| p.display().to_string()).as_deref());
+    add_binds(&mut body, ssh.iter().flat_map(SshBackend::binds));
     engine.create(&id.agent(), body, options.detach).await?;
     Ok(Started { tty, stdin })
 }
@@ -283,6 +293,17 @@ fn agent_env(entry: &str) -> Option<String> {
     } else {
         std::env::var(entry).ok().map(|value| format!("{entry}={value}"))
     }
+}
+
+/// The names of `NAME=VALUE` entries.
+fn variable_names(env: &[String]) -> Vec<&str> {
+    env.iter().map(|entry| entry.split_once('=').map_or(entry.as_str(), |(name, _)| name)).collect()
+}
+
+/// More binds for a container body (the SSH backend's files, read-only).
+fn add_binds(body: &mut ContainerCreateBody, binds: impl IntoIterator<Item = String>) {
+    let host_config = body.host_config.get_or_insert_with(Default::default);
+    host_config.binds.get_or_insert_with(Vec::new).extend(binds);
 }
 
 /// The builder's `HOME` (in the workspace) exists before it starts, owned by the caller who creates it.
@@ -304,19 +325,17 @@ impl Signalled {
     }
 }
 
-/// SIGINT, SIGTERM and SIGHUP cancel the run (once; the teardown then runs to its end).
+/// SIGINT, SIGTERM and SIGHUP ([`StopSignals`]) cancel the run (once; the handlers stay, so the teardown then runs
+/// to its end).
 fn on_signals() -> (CancellationToken, Signalled) {
     let cancel = CancellationToken::new();
     let signalled = Signalled(std::sync::Arc::new(std::sync::atomic::AtomicI32::new(2)));
-    let kinds = [(SignalKind::interrupt(), 2), (SignalKind::terminate(), 15), (SignalKind::hangup(), 1)];
-    for (kind, number) in kinds {
-        let Ok(mut stream) = signal(kind) else { continue };
+    if let Ok(mut signals) = StopSignals::install() {
         let (cancel, signalled) = (cancel.clone(), signalled.clone());
         tokio::spawn(async move {
-            if stream.recv().await.is_some() && !cancel.is_cancelled() {
-                signalled.0.store(number, std::sync::atomic::Ordering::Relaxed);
-                cancel.cancel();
-            }
+            let signal = signals.recv().await;
+            signalled.0.store(signal as i32, std::sync::atomic::Ordering::Relaxed);
+            cancel.cancel();
         });
     }
     (cancel, signalled)

@@ -284,3 +284,68 @@ fn detach_then_ps_then_down() {
     assert!(text(&down.stderr).contains("2 containers, 1 network"), "{}", text(&down.stderr));
     assert_nothing_left(&service, &run);
 }
+
+/// The profile's `ssh:` block reaches the agent: its variables in the environment, its key and known_hosts files
+/// bound read-only at the paths the variables name. A key the agent's user cannot read stops the run before anything
+/// is created. (What the agent image's entrypoint makes of SSH_HOST, the SSH wrappers, is images/test.sh's to check.)
+#[test]
+fn the_ssh_block_reaches_the_agent() {
+    use std::os::unix::fs::PermissionsExt;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(service) = service() else { return };
+    let workspace = tempfile::tempdir().unwrap();
+    let (key, known) = (workspace.path().join("id_test"), workspace.path().join("known_hosts"));
+    std::fs::write(&key, "KEY-MARKER\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&known, "[mac.example]:2222 ssh-ed25519 AAAA\n").unwrap();
+    let yaml = format!(
+        "ssh: {{host: mac.example, port: 2222, key_path: {}, known_hosts: {}, commands: [xcodebuild]}}\n",
+        key.display(),
+        known.display()
+    );
+    let profile = write_profile(workspace.path(), &yaml).display().to_string();
+    let workspace_arg = workspace.path().display().to_string();
+    let script = r#"echo "$SSH_HOST:$SSH_PORT $SSH_WORKSPACE $SSH_COMMANDS"; cat "$SSH_KEY_PATH" "$SSH_KNOWN_HOSTS"
+                    echo x >>"$SSH_KEY_PATH" 2>/dev/null || echo read-only"#;
+    let up = |run: &str| {
+        let args =
+            up_args(run, &["-p", &profile, "--workspace", &workspace_arg, "--", "sidecar-agent", "sh", "-c", script]);
+        sidecarctl(&service, &args).stdin(Stdio::null()).output().unwrap()
+    };
+
+    // The image's user (not the caller) cannot read a 0600 key of the caller's: refused, nothing created.
+    let image_user = text(
+        &Command::new("podman")
+            .args(["image", "inspect", "--format", "{{.Config.User}}", "sidecar-agent"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    let image_uid: u32 = image_user.trim().split(':').next().unwrap_or("").parse().unwrap_or(0);
+    let caller = nix::unistd::getuid().as_raw();
+    if image_uid != caller {
+        let run = unique("it-ssh-refused");
+        let output = up(&run);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(125), "{stderr}");
+        assert!(stderr.contains("ssh.key_path") && stderr.contains("cannot be read by the agent's user"), "{stderr}");
+        assert!(!stderr.contains("network sidecarctl-"), "something was created:\n{stderr}");
+        assert_nothing_left(&service, &run);
+        if caller != 0 {
+            eprintln!("SKIPPED the rest: the key cannot be given to uid {image_uid} without root");
+            return;
+        }
+        std::os::unix::fs::chown(&key, Some(image_uid), None).unwrap();
+    }
+
+    let run = unique("it-ssh");
+    let output = up(&run);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["mac.example:2222 /workspace xcodebuild", "KEY-MARKER", "[mac.example]:2222 ssh-ed25519 AAAA", "read-only",],
+        "stderr:\n{stderr}"
+    );
+    assert_nothing_left(&service, &run);
+}

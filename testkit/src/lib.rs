@@ -1,11 +1,17 @@
 //! Helpers shared by the integration tests of every crate: markers that tag the processes a test starts, checks
-//! that none survive, deterministic test data, and hostile files with a memory cap for the servers that meet them.
+//! that none survive, runs of our binaries ([`BinaryRun`]) and binaries running in the background ([`Running`]),
+//! waits on events, deterministic test data, and hostile files with a memory cap for the servers that meet them.
+
+mod binary_run;
+mod running;
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+pub use binary_run::{stderr, stdout, BinaryRun, HANG};
 use process_group::procfs;
+pub use running::{catches, Running};
 
 /// A string unique to one call in this test process, to put on a command line and look for in /proc afterwards.
 /// It is also a valid number of seconds, so `sleep <marker>` is a long sleep that carries it.
@@ -28,7 +34,7 @@ pub fn processes_matching(marker: &str) -> Vec<u32> {
         .filter(|pid| {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            cmdline.contains(marker) && !is_zombie(*pid)
+            cmdline.contains(marker) && i32::try_from(*pid).ok().and_then(procfs::stat).is_some_and(|s| !s.is_zombie())
         })
         .collect()
 }
@@ -36,23 +42,7 @@ pub fn processes_matching(marker: &str) -> Vec<u32> {
 /// Pids of the live processes whose parent is `parent` (from /proc: for processes a test did not spawn itself,
 /// e.g. the per-connection children of a daemon).
 pub fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            // After the parenthesised command name: the state, then the parent's pid.
-            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-            ppid == Some(parent) && !is_zombie(*pid)
-        })
-        .collect()
-}
-
-fn is_zombie(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The state follows the parenthesised command name, which may itself hold spaces or parentheses.
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) == Some('Z')
+    children_in_state(parent, false)
 }
 
 /// Waits until no process carries `marker`; panics naming the survivors after `within`.
@@ -106,11 +96,25 @@ pub fn isolated_command(binary: &str) -> tokio::process::Command {
 
 /// Pids of the zombie (`<defunct>`) children of `parent`: what a parent that never reaps leaves behind.
 pub fn zombie_children(parent: u32) -> Vec<u32> {
+    children_in_state(parent, true)
+}
+
+/// Pids of the children of `parent` that are zombies (`zombie`), or live.
+fn children_in_state(parent: u32, zombie: bool) -> Vec<u32> {
     procfs::pids()
         .into_iter()
-        .filter(|pid| procfs::stat(*pid).is_some_and(|stat| stat.is_zombie() && stat.parent as u32 == parent))
+        .filter(|pid| {
+            procfs::stat(*pid)
+                .is_some_and(|stat| stat.is_zombie() == zombie && u32::try_from(stat.parent) == Ok(parent))
+        })
         .filter_map(|pid| u32::try_from(pid).ok())
         .collect()
+}
+
+/// Waits until `check` holds (a file appears, a process ends): panics naming `what` after 20 s, a hang guard, never
+/// a timing assertion.
+pub fn wait_until(what: &str, check: impl FnMut() -> bool) {
+    assert!(eventually(Duration::from_secs(20), check), "still waiting for {what}");
 }
 
 /// Polls `done` every 20 ms until it holds or `within` has passed; returns whether it held. For conditions that

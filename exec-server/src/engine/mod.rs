@@ -6,7 +6,7 @@ mod escaped;
 mod output;
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,16 +14,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use process_group::{self as group, Members, Pgid, Tagged};
+use process_group::{self as group, program, Members, Pgid, Tagged};
 use protocol::StreamKind;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::Command;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use output::{Captured, Output, OutputChunk, READ_SIZE};
 
 use crate::metrics::{CommandOutcome, Metrics};
-use crate::workspace::WorkDir;
+use crate::workspace::{DirProblem, WorkDir};
 pub use process_group::{become_subreaper, exit_code_of, reap_adopted_forever};
 
 /// How the engine treats every command.
@@ -64,13 +65,31 @@ pub struct Outcome {
     pub stderr: Captured,
 }
 
-/// The command never started: no such program, a working directory that is not there, …
+/// Why a command never started. Each transport turns the variant into its own exit code; the text (`Display`) is
+/// the HTTP API's `error`, "failed to start command: …", which clients show and match as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StartError(pub String);
+pub enum StartError {
+    /// No such program on the command's PATH, or at the path given.
+    NotFound { program: String },
+    /// The program is there but may not be run.
+    PermissionDenied { program: String },
+    /// The working directory is not there, or is no directory: every program would fail the same way.
+    WorkingDirectory { path: PathBuf, problem: DirProblem },
+    /// Anything else: an empty command, or what the spawn reported.
+    Other(String),
+}
 
 impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "failed to start command: {}", self.0)
+        f.write_str("failed to start command: ")?;
+        match self {
+            StartError::NotFound { program } => write!(f, "{program}: not found (is it installed and on PATH?)"),
+            StartError::PermissionDenied { program } => write!(f, "{program}: permission denied"),
+            StartError::WorkingDirectory { path, problem } => {
+                write!(f, "working directory {} {problem}", path.display())
+            }
+            StartError::Other(detail) => f.write_str(detail),
+        }
     }
 }
 
@@ -103,8 +122,25 @@ pub const SHUTDOWN_KILL_WAIT: Duration = Duration::from_millis(400);
 /// engines in one process.
 static NEXT_JOB: AtomicU64 = AtomicU64::new(1);
 
-enum Ending {
-    Exited(std::io::Result<ExitStatus>),
+/// How the wait for a command's leader ended.
+struct LeaderEnd {
+    status: std::io::Result<ExitStatus>,
+    timed_out: bool,
+    /// Its transport or the shutdown stopped it.
+    cancelled: bool,
+    /// The policy already ran on its group (a timeout or a cancellation).
+    group_stopped: bool,
+}
+
+impl LeaderEnd {
+    fn exited(status: std::io::Result<ExitStatus>) -> Self {
+        LeaderEnd { status, timed_out: false, cancelled: false, group_stopped: false }
+    }
+}
+
+/// Why the engine stopped a leader that had not exited.
+#[derive(PartialEq, Eq)]
+enum Stop {
     TimedOut,
     Cancelled,
 }
@@ -199,89 +235,25 @@ impl Engine {
         self.inner.metrics.command_ended(CommandOutcome::NotStarted, None);
     }
 
-    async fn run_job(&self, job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
+    async fn run_job(&self, mut job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
         let id = NEXT_JOB.fetch_add(1, Ordering::Relaxed);
         self.inner.sweeper_started.call_once(|| {
             tokio::spawn(self.inner.sweeper.clone().run(self.inner.policy.grace, self.inner.metrics.clone()));
         });
         let program = job.argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
         let started = Instant::now();
-        let grace = self.inner.policy.grace;
 
-        let first = job.argv.first().ok_or_else(|| StartError("empty command".into()))?;
-        let mut command = Command::new(resolve_program(first, &job)?);
-        command
-            .arg0(first)
-            .args(&job.argv[1..])
-            .current_dir(job.cwd.enter())
-            .env_clear()
-            .envs(job.env.iter().map(|(k, v)| (k, v)))
-            .env(escaped::JOB_VARIABLE, escaped::tag_value(id))
-            .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut leader = group::spawn_leader(&mut command).map_err(|err| start_error(&job, &program, &err))?;
-        let pgid = leader.pgid();
-        let guard = GroupGuard::register(self.clone(), pgid, id);
+        let (mut running, readers) = self.spawn(id, &mut job, &program, output)?;
+        let end = self.wait(&mut running.leader, job.timeout, &cancel).await;
+        let duration = started.elapsed();
+        let (stdout, stderr) = self.drain(readers).await;
+        self.clean_up_after(running, end.group_stopped);
 
-        if let (Some(bytes), Some(mut stdin)) = (job.stdin, leader.child().stdin.take()) {
-            // A command that exits without reading its stdin is not an error.
-            tokio::spawn(async move {
-                let _ = stdin.write_all(&bytes).await;
-            });
-        }
-        let stop_reading = CancellationToken::new();
-        let sink = output::Sink::from(&output);
-        drop(output);
-        let stdout =
-            leader.child().stdout.take().map(|pipe| {
-                tokio::spawn(output::read_pipe(pipe, StreamKind::Stdout, sink.clone(), stop_reading.clone()))
-            });
-        let stderr = leader
-            .child()
-            .stderr
-            .take()
-            .map(|pipe| tokio::spawn(output::read_pipe(pipe, StreamKind::Stderr, sink, stop_reading.clone())));
-
-        let ending = tokio::select! {
-            status = leader.wait() => Ending::Exited(status),
-            () = tokio::time::sleep(job.timeout) => Ending::TimedOut,
-            () = cancel.cancelled() => Ending::Cancelled,
-            () = self.inner.shutdown.cancelled() => Ending::Cancelled,
-        };
-        let (status, timed_out, cancelled, group_done) = match ending {
-            Ending::Exited(status) => (status, false, false, false),
-            Ending::TimedOut => (group::terminate_group(&mut leader, grace).await, true, false, true),
-            Ending::Cancelled => (group::terminate_group(&mut leader, grace).await, false, true, true),
-        };
-        let leader_gone = Instant::now();
-
-        // Pipes held open by a background descendant must not hold the result: drain briefly, then stop reading.
-        let readers = async { (join_reader(stdout).await, join_reader(stderr).await) };
-        tokio::pin!(readers);
-        let (stdout, stderr) = tokio::select! {
-            both = &mut readers => both,
-            () = tokio::time::sleep(self.inner.policy.drain) => {
-                stop_reading.cancel();
-                readers.await
-            }
-        };
-        let duration = leader_gone.duration_since(started);
-
-        // Whatever the command left behind, in its group or escaped from it, is terminated by the same policy,
-        // after the result is out.
-        tokio::spawn(async move {
-            if !group_done && !group::terminate(&mut pgid.clone(), grace).await {
-                tracing::warn!(%pgid, "process group still has members after SIGKILL; giving up on it");
-            }
-            guard.engine.inner.sweeper.job_finished(id);
-            guard.release();
-        });
-
-        let (exit_code, signal) = match &status {
+        let (exit_code, signal) = match &end.status {
             Ok(status) => exit_code_of(*status),
             Err(_) => (-1, None),
         };
+        let LeaderEnd { timed_out, cancelled, .. } = end;
         let exit_code = if timed_out { protocol::EXIT_TIMED_OUT } else { exit_code };
         tracing::info!(
             id,
@@ -297,6 +269,84 @@ impl Engine {
             "command finished"
         );
         Ok(Outcome { exit_code, signal, timed_out, cancelled, duration, stdout, stderr })
+    }
+
+    /// Spawn: the leader in a new process group, registered as live; its stdin fed in the background (taken from
+    /// `job`); one reader per output pipe.
+    fn spawn(&self, id: u64, job: &mut Job, program: &str, output: Output) -> Result<(Running, Readers), StartError> {
+        let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
+        let resolved = resolve_program(first, job).ok_or_else(|| start_error(job, program, None))?;
+        let mut command = Command::new(resolved);
+        command
+            .arg0(first)
+            .args(&job.argv[1..])
+            .current_dir(job.cwd.enter())
+            .env_clear()
+            .envs(job.env.iter().map(|(k, v)| (k, v)))
+            .env(escaped::JOB_VARIABLE, escaped::tag_value(id))
+            .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut leader = group::spawn_leader(&mut command).map_err(|err| start_error(job, program, Some(&err)))?;
+        let guard = GroupGuard::register(self.clone(), leader.pgid(), id);
+
+        if let (Some(bytes), Some(mut stdin)) = (job.stdin.take(), leader.child().stdin.take()) {
+            // A command that exits without reading its stdin is not an error.
+            tokio::spawn(async move {
+                let _ = stdin.write_all(&bytes).await;
+            });
+        }
+        let stop = CancellationToken::new();
+        let stdout = read(leader.child().stdout.take(), StreamKind::Stdout, output.clone(), &stop);
+        // The last reader takes `output` itself: no stream sender is left behind to hold the stream open.
+        let stderr = read(leader.child().stderr.take(), StreamKind::Stderr, output, &stop);
+        Ok((Running { id, leader, guard }, Readers { stdout, stderr, stop }))
+    }
+
+    /// Wait: for the leader to exit, or else its timeout, its cancellation or the shutdown, which stop its whole
+    /// group by the policy (TERM → grace → KILL).
+    async fn wait(&self, leader: &mut group::Leader, timeout: Duration, cancel: &CancellationToken) -> LeaderEnd {
+        let grace = self.inner.policy.grace;
+        let stop = tokio::select! {
+            status = leader.wait() => return LeaderEnd::exited(status),
+            () = tokio::time::sleep(timeout) => Stop::TimedOut,
+            () = cancel.cancelled() => Stop::Cancelled,
+            () = self.inner.shutdown.cancelled() => Stop::Cancelled,
+        };
+        let status = group::terminate_group(leader, grace).await;
+        LeaderEnd { status, timed_out: stop == Stop::TimedOut, cancelled: stop == Stop::Cancelled, group_stopped: true }
+    }
+
+    /// Drain: pipes held open by a background descendant must not hold the result, so once the leader is gone
+    /// they are read for the drain window at most, then no more.
+    async fn drain(&self, readers: Readers) -> (Captured, Captured) {
+        let Readers { stdout, stderr, stop } = readers;
+        let both = async { (join_reader(stdout).await, join_reader(stderr).await) };
+        tokio::pin!(both);
+        tokio::select! {
+            both = &mut both => both,
+            () = tokio::time::sleep(self.inner.policy.drain) => {
+                stop.cancel();
+                both.await
+            }
+        }
+    }
+
+    /// Whatever the command left behind, in its group (unless the wait already stopped it) or escaped from it, is
+    /// terminated by the same policy, in the background: the result does not wait for it.
+    fn clean_up_after(&self, running: Running, group_stopped: bool) {
+        let Running { id, leader, guard } = running;
+        let pgid = leader.pgid();
+        let grace = self.inner.policy.grace;
+        // The leader (reaped) is let go only now, as before the split: after its pipes were drained.
+        drop(leader);
+        tokio::spawn(async move {
+            if !group_stopped && !group::terminate(&mut pgid.clone(), grace).await {
+                tracing::warn!(%pgid, "process group still has members after SIGKILL; giving up on it");
+            }
+            guard.engine.inner.sweeper.job_finished(id);
+            guard.release();
+        });
     }
 }
 
@@ -315,7 +365,31 @@ fn outcome_of(outcome: &Outcome) -> CommandOutcome {
     }
 }
 
-async fn join_reader(reader: Option<tokio::task::JoinHandle<Captured>>) -> Captured {
+/// A started command: its leader, and its place in the engine's live set.
+struct Running {
+    id: u64,
+    leader: group::Leader,
+    guard: GroupGuard,
+}
+
+/// The readers of a command's pipes, and the switch that ends them early.
+struct Readers {
+    stdout: Option<JoinHandle<Captured>>,
+    stderr: Option<JoinHandle<Captured>>,
+    stop: CancellationToken,
+}
+
+/// Starts reading `pipe` (if the command has it) in its own task.
+fn read<R: AsyncRead + Unpin + Send + 'static>(
+    pipe: Option<R>,
+    kind: StreamKind,
+    output: Output,
+    stop: &CancellationToken,
+) -> Option<JoinHandle<Captured>> {
+    pipe.map(|pipe| tokio::spawn(output::read_pipe(pipe, kind, output, stop.clone())))
+}
+
+async fn join_reader(reader: Option<JoinHandle<Captured>>) -> Captured {
     match reader {
         Some(handle) => handle.await.unwrap_or_default(),
         None => Captured::default(),
@@ -325,52 +399,33 @@ async fn join_reader(reader: Option<tokio::task::JoinHandle<Captured>>) -> Captu
 /// The program to execute: a name without a `/` is looked up on the command's own PATH here, so that the spawn
 /// can use `posix_spawn` (std falls back to `fork`, which copies the server's page tables, whenever the child's
 /// PATH differs from ours and the program is not a path). Names with a `/` are left to the spawn, relative to the
-/// command's working directory.
-fn resolve_program(program: &OsString, job: &Job) -> Result<PathBuf, StartError> {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::PermissionsExt;
-    if program.as_bytes().contains(&b'/') {
-        return Ok(PathBuf::from(program));
+/// command's working directory. `None`: not found.
+fn resolve_program(program: &OsString, job: &Job) -> Option<PathBuf> {
+    if !program::is_bare_name(program) {
+        return Some(PathBuf::from(program));
     }
     let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
-    // A command without PATH gets the shell's usual default.
-    let path = path.unwrap_or(std::ffi::OsStr::new("/usr/local/bin:/usr/bin:/bin"));
     let cwd = job.cwd.enter();
-    for dir in std::env::split_paths(path) {
-        let dir = if dir.as_os_str().is_empty() { cwd.clone() } else { cwd.join(dir) };
-        let candidate = dir.join(program);
-        if let Ok(meta) = std::fs::metadata(&candidate) {
-            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
-                return Ok(candidate);
-            }
-        }
-    }
-    Err(cwd_problem(job).unwrap_or_else(|| not_found(&program.to_string_lossy())))
+    let found = program::executables_on_path(program, path.unwrap_or(OsStr::new(program::DEFAULT_PATH)), &cwd).next();
+    found
 }
 
-/// Why a spawn failed, in the user's terms: a missing working directory first, since that fails every program.
-fn start_error(job: &Job, program: &str, err: &std::io::Error) -> StartError {
-    if let Some(problem) = cwd_problem(job) {
-        return problem;
+/// Why a command did not start (`spawn`: what the spawn reported; `None` when the lookup on PATH found nothing), in
+/// the user's terms. The working directory is checked first, and only here: a missing one fails every program, and
+/// the spawn reports it as the program's own ENOENT.
+fn start_error(job: &Job, program: &str, spawn: Option<&std::io::Error>) -> StartError {
+    if let Some(problem) = DirProblem::of(job.cwd.path()) {
+        return StartError::WorkingDirectory { path: job.cwd.path().to_path_buf(), problem };
     }
-    match err.kind() {
-        std::io::ErrorKind::NotFound => not_found(program),
-        std::io::ErrorKind::PermissionDenied => StartError(format!("{program}: permission denied")),
-        _ => StartError(format!("{program}: {err}")),
+    let program = program.to_owned();
+    match spawn {
+        None => StartError::NotFound { program },
+        Some(err) => match err.kind() {
+            std::io::ErrorKind::NotFound => StartError::NotFound { program },
+            std::io::ErrorKind::PermissionDenied => StartError::PermissionDenied { program },
+            _ => StartError::Other(format!("{program}: {err}")),
+        },
     }
-}
-
-fn cwd_problem(job: &Job) -> Option<StartError> {
-    let cwd = job.cwd.path();
-    if cwd.is_dir() {
-        return None;
-    }
-    let what = if cwd.exists() { "is not a directory" } else { "does not exist" };
-    Some(StartError(format!("working directory {} {what}", cwd.display())))
-}
-
-fn not_found(program: &str) -> StartError {
-    StartError(format!("{program}: not found (is it installed and on PATH?)"))
 }
 
 /// Keeps a process group in the engine's live set until its members are gone; if the run is abandoned before

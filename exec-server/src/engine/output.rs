@@ -9,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 /// Bytes per read from a pipe: one frame's worth at most, and the unit of backpressure.
 pub const READ_SIZE: usize = 64 * 1024;
 
-/// What the engine does with a command's output.
-#[derive(Debug)]
+/// What the engine does with a command's output. Each pipe's reader gets its own clone.
+#[derive(Debug, Clone)]
 pub enum Output {
     /// Keep up to `cap` bytes of each of stdout and stderr; read and drop the rest so the command never blocks.
     Collect { cap: usize },
@@ -45,10 +45,12 @@ pub struct Captured {
 pub async fn read_pipe<R: AsyncRead + Unpin>(
     mut pipe: R,
     kind: StreamKind,
-    mut sink: Sink,
+    output: Output,
     stop: CancellationToken,
 ) -> Captured {
     let mut captured = Captured::default();
+    // `Json`: what this pipe keeps so far, within the budget (made at the first read).
+    let mut budgeted: Option<BudgetedBytes> = None;
     // Most commands print little: start small and grow to READ_SIZE only when reads fill the buffer, so hundreds
     // of quiet commands do not each hold 128 KiB of buffers.
     let mut buf = vec![0u8; 4096];
@@ -63,14 +65,14 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
         };
         let full = n == buf.len();
         captured.total += n as u64;
-        match &mut sink {
-            Sink::Collect { cap } => {
+        match &output {
+            Output::Collect { cap } => {
                 let room = cap.saturating_sub(captured.bytes.len());
                 captured.bytes.extend_from_slice(&buf[..n.min(room)]);
                 captured.truncated |= n > room;
             }
-            Sink::Json(kept) => kept.push(&buf[..n]),
-            Sink::Stream(tx) => {
+            Output::Json { budget } => budgeted.get_or_insert_with(|| BudgetedBytes::new(*budget)).push(&buf[..n]),
+            Output::Stream(tx) => {
                 let chunk = OutputChunk { kind, bytes: buf[..n].to_vec() };
                 tokio::select! {
                     // A closed receiver means the transport is gone and cancellation follows: keep draining.
@@ -83,26 +85,8 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
             buf.resize((buf.len() * 4).min(READ_SIZE), 0);
         }
     }
-    if let Sink::Json(kept) = sink {
+    if let Some(kept) = budgeted {
         (captured.bytes, captured.truncated) = kept.finish();
     }
     captured
-}
-
-/// The per-pipe form of [`Output`].
-#[derive(Debug, Clone)]
-pub enum Sink {
-    Collect { cap: usize },
-    Json(BudgetedBytes),
-    Stream(mpsc::Sender<OutputChunk>),
-}
-
-impl From<&Output> for Sink {
-    fn from(output: &Output) -> Self {
-        match output {
-            Output::Collect { cap } => Sink::Collect { cap: *cap },
-            Output::Json { budget } => Sink::Json(BudgetedBytes::new(*budget)),
-            Output::Stream(tx) => Sink::Stream(tx.clone()),
-        }
-    }
 }

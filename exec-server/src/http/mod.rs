@@ -9,6 +9,7 @@ mod exec;
 pub mod fds;
 mod listener;
 mod metrics;
+mod openapi;
 mod reply;
 mod request;
 pub mod socket;
@@ -83,6 +84,7 @@ pub fn router(state: AppState) -> Router {
         .route("/exec", post(exec::exec))
         .route("/exec/stream", post(stream::exec_stream))
         .route("/metrics", get(metrics::metrics))
+        .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
@@ -107,7 +109,7 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
     })
 }
 
-const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /metrics";
+const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /metrics, GET /openapi.json";
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     AppError::new(

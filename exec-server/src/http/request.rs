@@ -49,8 +49,8 @@ pub fn prepare(state: &AppState, body: &[u8], context: &RequestContext) -> Resul
     }
     let cwd = match resolve_cwd(&state.root, request.cwd.as_deref(), state.allow_any_cwd) {
         Ok(cwd) => cwd,
-        Err(missing @ CwdError::Missing { .. }) => {
-            return Ok(Prepared { job: Err(StartError(missing.to_string())), timeout_secs })
+        Err(CwdError::Missing { path, problem }) => {
+            return Ok(Prepared { job: Err(StartError::WorkingDirectory { path, problem }), timeout_secs })
         }
         Err(err) => return Err(AppError::bad_request(err.to_string())),
     };

@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use agent_files::watch::{AddWatchFlags, FolderWatch, InotifyEvent, WatchDescriptor, CONTENT_CHANGES};
 use agent_files::ReadError;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -56,13 +56,11 @@ pub struct Settings {
     pub base_env: Arc<Vec<(OsString, OsString)>>,
 }
 
-/// Watches the folder and answers requests.
-pub struct Watcher {
+/// The file transport: watches the folder and answers requests.
+pub struct Transport {
     settings: Arc<Settings>,
     engine: Engine,
-    inotify: Arc<Inotify>,
-    /// Batches of events from the reader thread (blocking reads keep this free of unsafe fd registration).
-    events: mpsc::Receiver<std::io::Result<Vec<InotifyEvent>>>,
+    inotify: FolderWatch,
     tools_watch: WatchDescriptor,
     done_watch: WatchDescriptor,
     permits: Arc<Semaphore>,
@@ -71,27 +69,20 @@ pub struct Watcher {
     /// Ids whose file did not parse yet, with when it was first seen.
     unparsed: HashMap<String, Instant>,
     tasks: JoinSet<()>,
-    /// Fired when the watcher stops: queued requests are then left unclaimed.
+    /// Fired when the transport stops: queued requests are then left unclaimed.
     closing: CancellationToken,
 }
 
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        let _ = self.inotify.rm_watch(self.tools_watch);
-        if self.done_watch != self.tools_watch {
-            let _ = self.inotify.rm_watch(self.done_watch);
-        }
-    }
-}
-
-/// Why the watcher stopped.
+/// Why the transport stopped.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Ending {
-    Done,
+pub enum StopReason {
+    /// The `done` file appeared: the run is over.
+    RunDone,
+    /// The server is shutting down.
     Stopped,
 }
 
-impl Watcher {
+impl Transport {
     /// Creates the folder if needed and starts watching it (and the `done` file's folder) before anything is read,
     /// so no request written from now on can be missed.
     pub fn start(settings: Settings, engine: Engine) -> std::io::Result<Self> {
@@ -99,15 +90,11 @@ impl Watcher {
             std::io::Error::other(format!("cannot create the IPC folder {}: {err}", settings.dir.display()))
         })?;
         let done_dir = settings.done.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let inotify = Arc::new(Inotify::init(InitFlags::IN_CLOEXEC).map_err(std::io::Error::from)?);
-        let tools_mask = AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_MODIFY
-            | AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_DELETE;
+        let inotify = FolderWatch::new()?;
+        let tools_mask = CONTENT_CHANGES;
         let watch = |path: &Path, mask: AddWatchFlags| {
             inotify
-                .add_watch(path, mask)
+                .add(path, mask)
                 .map_err(|err| std::io::Error::other(format!("cannot watch {} with inotify: {err}", path.display())))
         };
         let done_mask = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CLOSE_WRITE;
@@ -115,29 +102,17 @@ impl Watcher {
         let same = done_dir.canonicalize().ok() == settings.dir.canonicalize().ok();
         let tools_watch = watch(&settings.dir, if same { tools_mask | done_mask } else { tools_mask })?;
         let done_watch = if same { tools_watch } else { watch(done_dir, done_mask)? };
-        let (sender, events) = mpsc::channel(64);
-        let reader = inotify.clone();
-        std::thread::Builder::new().name("ipc-inotify".into()).spawn(move || loop {
-            // Ends when the watcher is dropped: removing its watches wakes this read with IN_IGNORED, and the
-            // send then fails.
-            let batch = reader.read_events().map_err(std::io::Error::from);
-            let failed = batch.is_err();
-            if sender.blocking_send(batch).is_err() || failed {
-                break;
-            }
-        })?;
         tracing::info!(
             dir = %settings.dir.display(),
             done = %settings.done.display(),
             skill_pack = settings.skill_pack.as_deref().unwrap_or("(any)"),
             "exec-server watching for tool requests"
         );
-        Ok(Watcher {
+        Ok(Transport {
             permits: Arc::new(Semaphore::new(settings.parallel.max(1))),
             settings: Arc::new(settings),
             engine,
             inotify,
-            events,
             tools_watch,
             done_watch,
             active: Arc::default(),
@@ -150,21 +125,21 @@ impl Watcher {
     /// Answers requests until `stop` fires or the `done` file appears; then waits for its running requests, which
     /// the engine's shutdown cancels.
     pub async fn serve(mut self, stop: CancellationToken) -> std::io::Result<()> {
-        let ending = self.watch(&stop).await;
+        let stopped = self.watch(&stop).await;
         self.closing.cancel();
-        if matches!(ending, Ok(Ending::Done)) {
+        if matches!(stopped, Ok(StopReason::RunDone)) {
             // The run is over: nothing that is still running may outlive it.
             self.engine.shutdown();
         }
         // Running requests still get their (cancelled) results written.
         while self.tasks.join_next().await.is_some() {}
-        ending.map(|_| ())
+        stopped.map(|_| ())
     }
 
-    async fn watch(&mut self, stop: &CancellationToken) -> std::io::Result<Ending> {
+    async fn watch(&mut self, stop: &CancellationToken) -> std::io::Result<StopReason> {
         if self.settings.done.exists() {
             tracing::info!(done = %self.settings.done.display(), "the run is already done");
-            return Ok(Ending::Done);
+            return Ok(StopReason::RunDone);
         }
         self.sweep();
         let mut next_sweep = Instant::now() + SWEEP;
@@ -172,16 +147,15 @@ impl Watcher {
             let retry_at =
                 if self.unparsed.is_empty() { next_sweep } else { (Instant::now() + PARSE_RETRY).min(next_sweep) };
             let events = tokio::select! {
-                () = stop.cancelled() => return Ok(Ending::Stopped),
-                batch = self.events.recv() => match batch {
-                    Some(batch) => batch.map_err(|err| std::io::Error::other(format!("inotify failed: {err}")))?,
-                    None => return Err(std::io::Error::other("the inotify reader stopped")),
-                },
+                () = stop.cancelled() => return Ok(StopReason::Stopped),
+                batch = self.inotify.next_batch() => {
+                    batch.map_err(|err| std::io::Error::other(format!("inotify failed: {err}")))?
+                }
                 () = tokio::time::sleep_until(retry_at.into()) => Vec::new(),
             };
             for event in events {
                 if self.on_event(&event) {
-                    return Ok(Ending::Done);
+                    return Ok(StopReason::RunDone);
                 }
             }
             let unparsed: Vec<String> = self.unparsed.keys().cloned().collect();

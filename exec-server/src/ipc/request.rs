@@ -81,12 +81,10 @@ impl ToolResult {
     /// A command that never started: 127 for a missing program and 126 for one that cannot run (as a shell
     /// reports them), 1 otherwise.
     pub fn not_started(id: &str, err: &StartError) -> Self {
-        let code = if err.0.contains("not found") {
-            127
-        } else if err.0.contains("permission denied") {
-            126
-        } else {
-            1
+        let code = match err {
+            StartError::NotFound { .. } => 127,
+            StartError::PermissionDenied { .. } => 126,
+            StartError::WorkingDirectory { .. } | StartError::Other(_) => 1,
         };
         ToolResult::refused(id, code, err.to_string())
     }
@@ -178,6 +176,7 @@ pub fn job_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workspace::DirProblem;
     use serde_json::json;
 
     #[test]
@@ -234,6 +233,25 @@ mod tests {
 
         let empty: ToolRequest = serde_json::from_value(json!({"argv": []})).unwrap();
         assert!(job_of(&empty, Path::new("/w"), &[], 1, 120).unwrap_err().contains("nothing to run"));
+    }
+
+    #[test]
+    fn start_failures_get_the_shells_codes_and_the_http_text() {
+        let cases = [
+            (StartError::NotFound { program: "x".into() }, 127, "x: not found (is it installed and on PATH?)"),
+            (StartError::PermissionDenied { program: "x".into() }, 126, "x: permission denied"),
+            (
+                StartError::WorkingDirectory { path: "/gone".into(), problem: DirProblem::DoesNotExist },
+                1,
+                "working directory /gone does not exist",
+            ),
+            (StartError::Other("x: boom".into()), 1, "x: boom"),
+        ];
+        for (err, code, text) in cases {
+            let result = ToolResult::not_started("1", &err);
+            let stderr = format!("exec-server: failed to start command: {text}\n");
+            assert_eq!((result.exit_code, result.stderr), (code, stderr));
+        }
     }
 
     #[test]

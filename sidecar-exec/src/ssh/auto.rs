@@ -2,8 +2,11 @@
 //! host built (Mach-O), or a Linux binary for another CPU, goes to the host; an ELF for this CPU or a `#!` script
 //! runs here.
 
+use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+
+use process_group::program;
 
 /// Where `auto-run` runs a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,10 +20,11 @@ pub enum Place {
 /// Decides for `command`: a name with a `/` is a path (relative to the current directory), else it is looked up on
 /// `path` like a shell would.
 pub fn place(command: &str, path: &str) -> Place {
-    let file = if command.contains('/') {
-        Some(PathBuf::from(command)).filter(|file| file.is_file())
+    let file = if program::is_bare_name(OsStr::new(command)) {
+        // Relative PATH entries (and an empty one, the current folder) stay relative to the current folder.
+        program::executables_on_path(OsStr::new(command), OsStr::new(path), Path::new("")).next()
     } else {
-        crate::wrappers::find_on_path(command, path, Path::new(""))
+        Some(PathBuf::from(command)).filter(|file| file.is_file())
     };
     match file {
         Some(file) if runs_here(&file) => Place::Local(file),

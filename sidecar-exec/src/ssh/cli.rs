@@ -5,7 +5,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
 use crate::config::ConfigError;
-use crate::exit_code::{Ending, EXIT_BROKEN_PIPE};
+use crate::exit_code::{ClientExit, EXIT_BROKEN_PIPE};
 use crate::interrupt::Interrupts;
 use crate::ssh::command::Route;
 use crate::ssh::mux::{self, MasterError, NoFolder};
@@ -93,15 +93,15 @@ fn usage(message: &str) -> i32 {
     EXIT_CONFIG
 }
 
-fn end(ending: Ending) -> i32 {
-    if let Some(message) = &ending.message {
+fn end(exit: ClientExit) -> i32 {
+    if let Some(message) = &exit.message {
         eprintln!("ssh-exec: {message}");
     }
-    ending.code
+    exit.code
 }
 
-fn config_error(err: ConfigError) -> Ending {
-    Ending { code: EXIT_CONFIG, message: Some(err.0) }
+fn config_error(err: ConfigError) -> ClientExit {
+    ClientExit { code: EXIT_CONFIG, message: Some(err.0) }
 }
 
 /// `--auto-run`: exec the file here when it runs here, else run the command on the host.
@@ -216,21 +216,21 @@ fn call(mode: Mode) -> i32 {
         eprintln!("ssh-exec: {}", stdin::unread_hint("SSH_STDIN"));
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime");
-    let ending = runtime.block_on(execute(&prepared));
+    let exit = runtime.block_on(execute(&prepared));
     if !hinted && unread_data() {
         eprintln!("ssh-exec: {}", stdin::unread_hint("SSH_STDIN"));
     }
-    let check_passed = matches!(mode, Mode::Check) && ending.code == 0;
-    let code = end(ending);
+    let check_passed = matches!(mode, Mode::Check) && exit.code == 0;
+    let code = end(exit);
     if check_passed {
         println!("ok");
     }
     code
 }
 
-async fn execute(prepared: &Prepared) -> Ending {
+async fn execute(prepared: &Prepared) -> ClientExit {
     let Ok(mut interrupts) = Interrupts::install() else {
-        return Ending { code: EXIT_CONFIG, message: Some("cannot install signal handlers".into()) };
+        return ClientExit { code: EXIT_CONFIG, message: Some("cannot install signal handlers".into()) };
     };
     let settings = &prepared.settings;
     let key = prepared.key.as_deref();
@@ -247,14 +247,14 @@ async fn execute(prepared: &Prepared) -> Ending {
                     Err(MasterError::Transport(said)) => return not_started(prepared, Some(EXIT_TRANSPORT), &said),
                     Err(MasterError::Unavailable) => Route::Direct,
                 },
-                interrupt = interrupts.recv() => return Ending::code(interrupt.code()),
+                interrupt = interrupts.recv() => return ClientExit::code(interrupt.code()),
             }
         }
     };
     let _slot = match &route {
         Route::Shared(socket) => tokio::select! {
             slot = mux::session_slot(socket, settings.max_sessions) => slot,
-            interrupt = interrupts.recv() => return Ending::code(interrupt.code()),
+            interrupt = interrupts.recv() => return ClientExit::code(interrupt.code()),
         },
         Route::Direct => None,
     };
@@ -277,8 +277,8 @@ async fn execute(prepared: &Prepared) -> Ending {
         }
     }
     match outcome {
-        Outcome::Exited(code) => Ending::code(code),
-        Outcome::NoCwd => Ending {
+        Outcome::Exited(code) => ClientExit::code(code),
+        Outcome::NoCwd => ClientExit {
             code: EXIT_CONFIG,
             message: Some(format!(
                 "the host directory {} does not exist on {} or cannot be entered{}",
@@ -291,19 +291,19 @@ async fn execute(prepared: &Prepared) -> Ending {
                 }
             )),
         },
-        Outcome::Interrupted(interrupt, why) => Ending {
+        Outcome::Interrupted(interrupt, why) => ClientExit {
             code: interrupt.code(),
             message: why.map(|why| format!("interrupted, but the command on the host may not be stopped: {why}")),
         },
-        Outcome::BrokenPipe => Ending::code(EXIT_BROKEN_PIPE),
-        Outcome::Lost(status) => Ending { code: EXIT_TRANSPORT, message: Some(transport::lost(settings, status)) },
+        Outcome::BrokenPipe => ClientExit::code(EXIT_BROKEN_PIPE),
+        Outcome::Lost(status) => ClientExit { code: EXIT_TRANSPORT, message: Some(transport::lost(settings, status)) },
         Outcome::NotStarted(status, said) => not_started(prepared, status, &said),
     }
 }
 
-fn not_started(prepared: &Prepared, status: Option<i32>, said: &str) -> Ending {
+fn not_started(prepared: &Prepared, status: Option<i32>, said: &str) -> ClientExit {
     let key = prepared.settings.key.as_ref().map(|key| key.display().to_string());
-    Ending {
+    ClientExit {
         code: EXIT_TRANSPORT,
         message: Some(transport::not_started(&prepared.settings, key.as_deref(), said, status)),
     }

@@ -2,8 +2,7 @@
 //! 0644): ssh refuses a key others can read, and one owned by someone else is not ours to trust as is. Such a key
 //! is used through a private copy (0600, in ssh-exec's own 0700 folder), made once per key content.
 
-use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::config::ConfigError;
@@ -30,16 +29,8 @@ pub fn usable(key: &Path, private_dir: Option<&Path>) -> Result<PathBuf, ConfigE
     if std::fs::read(&copy).is_ok_and(|existing| existing == content) {
         return Ok(copy);
     }
-    let temporary = dir.join(format!(".key-{}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let _ = std::fs::remove_file(&temporary);
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temporary)?;
-        file.write_all(&content)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, &copy)
-    };
-    write().map_err(|err| {
-        let _ = std::fs::remove_file(&temporary);
+    // Atomically, through an exclusive temporary created 0600: a concurrent call sees no copy or the whole one.
+    agent_files::write_atomic_mode(&copy, &content, 0o600).map_err(|err| {
         ConfigError(format!("cannot make a private copy of the key {} in {}: {err}", key.display(), dir.display()))
     })?;
     Ok(copy)

@@ -7,9 +7,8 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use process_group::{self as group, exit_code_of};
+use process_group::{self as group, exit_code_of, next_stop_signal, StopSignals};
 use serde_json::json;
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep_until, Instant};
 
 use crate::failure::TIMED_OUT;
@@ -26,7 +25,7 @@ pub struct RunArgs {
 }
 
 /// How the orchestrator ended.
-struct Ending {
+struct OrchestratorEnd {
     /// Our exit code: the orchestrator's, 128+N for signal N, 124 on timeout.
     code: i32,
     /// "the orchestrator exited with status 3", for the error result.
@@ -36,9 +35,9 @@ struct Ending {
     timed_out: bool,
 }
 
-impl Ending {
+impl OrchestratorEnd {
     fn not_started(code: i32, what: String) -> Self {
-        Ending { code, what, started: false, signal: None, timed_out: false }
+        OrchestratorEnd { code, what, started: false, signal: None, timed_out: false }
     }
 }
 
@@ -49,21 +48,22 @@ pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
     }
     // A result already there (a re-used folder) only counts as the orchestrator's if it is written anew.
     let before = Stamp::of(&ipc.run_result());
-    let mut signals = match Signals::install() {
+    // SIGHUP too: its default action would end us before `/ipc/done`.
+    let mut signals = match StopSignals::install() {
         Ok(signals) => Some(signals),
         Err(err) => {
             eprintln!("sidecar-ipc: cannot install signal handlers ({err}); SIGTERM will not be passed on");
             None
         }
     };
-    let ending = match run_config::normalize(std::env::var_os(run_config::VAR).as_deref()) {
+    let ended = match run_config::normalize(std::env::var_os(run_config::VAR).as_deref()) {
         Ok(config) => supervise(ipc, &args, &config, signals.as_mut()).await,
-        Err(err) => Ending::not_started(1, format!("the orchestrator was not started: {err}")),
+        Err(err) => OrchestratorEnd::not_started(1, format!("the orchestrator was not started: {err}")),
     };
 
     let pending = tokio::select! {
         pending = inflight::wait_answered(ipc, args.drain) => pending,
-        signal = Signals::next(signals.as_mut()) => {
+        signal = next_stop_signal(signals.as_mut()) => {
             eprintln!("sidecar-ipc: {signal} while waiting for prompts to be answered; ending the run now");
             inflight::unanswered(ipc)
         }
@@ -75,30 +75,30 @@ pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
             pending.join(", ")
         );
     }
-    settle_run_result(ipc, before, &ending);
+    settle_run_result(ipc, before, &ended);
     if let Err(err) = finish::write_done(ipc) {
         eprintln!("sidecar-ipc: {err}: the agent will not see the end of the run");
-        return if ending.code == 0 { 1 } else { ending.code };
+        return if ended.code == 0 { 1 } else { ended.code };
     }
-    ending.code
+    ended.code
 }
 
 /// Keeps the orchestrator's own valid run result, or writes an error result saying how it ended.
-fn settle_run_result(ipc: &Ipc, before: Option<Stamp>, ending: &Ending) {
+fn settle_run_result(ipc: &Ipc, before: Option<Stamp>, ended: &OrchestratorEnd) {
     let now = Stamp::of(&ipc.run_result());
     let own = now.is_some() && now != before;
     let message = match (own, finish::check_run_result(ipc)) {
         (true, Some(Ok(()))) => return,
-        (true, Some(Err(err))) => format!("{}, and its run result is not valid JSON: {err}", ending.what),
-        _ if !ending.started => ending.what.clone(),
-        _ => format!("{} without writing a run result", ending.what),
+        (true, Some(Err(err))) => format!("{}, and its run result is not valid JSON: {err}", ended.what),
+        _ if !ended.started => ended.what.clone(),
+        _ => format!("{} without writing a run result", ended.what),
     };
     eprintln!("sidecar-ipc: {message}");
-    let mut value = finish::error_result(&message, ending.code);
-    if let Some(signal) = ending.signal {
+    let mut value = finish::error_result(&message, ended.code);
+    if let Some(signal) = ended.signal {
         value["signal"] = json!(signal_name(signal));
     }
-    if ending.timed_out {
+    if ended.timed_out {
         value["timedOut"] = json!(true);
     }
     if let Err(err) = finish::write_run_result(ipc, &value) {
@@ -113,12 +113,12 @@ enum Event {
     Timeout,
 }
 
-async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut Signals>) -> Ending {
+async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut StopSignals>) -> OrchestratorEnd {
     if let Err(err) = group::become_subreaper() {
         eprintln!("sidecar-ipc: cannot become child subreaper ({err}); leftover processes are reaped by PID 1");
     }
     let Some((program, rest)) = args.command.split_first() else {
-        return Ending::not_started(2, "no command to run: sidecar-ipc run -- CMD [ARGS…]".to_owned());
+        return OrchestratorEnd::not_started(2, "no command to run: sidecar-ipc run -- CMD [ARGS…]".to_owned());
     };
     let mut command = tokio::process::Command::new(program);
     command.args(rest).env(run_config::VAR, config).env(ipc::ROOT_VAR, ipc.root()).env(SUPERVISED_VAR, "1");
@@ -127,7 +127,7 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut
         Err(err) => {
             // The shell's codes: 127 not found, 126 found but not runnable.
             let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-            return Ending::not_started(code, format!("cannot start the orchestrator {program:?}: {err}"));
+            return OrchestratorEnd::not_started(code, format!("cannot start the orchestrator {program:?}: {err}"));
         }
     };
     // The orchestrator is our only child, so what else we adopt (descendants that left its group and exited) can be
@@ -138,7 +138,7 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut
 
     let event = tokio::select! {
         status = leader.wait() => Event::Exited(status),
-        signal = Signals::next(signals) => Event::Signal(signal),
+        signal = next_stop_signal(signals) => Event::Signal(signal),
         () = sleep_until_some(timeout_at) => Event::Timeout,
     };
     // Whatever the orchestrator does with the signal, its group has `--grace` to end; and whatever the leader left
@@ -156,7 +156,9 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut
 
     let (code, signal) = match status {
         Ok(status) => exit_code_of(status),
-        Err(err) => return Ending { code: 1, what: format!("cannot wait for the orchestrator: {err}"), ..started() },
+        Err(err) => {
+            return OrchestratorEnd { code: 1, what: format!("cannot wait for the orchestrator: {err}"), ..started() }
+        }
     };
     let mut what = match signal {
         _ if timed_out => format!(
@@ -169,11 +171,11 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut
     if let Some(received) = received {
         what = format!("sidecar-ipc run received {received} and passed it on; {what}");
     }
-    Ending { code: if timed_out { TIMED_OUT } else { code }, what, started: true, signal, timed_out }
+    OrchestratorEnd { code: if timed_out { TIMED_OUT } else { code }, what, started: true, signal, timed_out }
 }
 
-fn started() -> Ending {
-    Ending { code: 1, what: String::new(), started: true, signal: None, timed_out: false }
+fn started() -> OrchestratorEnd {
+    OrchestratorEnd { code: 1, what: String::new(), started: true, signal: None, timed_out: false }
 }
 
 fn signal_name(signal: i32) -> &'static str {
@@ -184,34 +186,6 @@ async fn sleep_until_some(at: Option<Instant>) {
     match at {
         Some(at) => sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The signals passed on to the orchestrator. SIGHUP too: its default action would end us before `/ipc/done`.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Self> {
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next signal; never, without handlers.
-    async fn next(signals: Option<&mut Self>) -> Signal {
-        let Some(signals) = signals else { return std::future::pending().await };
-        tokio::select! {
-            Some(()) = signals.term.recv() => Signal::SIGTERM,
-            Some(()) = signals.int.recv() => Signal::SIGINT,
-            Some(()) = signals.hup.recv() => Signal::SIGHUP,
-            else => std::future::pending().await,
-        }
     }
 }
 

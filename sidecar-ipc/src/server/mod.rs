@@ -14,15 +14,15 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use process_group::StopSignals;
 use serde_json::{json, Value};
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
+use crate::changes::Changes;
 use crate::failure::Failure;
 use crate::ipc::{self, Ipc};
 use crate::schema::{self, SchemaSpec};
-use crate::tolerant::{self, Read, Settle};
-use crate::watch::Watcher;
+use crate::tolerant::{self, Reading, Settle};
 use crate::wire::{ClearContextRequest, Metrics, PromptRequest, PromptResult, ERROR};
 use audit::Audit;
 use history::History;
@@ -76,7 +76,7 @@ impl Backend {
 }
 
 /// Serves until `/ipc/done` (exit 0 with the run result on stdout; 1 if it is missing or unreadable) or until
-/// SIGTERM/SIGINT (exit 0).
+/// SIGTERM, SIGINT or SIGHUP (exit 0).
 pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
     ipc.ensure_dirs()?;
     let audit = Audit::open(args.audit.as_deref()).map_err(Failure::usage)?;
@@ -87,7 +87,7 @@ pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
         BackendArgs::Replay(path) => Backend::Replay(replay::Replay::load(&path).map_err(Failure::usage)?),
     };
     let history = History::new(history::use_context_from(args.use_context.as_deref()), args.system);
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let Ok(mut signals) = StopSignals::install() else {
         return Err(Failure::new("cannot install signal handlers"));
     };
     let mut server =
@@ -98,10 +98,9 @@ pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
     server.audit.log("start", start);
     let stopped_by = tokio::select! {
         ended = server.serve() => return ended,
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+        signal = signals.recv() => signal,
     };
-    server.audit.log("stop", json!({"signal": stopped_by}));
+    server.audit.log("stop", json!({"signal": stopped_by.as_str()}));
     Ok(())
 }
 
@@ -132,7 +131,7 @@ struct Item {
 impl Server {
     async fn serve(&mut self) -> Result<(), Failure> {
         // Watch first, then look: nothing written in between is missed.
-        let mut watcher = Watcher::new(&[self.ipc.prompts(), self.ipc.context(), self.ipc.root().to_path_buf()]);
+        let mut changes = Changes::watch(&[self.ipc.prompts(), self.ipc.context(), self.ipc.root().to_path_buf()]);
         loop {
             if self.ipc.is_done() {
                 return self.end_of_run().await;
@@ -143,7 +142,7 @@ impl Server {
                 }
                 self.handle(item).await;
             }
-            watcher.wait(None).await;
+            changes.wait(None).await;
         }
     }
 
@@ -195,23 +194,23 @@ impl Server {
     /// and a broken request gets an error result so that its orchestrator does not wait for a timeout).
     fn read<T: serde::de::DeserializeOwned>(&mut self, item: &Item) -> Option<T> {
         let error = match tolerant::read::<T>(&item.path) {
-            Read::Ready(value) => {
+            Reading::Ready(value) => {
                 self.seen.insert(item.path.clone());
                 self.settling.remove(&item.path);
                 return Some(value);
             }
-            Read::Missing => {
+            Reading::Missing => {
                 self.seen.insert(item.path.clone());
                 self.settling.remove(&item.path);
                 return None;
             }
-            Read::Incomplete { error, stamp } => {
+            Reading::Incomplete { error, stamp } => {
                 if !self.settling.entry(item.path.clone()).or_default().stalled(stamp) {
                     return None;
                 }
                 error
             }
-            Read::Invalid(error) => error,
+            Reading::Invalid(error) => error,
         };
         self.seen.insert(item.path.clone());
         self.settling.remove(&item.path);
@@ -312,19 +311,19 @@ impl Server {
         loop {
             // Written before done, but perhaps not atomically: give a late writer a moment.
             let problem = match tolerant::read::<Value>(&path) {
-                Read::Ready(result) => {
+                Reading::Ready(result) => {
                     self.audit.log("done", json!({"runResult": result, "unusedReplayAnswers": unused}));
                     println!("{result}");
                     return Ok(());
                 }
-                Read::Missing => {
+                Reading::Missing => {
                     format!("{} appeared but there is no run result at {}", done(&self.ipc), path.display())
                 }
-                Read::Incomplete { error, stamp } if settle.stalled(stamp) => {
+                Reading::Incomplete { error, stamp } if settle.stalled(stamp) => {
                     format!("the run result {} is unreadable: {error}", path.display())
                 }
-                Read::Invalid(error) => format!("the run result {} is unreadable: {error}", path.display()),
-                Read::Incomplete { .. } => {
+                Reading::Invalid(error) => format!("the run result {} is unreadable: {error}", path.display()),
+                Reading::Incomplete { .. } => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
