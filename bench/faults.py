@@ -714,6 +714,46 @@ def connection_limits(tmp):
 
 
 # Each scenario makes its own checks; the closing line counts the checks that ran.
+def observability_abuse(tmp):
+    """2000 requests with invented paths and methods, hostile X-Request-Id and traceparent headers and wrong tokens:
+    the metrics keep a bounded set of series (every path outside the API counts as endpoint="other"), count every
+    request, and every reply echoes a safe request id (an unsafe one is replaced, never echoed)."""
+    import re
+    workspace = os.path.join(tmp, "observability")
+    os.makedirs(workspace)
+    token = "faults-metrics-token"
+    server = Server(workspace, env=dict(os.environ, EXEC_SERVER_TOKEN=token))
+    rng = random.Random(13)
+    hostile_ids = ["has space", 'quo"te', "x" * 5000, "%0d%0aInjected: yes", "ü-unicode", "", "ok-id.1:2_3"]
+    safe = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+    sent, unsafe_echoes, echoed_hostile = 0, 0, 0
+    for i in range(2000):
+        method = rng.choice(["GET", "POST", "PUT", "DELETE", "PATCH"])
+        path = rng.choice(["/health", "/info", "/exec", "/metrics", f"/invented/{i}/{rng.random()}"])
+        request_id = rng.choice(hostile_ids)
+        headers = [f"X-Request-Id: {request_id}", f"traceparent: 00-{'z' * 32}-{i:016x}-01",
+                   f"Authorization: Bearer {rng.choice([token, 'wrong'])}"]
+        reply = raw_request(server.port, http_bytes(method, path, b"{}", headers))
+        sent += 1
+        head = reply.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+        echoed = [line.split(":", 1)[1].strip() for line in head.split("\r\n") if line.lower().startswith("x-request-id:")]
+        if len(echoed) != 1 or not safe.match(echoed[0]):
+            unsafe_echoes += 1
+        elif echoed[0] == request_id and request_id != "ok-id.1:2_3":
+            echoed_hostile += 1
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
+    text = conn.getresponse().read().decode()
+    series = [line for line in text.splitlines() if line.startswith("exec_server_http_requests_total{")]
+    counted = sum(float(line.rsplit(" ", 1)[1]) for line in series)
+    server.stop()
+    check("metrics series stay bounded under invented paths", len(series) <= 40,
+          f"{len(series)} request series after {sent} requests over ~400 distinct invented paths")
+    check("every request is counted", counted == sent, f"{counted:.0f} counted of {sent} sent")
+    check("every reply echoes one safe request id", unsafe_echoes == 0 and echoed_hostile == 0,
+          f"{unsafe_echoes} replies without one safe id, {echoed_hostile} echoing a hostile id, of {sent}")
+
+
 SCENARIOS = [
     abuse,
     sequential,
@@ -725,6 +765,7 @@ SCENARIOS = [
     ipc_hostile_files,
     unread_replies,
     connection_limits,
+    observability_abuse,
 ]
 
 

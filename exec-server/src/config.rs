@@ -93,9 +93,26 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub max_connections: Option<u32>,
 
+    /// Also (or, without --port, instead of TCP) serve HTTP on a UNIX socket: `unix:/path/to.sock`. Repeatable; the
+    /// variable takes a comma-separated list.
+    #[arg(long, env = "EXEC_SERVER_LISTEN", value_name = "unix:PATH", value_delimiter = ',')]
+    pub listen: Vec<String>,
+
+    /// Permission bits of the UNIX sockets, in octal.
+    #[arg(long, env = "EXEC_SERVER_SOCKET_MODE", default_value = "0660", value_parser = parse_mode, value_name = "OCTAL")]
+    pub socket_mode: u32,
+
+    /// Serve GET /metrics without the token (for a scraper that cannot send one); every other endpoint keeps it.
+    #[arg(long, env = "EXEC_SERVER_METRICS_OPEN")]
+    pub metrics_open: bool,
+
     /// Log level: error, warn, info (one line per command), debug.
     #[arg(long, env = "EXEC_SERVER_LOG", default_value = "info")]
     pub log: tracing::Level,
+
+    /// Log lines as readable text, or as one JSON object per line (for log pipelines): the same events and fields.
+    #[arg(long, env = "EXEC_SERVER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 
     /// Also (or, without --port, only) serve the tool-sidecar file protocol in this folder, e.g. /ipc/tools.
     #[arg(long, env = "EXEC_SERVER_IPC_DIR", value_name = "DIR")]
@@ -127,6 +144,13 @@ pub struct Config {
     pub token: Option<String>,
 }
 
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
 /// Rewrites `-port 8080` and `-port=8080` to `--port …` for every known long flag; leaves everything else alone.
 pub fn normalize_single_dash<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Vec<std::ffi::OsString> {
     // The long flags come from the parser itself, so a new flag gets its single-dash form for free.
@@ -147,6 +171,13 @@ pub fn normalize_single_dash<I: IntoIterator<Item = std::ffi::OsString>>(args: I
         .collect()
 }
 
+fn parse_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text.trim(), 8)
+        .ok()
+        .filter(|mode| *mode <= 0o777)
+        .ok_or_else(|| format!("{text:?} is not a permission mode in octal (e.g. 0660)"))
+}
+
 /// Seconds, up to a day ([`process_group::parse_seconds`]).
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     process_group::parse_seconds(text, 86_400)
@@ -156,10 +187,10 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 pub const DEFAULT_PORT: u16 = 8080;
 
 impl Config {
-    /// Whether to serve HTTP: always without --ipc-dir (the contract's server), and with it only when a port was
-    /// asked for, so a tool sidecar opens no port it does not need.
+    /// Whether to serve HTTP over TCP: without --ipc-dir and --listen (the contract's server), and with either only
+    /// when a port was asked for, so a tool sidecar or a socket-only builder opens no port it does not need.
     pub fn serves_http(&self) -> bool {
-        self.ipc_dir.is_none() || self.port.is_some()
+        (self.ipc_dir.is_none() && self.listen.is_empty()) || self.port.is_some()
     }
 
     /// The --ipc-done file: as given, or `done` beside the IPC folder (`/ipc/tools` → `/ipc/done`).

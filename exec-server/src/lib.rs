@@ -6,6 +6,7 @@ pub mod engine;
 pub mod http;
 pub mod ipc;
 pub mod local;
+pub mod metrics;
 pub mod token;
 pub mod workspace;
 
@@ -44,43 +45,55 @@ pub async fn run(
             config.cwd.display()
         ))
     })?;
-    if listener.is_none() && config.ipc_dir.is_none() {
-        return Err(std::io::Error::other("nothing to serve: give a port, or --ipc-dir for the file protocol"));
+    let mut listeners: Vec<http::socket::Listener> = listener.into_iter().map(http::socket::Listener::Tcp).collect();
+    for listen in &config.listen {
+        let path = http::socket::parse_listen(listen).map_err(std::io::Error::other)?;
+        let socket = http::socket::UnixSocket::bind(&path, config.socket_mode).map_err(std::io::Error::other)?;
+        listeners.push(http::socket::Listener::Unix(socket));
+    }
+    if listeners.is_empty() && config.ipc_dir.is_none() {
+        return Err(std::io::Error::other(
+            "nothing to serve: give a port, --listen unix:PATH, or --ipc-dir for the file protocol",
+        ));
     }
     let engine = Engine::new(Policy { grace: config.grace, drain: config.drain });
     let base_env = Arc::new(http::inherited_env());
     let stop = CancellationToken::new();
 
-    let http_task = match listener {
-        Some(listener) => {
-            let token = config.resolve_token().map_err(std::io::Error::other)?;
-            let max_concurrent = config.max_concurrent as usize;
-            let state = http::AppState {
-                engine: engine.clone(),
-                root: root.clone(),
-                allow_any_cwd: config.allow_any_cwd,
-                token: token.map(Arc::from),
-                runtime: config.runtime.clone(),
-                permits: Arc::new(Semaphore::new(max_concurrent)),
-                max_concurrent,
-                max_timeout: config.max_timeout,
-                max_output: config.max_output,
-                keepalive: config.keepalive,
-                base_env: base_env.clone(),
-            };
-            let limits = connection_limits(&config);
-            tracing::info!(
-                addr = %listener.local_addr()?,
-                root = %root.display(),
-                runtime = %state.runtime,
-                auth = state.token.is_some(),
-                max_connections = limits.max_connections,
-                "exec-server listening"
-            );
-            let server = http::serve(listener, http::router(state), limits, stop.clone());
-            Some(tokio::spawn(server) as Task)
-        }
-        None => None,
+    let http_task = if listeners.is_empty() {
+        None
+    } else {
+        let token = config.resolve_token().map_err(std::io::Error::other)?;
+        let max_concurrent = config.max_concurrent as usize;
+        let state = http::AppState {
+            engine: engine.clone(),
+            root: root.clone(),
+            allow_any_cwd: config.allow_any_cwd,
+            token: token.map(Arc::from),
+            runtime: config.runtime.clone(),
+            permits: Arc::new(Semaphore::new(max_concurrent)),
+            max_concurrent,
+            max_timeout: config.max_timeout,
+            max_output: config.max_output,
+            keepalive: config.keepalive,
+            base_env: base_env.clone(),
+            metrics_open: config.metrics_open,
+        };
+        let limits = connection_limits(&config);
+        let addr = listeners.iter().find_map(http::socket::Listener::tcp_addr);
+        let sockets: Vec<String> = listeners.iter().filter_map(http::socket::Listener::unix_path).collect();
+        tracing::info!(
+            addr = %addr.map_or("none".into(), |addr| addr.to_string()),
+            sockets = %sockets.join(" "),
+            root = %root.display(),
+            runtime = %state.runtime,
+            auth = state.token.is_some(),
+            max_connections = limits.max_connections,
+            "exec-server listening"
+        );
+        let metrics = engine.metrics().clone();
+        let server = http::serve(listeners, http::router(state), limits, metrics, stop.clone());
+        Some(tokio::spawn(server) as Task)
     };
     let ipc_task = match &config.ipc_dir {
         Some(dir) => {

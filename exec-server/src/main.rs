@@ -14,15 +14,9 @@ fn main() -> ExitCode {
     let mut config = Config::parse_from(normalize_single_dash(std::env::args_os()));
     config.token = token;
     if config.healthcheck {
-        return healthcheck(startup::probe_port(&config));
+        return healthcheck(&config);
     }
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_max_level(config.log)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    init_logging(&config);
     if let Err(err) = hidden {
         tracing::warn!(
             "EXEC_SERVER_TOKEN stays readable in /proc/{}/environ ({err}); prefer --token-file",
@@ -66,6 +60,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// Text for people (colours on a terminal), or JSON lines for log pipelines: one object per event, its fields at
+/// the top level, and the request's span (`request_id`, `traceparent`) under `span`.
+fn init_logging(config: &Config) {
+    use exec_server::config::LogFormat;
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt().with_max_level(config.log).with_writer(std::io::stderr).with_target(false);
+    match config.log_format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
+    }
+}
+
 fn fail(message: &str) -> ExitCode {
     eprintln!("exec-server: {message}");
     ExitCode::FAILURE
@@ -81,24 +87,43 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
-/// The contract's probe: GET /health on the local port, 3 s in all, exit 0 on 200.
-fn healthcheck(port: u16) -> ExitCode {
-    use std::io::{Read, Write};
+/// The contract's probe: GET /health on the local port (or, for a server that listens only on UNIX sockets, on the
+/// first of them), 3 s in all, exit 0 on 200.
+fn healthcheck(config: &Config) -> ExitCode {
     use std::time::Duration;
-    let probe = || -> std::io::Result<bool> {
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        let timeout = Duration::from_secs(3);
-        let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        stream.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
-        let mut head = [0u8; 12];
-        stream.read_exact(&mut head)?;
-        Ok(head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200"))
+    let timeout = Duration::from_secs(3);
+    let socket = (!config.serves_http()).then(|| config.listen.first()).flatten();
+    let (target, result) = match socket {
+        Some(listen) => {
+            let path = listen.strip_prefix("unix:").unwrap_or(listen);
+            let probe = std::os::unix::net::UnixStream::connect(path).and_then(|stream| {
+                stream.set_read_timeout(Some(timeout))?;
+                stream.set_write_timeout(Some(timeout))?;
+                probe(stream)
+            });
+            (format!("unix:{path} /health"), probe)
+        }
+        None => {
+            let port = startup::probe_port(config);
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            let probe = std::net::TcpStream::connect_timeout(&addr, timeout).and_then(|stream| {
+                stream.set_read_timeout(Some(timeout))?;
+                stream.set_write_timeout(Some(timeout))?;
+                probe(stream)
+            });
+            (format!("http://127.0.0.1:{port}/health"), probe)
+        }
     };
-    match probe() {
+    match result {
         Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => fail(&format!("unhealthy: GET http://127.0.0.1:{port}/health did not answer 200")),
-        Err(err) => fail(&format!("unhealthy: GET http://127.0.0.1:{port}/health failed: {err}")),
+        Ok(false) => fail(&format!("unhealthy: GET {target} did not answer 200")),
+        Err(err) => fail(&format!("unhealthy: GET {target} failed: {err}")),
     }
+}
+
+fn probe(mut stream: impl std::io::Read + std::io::Write) -> std::io::Result<bool> {
+    stream.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head)?;
+    Ok(head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200"))
 }

@@ -232,6 +232,8 @@ fn token_file_is_read_and_help_names_every_variable() {
         "EXEC_SERVER_ALLOW_ANY_CWD",
         "EXEC_SERVER_KEEPALIVE",
         "EXEC_SERVER_LOG",
+        "EXEC_SERVER_LOG_FORMAT",
+        "EXEC_SERVER_METRICS_OPEN",
     ] {
         assert!(help.contains(variable), "--help does not mention {variable}");
     }

@@ -64,6 +64,8 @@ async fn a_trickled_request_head_gets_408_and_the_connection_closes() {
     // A connection that sends nothing at all is closed the same way.
     let reply = tokio::task::spawn_blocking(move || read_to_close(&mut connect(addr))).await.unwrap();
     assert_eq!(error_reply(&reply).0, 408);
+    let (_, metrics) = scrape(&server, None).await;
+    assert_eq!(value(&metrics, "exec_server_http_requests_total{endpoint=\"connection\",status=\"408\"}"), 2.0);
     server.stop().await;
 }
 
@@ -156,6 +158,8 @@ async fn at_the_cap_idle_connections_give_way_and_busy_ones_are_kept() {
         assert!(Instant::now() < deadline, "no room after the streams ended");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let (_, metrics) = scrape(&server, None).await;
+    assert_eq!(value(&metrics, "exec_server_http_requests_total{endpoint=\"connection\",status=\"503\"}"), 1.0);
     server.stop().await;
 }
 

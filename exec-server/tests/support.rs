@@ -35,6 +35,11 @@ impl ServerBuilder {
         self
     }
 
+    pub fn flag(mut self, flag: &str) -> Self {
+        self.args.push(flag.into());
+        self
+    }
+
     pub fn token(mut self, token: &str) -> Self {
         self.token = Some(token.into());
         self
@@ -142,17 +147,22 @@ pub fn raw_post(addr: std::net::SocketAddr, path: &str, body: &str) -> BufReader
 /// A whole raw HTTP/1.1 exchange on a plain socket (`Connection: close`), with a bearer token if given: for tests
 /// that need no async runtime, or must see the response exactly as sent.
 pub fn raw_request(addr: std::net::SocketAddr, method: &str, path: &str, token: Option<&str>, body: &str) -> String {
-    let mut socket = TcpStream::connect(addr).unwrap();
+    let socket = TcpStream::connect(addr).unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let auth = token.map(|token| format!("Authorization: Bearer {token}\r\n")).unwrap_or_default();
+    raw_exchange(socket, method, path, &auth, body)
+}
+
+/// [`raw_request`] on any stream (a UNIX socket too), with `headers` as given (lines ending in CRLF).
+pub fn raw_exchange(mut stream: impl Read + Write, method: &str, path: &str, headers: &str, body: &str) -> String {
     write!(
-        socket,
-        "{method} {path} HTTP/1.1\r\nHost: test\r\n{auth}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: test\r\n{headers}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
     let mut response = String::new();
-    socket.read_to_string(&mut response).unwrap();
+    stream.read_to_string(&mut response).unwrap();
     response
 }
 
@@ -173,4 +183,33 @@ pub fn read_all(reader: &mut BufReader<TcpStream>) -> String {
     let mut text = String::new();
     let _ = reader.read_to_string(&mut text);
     text
+}
+
+/// Every sample of an exposition as `name{labels}` → value.
+pub fn samples(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            (series.to_owned(), value.parse().unwrap())
+        })
+        .collect()
+}
+
+pub async fn scrape(server: &TestServer, token: Option<&str>) -> (u16, std::collections::HashMap<String, f64>) {
+    let mut request = server.client().get(format!("{}/metrics", server.url));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    if status != 200 {
+        return (status, std::collections::HashMap::new());
+    }
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    (status, samples(&response.text().await.unwrap()))
+}
+
+pub fn value(samples: &std::collections::HashMap<String, f64>, series: &str) -> f64 {
+    *samples.get(series).unwrap_or_else(|| panic!("no sample {series}"))
 }

@@ -17,6 +17,8 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SIDECAR_ENV_PASSTHROUGH", "comma-separated names of variables forwarded to the command (nothing else is)"),
     ("SIDECAR_TOKEN", "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
     ("SIDECAR_TOKEN_FILE", "file holding the bearer token (for mounted secrets)"),
+    ("TRACEPARENT", "W3C trace context sent as the traceparent header: the command gets it as TRACEPARENT"),
+    ("SIDECAR_REQUEST_ID", "sent as X-Request-Id: the server's log lines of this call carry it"),
     ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded); at most 768 KiB"),
 ];
 
@@ -48,9 +50,21 @@ pub struct Sidecars(pub BTreeMap<String, SidecarEntry>);
 #[derive(Debug, Clone)]
 pub struct Target {
     pub runtime: String,
-    /// Base URL without a trailing slash.
+    /// Base URL without a trailing slash (`unix:///path` for a UNIX socket), as configured: for messages.
     pub url: String,
     pub token: Option<Token>,
+    /// The UNIX socket to connect to, for a `unix://` URL.
+    pub socket: Option<PathBuf>,
+}
+
+impl Target {
+    /// The URL of `path` on this sidecar; over a UNIX socket the host is only a name for the Host header.
+    pub fn endpoint(&self, path: &str) -> String {
+        match &self.socket {
+            Some(_) => format!("http://localhost{path}"),
+            None => format!("{}{path}", self.url),
+        }
+    }
 }
 
 pub const EXAMPLE: &str = r#"{"node":{"internal_url":"http://builder-node:8080"}}"#;
@@ -85,9 +99,20 @@ impl Sidecars {
         if url.is_empty() {
             return Err(ConfigError(format!("BUILD_SIDECARS entry '{runtime}' has no internal_url")));
         }
-        if !url.starts_with("http://") && !url.starts_with("https://") {
+        let socket = match url.strip_prefix("unix://") {
+            Some(path) if path.starts_with('/') => Some(PathBuf::from(path)),
+            Some(_) => {
+                return Err(ConfigError(format!(
+                    "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: a UNIX socket is named by its \
+                     absolute path, as in unix:///run/builder/exec.sock"
+                )))
+            }
+            None => None,
+        };
+        if socket.is_none() && !url.starts_with("http://") && !url.starts_with("https://") {
             return Err(ConfigError(format!(
-                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: it must start with http:// (or https://)"
+                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: it must start with http:// (or https://, \
+                 or unix:// for a UNIX socket)"
             )));
         }
         if url.starts_with("https://") && !cfg!(feature = "tls") {
@@ -98,7 +123,7 @@ impl Sidecars {
             )));
         }
         let token = crate::token::resolve(entry, runtime)?;
-        Ok(Target { runtime: runtime.to_owned(), url: url.to_owned(), token })
+        Ok(Target { runtime: runtime.to_owned(), url: url.to_owned(), token, socket })
     }
 }
 
@@ -112,6 +137,9 @@ pub struct CallSettings {
     pub stream: bool,
     pub env: BTreeMap<String, String>,
     pub forward_stdin_pipe: bool,
+    /// `traceparent` and `X-Request-Id` from TRACEPARENT and SIDECAR_REQUEST_ID, when set: the server checks them
+    /// (and replaces or ignores what it does not accept), so they are sent as they are.
+    pub trace_headers: Vec<(&'static str, String)>,
 }
 
 impl CallSettings {
@@ -160,6 +188,7 @@ impl CallSettings {
             stream: flag("SIDECAR_STREAM"),
             env,
             forward_stdin_pipe: flag("SIDECAR_STDIN"),
+            trace_headers: trace_headers(),
         })
     }
 
@@ -167,6 +196,16 @@ impl CallSettings {
     pub fn blocking_deadline(&self) -> Duration {
         Duration::from_secs(self.timeout_secs.saturating_add(30))
     }
+}
+
+fn trace_headers() -> Vec<(&'static str, String)> {
+    [("traceparent", "TRACEPARENT"), ("x-request-id", "SIDECAR_REQUEST_ID")]
+        .into_iter()
+        .filter_map(|(header, variable)| {
+            let value = std::env::var(variable).ok()?;
+            (!value.trim().is_empty()).then(|| (header, value.trim().to_owned()))
+        })
+        .collect()
 }
 
 fn flag(name: &str) -> bool {

@@ -28,14 +28,20 @@ impl ClientExit {
 
 /// Sends `body` (the request, already checked against the body limit) and reproduces what comes back.
 pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) -> ClientExit {
-    let client = match http_client(settings.stream) {
+    let client = match http_client(settings.stream, target.socket.as_deref()) {
         Ok(client) => client,
         Err(message) => return ClientExit::fail(message),
     };
     let path = if settings.stream { "/exec/stream" } else { "/exec" };
-    let mut call = client.post(format!("{}{path}", target.url)).header("content-type", "application/json").body(body);
+    let mut call = client.post(target.endpoint(path)).header("content-type", "application/json").body(body);
     if let Some(token) = &target.token {
         call = call.bearer_auth(&token.value);
+    }
+    for (header, value) in &settings.trace_headers {
+        // A value no header can hold is left out rather than failing the call.
+        if let Ok(value) = reqwest::header::HeaderValue::from_str(value) {
+            call = call.header(*header, value);
+        }
     }
     if !settings.stream {
         call = call.timeout(settings.blocking_deadline());

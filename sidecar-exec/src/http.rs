@@ -12,7 +12,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The client for one process. It never follows a redirect: that would re-send the command and the passed-through
 /// environment (tokens, often) to wherever the server points, and a sidecar has no reason to redirect.
-pub fn http_client(stream: bool) -> Result<reqwest::Client, String> {
+/// The client for one sidecar (`socket`: its UNIX socket, for a `unix://` URL).
+pub fn http_client(stream: bool, socket: Option<&std::path::Path>) -> Result<reqwest::Client, String> {
     let mut builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -21,6 +22,9 @@ pub fn http_client(stream: bool) -> Result<reqwest::Client, String> {
         .user_agent(concat!("sidecar-exec/", env!("CARGO_PKG_VERSION")));
     if stream {
         builder = builder.read_timeout(STREAM_READ_TIMEOUT);
+    }
+    if let Some(socket) = socket {
+        builder = builder.unix_socket(socket);
     }
     builder.build().map_err(|err| format!("cannot set up the HTTP client: {err}"))
 }

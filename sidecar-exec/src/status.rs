@@ -11,20 +11,16 @@ use crate::shown::shown;
 /// needs the token) answers too, so a script can gate on the exit code. A sidecar that is healthy but refuses the
 /// token is not usable: every command would fail with 401.
 pub async fn status(sidecars: &Sidecars) -> bool {
-    let client = match http_client(false) {
-        Ok(client) => client,
-        Err(message) => {
-            eprintln!("sidecar-exec: {message}");
-            return false;
-        }
-    };
     let mut all_usable = true;
     for runtime in sidecars.0.keys() {
         let (usable, line) = match sidecars.target(runtime) {
-            Ok(target) => {
-                let (usable, state) = check(&client, &target).await;
-                (usable, format!("{:<32} {state}", target.url))
-            }
+            Ok(target) => match http_client(false, target.socket.as_deref()) {
+                Ok(client) => {
+                    let (usable, state) = check(&client, &target).await;
+                    (usable, format!("{:<32} {state}", target.url))
+                }
+                Err(message) => (false, message),
+            },
             Err(err) => (false, format!("misconfigured: {err}")),
         };
         all_usable &= usable;
@@ -36,7 +32,7 @@ pub async fn status(sidecars: &Sidecars) -> bool {
 /// Whether one sidecar is usable, and the words for it.
 async fn check(client: &reqwest::Client, target: &Target) -> (bool, String) {
     let get = |path: &str| {
-        let request = client.get(format!("{}{path}", target.url)).timeout(Duration::from_secs(3));
+        let request = client.get(target.endpoint(path)).timeout(Duration::from_secs(3));
         match &target.token {
             Some(token) => request.bearer_auth(&token.value),
             None => request,

@@ -385,3 +385,54 @@ async fn a_refused_token_is_explained_once_and_fails_status() {
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stdout));
     server.stop().await;
 }
+
+/// TRACEPARENT reaches the command through the traceparent header (the command's env is not forwarded by default),
+/// in both modes.
+#[tokio::test(flavor = "multi_thread")]
+async fn trace_context_from_the_environment_reaches_the_command() {
+    let server = server().await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for stream in [false, true] {
+        let output = server
+            .client()
+            .stream(stream)
+            .env("TRACEPARENT", traceparent)
+            .env("SIDECAR_REQUEST_ID", "agent-step-7")
+            .args(["python", "sh", "-c", "printf %s \"$TRACEPARENT\""])
+            .run()
+            .await;
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        assert_eq!(String::from_utf8_lossy(&output.stdout), traceparent, "stream={stream}");
+    }
+    server.stop().await;
+}
+
+/// `"internal_url": "unix:///path"`: calls (both modes), --status and a generated wrapper all go over the server's
+/// UNIX socket; the client knows no TCP address at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sidecar_on_a_unix_socket_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("exec.sock");
+    let server = server_with(&["--listen", &format!("unix:{}", socket.display())], None).await;
+    let sidecars = format!(r#"{{"python":{{"internal_url":"unix://{}"}}}}"#, socket.display());
+    let call = || client_run().env("BUILD_SIDECARS", &sidecars).current_dir(server.workspace.path());
+    for stream in [false, true] {
+        let output = call().stream(stream).args(["python", "sh", "-c", "echo over the socket; exit 3"]).run().await;
+        assert_eq!(output.status.code(), Some(3), "stream={stream}: {}", stderr(&output));
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "over the socket\n");
+    }
+    let status = call().args(["--status"]).run().await;
+    assert_eq!(status.status.code(), Some(0), "{}", String::from_utf8_lossy(&status.stdout));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("unix://"));
+
+    let wrappers = server.workspace.path().join(".wrappers");
+    let empty = tempfile::tempdir().unwrap();
+    let installed = call().env("PATH", empty.path().to_str().unwrap()).args(["--install-wrappers"]).args([&wrappers]);
+    assert_eq!(installed.run().await.status.code(), Some(0));
+    let args = ["-c", "print('wrapped over the socket')"];
+    let output = run_wrapper(&wrappers, "python3", args, empty.path(), &sidecars, server.workspace.path()).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "wrapped over the socket\n");
+    server.stop().await;
+    assert!(!socket.exists(), "the socket is removed when the server stops");
+}

@@ -76,3 +76,24 @@ pub fn executable(dir: &std::path::Path, name: &str, script: &str) {
     std::fs::write(&path, script).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// Runs the generated wrapper `name` in `wrappers` as an agent's shell would: a clean environment whose PATH is the
+/// wrappers, then `fallback` (where the real tool is not), and BUILD_SIDECARS.
+pub async fn run_wrapper<S: AsRef<std::ffi::OsStr>>(
+    wrappers: &std::path::Path,
+    name: &str,
+    args: impl IntoIterator<Item = S>,
+    fallback: &std::path::Path,
+    sidecars: &str,
+    cwd: &std::path::Path,
+) -> std::process::Output {
+    tokio::process::Command::new(wrappers.join(name))
+        .args(args)
+        .env_clear()
+        .env("PATH", format!("{}:{}", wrappers.display(), fallback.display()))
+        .env("BUILD_SIDECARS", sidecars)
+        .current_dir(cwd)
+        .output()
+        .await
+        .unwrap()
+}

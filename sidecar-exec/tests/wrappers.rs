@@ -117,17 +117,8 @@ async fn a_generated_wrapper_forwards_with_arguments_intact() {
 
     let tricky = ["a b", "it's", "\"quoted\"", "", "$HOME", "*", "line\nbreak", "-c"];
     let script = "import json, os, sys; print(json.dumps(sys.argv[1:])); print(os.getcwd())";
-    let output = tokio::process::Command::new(wrappers.join("python3"))
-        .arg("-c")
-        .arg(script)
-        .args(tricky)
-        .env_clear()
-        .env("PATH", format!("{}:{}", wrappers.display(), empty.path().display()))
-        .env("BUILD_SIDECARS", &sidecars)
-        .current_dir(server.workspace.path())
-        .output()
-        .await
-        .unwrap();
+    let args = ["-c", script].into_iter().chain(tricky);
+    let output = run_wrapper(&wrappers, "python3", args, empty.path(), &sidecars, server.workspace.path()).await;
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let mut lines = stdout.lines();

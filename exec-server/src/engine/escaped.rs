@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use process_group::{Members, Tag, Tagged};
 
+use crate::metrics::Metrics;
+
 /// The variable that tags a command's descendants.
 pub const JOB_VARIABLE: &str = "SIDECAR_EXEC_JOB";
 
@@ -64,7 +66,7 @@ impl Sweeper {
     }
 
     /// Runs until the runtime ends: one batch of finished jobs at a time, ended by the policy in the background.
-    pub async fn run(self: Arc<Self>, grace: Duration) {
+    pub async fn run(self: Arc<Self>, grace: Duration, metrics: Arc<Metrics>) {
         loop {
             self.wake.notified().await;
             tokio::time::sleep(BATCH).await;
@@ -74,13 +76,14 @@ impl Sweeper {
                 jobs.sweeping.extend(&batch);
                 batch
             };
-            let sweeper = self.clone();
+            let (sweeper, metrics) = (self.clone(), metrics.clone());
             tokio::spawn(async move {
                 let mut escaped = Tagged::new(batch.iter().map(|job| tag(*job)).collect());
                 // One pass through `/proc`; the policy's own look is cheap once it knows the pids.
                 if !escaped.is_empty() {
                     let count = escaped.seen().len();
                     tracing::info!(jobs = ?batch, count, "terminating processes that left their command's group");
+                    metrics.escaped_ended(count);
                     if !process_group::terminate(&mut escaped, grace).await {
                         tracing::warn!(jobs = ?batch, "tagged processes survive SIGKILL; giving up on them");
                     }

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use output::{Captured, Output, OutputChunk, READ_SIZE};
 
+use crate::metrics::{CommandOutcome, Metrics};
 use crate::workspace::{DirProblem, WorkDir};
 pub use process_group::{become_subreaper, exit_code_of, reap_adopted_forever};
 
@@ -110,6 +111,7 @@ struct Inner {
     shutdown_at: OnceLock<tokio::time::Instant>,
     sweeper: Arc<escaped::Sweeper>,
     sweeper_started: std::sync::Once,
+    metrics: Arc<Metrics>,
 }
 
 /// How long [`Engine::finish_shutdown`] waits for SIGKILLed processes to disappear: short, since the whole
@@ -153,8 +155,14 @@ impl Engine {
                 shutdown_at: OnceLock::new(),
                 sweeper: Arc::default(),
                 sweeper_started: std::sync::Once::new(),
+                metrics: Arc::default(),
             }),
         }
+    }
+
+    /// What this engine (and the transports over it) counts.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
     }
 
     /// How many process groups are alive (running commands and leftovers being terminated).
@@ -214,10 +222,31 @@ impl Engine {
     /// Transports should run this in its own task, so that the timeout is enforced even while the transport is
     /// blocked on a slow peer, and so that dropping the transport's future (a client gone) can only cancel, never
     /// abandon, a command.
-    pub async fn run(&self, mut job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
+    pub async fn run(&self, job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
+        let _running = self.inner.metrics.running();
+        let result = self.run_job(job, output, cancel).await;
+        let metrics = &self.inner.metrics;
+        match &result {
+            Ok(outcome) => {
+                let ran = (outcome.duration, outcome.stdout.total, outcome.stderr.total);
+                metrics.command_ended(outcome_of(outcome), Some(ran));
+            }
+            Err(not_started) => self.not_started(not_started),
+        }
+        result
+    }
+
+    /// Logs and counts a command that never started; transports call it for the failures they find before the
+    /// engine (a working directory that is not there).
+    pub fn not_started(&self, err: &StartError) {
+        tracing::info!(error = %err, "command not started");
+        self.inner.metrics.command_ended(CommandOutcome::NotStarted, None);
+    }
+
+    async fn run_job(&self, mut job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
         let id = NEXT_JOB.fetch_add(1, Ordering::Relaxed);
         self.inner.sweeper_started.call_once(|| {
-            tokio::spawn(self.inner.sweeper.clone().run(self.inner.policy.grace));
+            tokio::spawn(self.inner.sweeper.clone().run(self.inner.policy.grace, self.inner.metrics.clone()));
         });
         let program = job.argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
         let started = Instant::now();
@@ -326,6 +355,21 @@ impl Engine {
             guard.engine.inner.sweeper.job_finished(id);
             guard.release();
         });
+    }
+}
+
+/// The metrics' name for how a command that started ended.
+fn outcome_of(outcome: &Outcome) -> CommandOutcome {
+    if outcome.timed_out {
+        CommandOutcome::TimedOut
+    } else if outcome.cancelled {
+        CommandOutcome::Cancelled
+    } else if outcome.signal.is_some() {
+        CommandOutcome::Signal
+    } else if outcome.exit_code == 0 {
+        CommandOutcome::Success
+    } else {
+        CommandOutcome::Failure
     }
 }
 

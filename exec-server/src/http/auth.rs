@@ -1,4 +1,4 @@
-//! Bearer-token check for every endpoint but /health.
+//! Bearer-token check for every endpoint but /health (and /metrics when `--metrics-open`).
 
 use axum::extract::{Request, State};
 use axum::http::header;
@@ -10,7 +10,8 @@ use super::AppState;
 
 pub async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if let Some(expected) = state.token.as_deref() {
-        if request.uri().path() != "/health" {
+        let path = request.uri().path();
+        if path != "/health" && !(state.metrics_open && path == "/metrics") {
             if let Err(err) = check(request.headers().get(header::AUTHORIZATION), expected) {
                 return err.into_response();
             }

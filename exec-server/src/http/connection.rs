@@ -17,11 +17,12 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Expiry, InFlight, Timeouts};
+use super::socket::Stream;
 use super::wire::Wire;
+use crate::metrics::Metrics;
 
 /// The largest request head (request line and headers): a request's data travels in its body; a head this large
 /// is a mistake or an attack, and each connection may hold this much while it waits for the rest.
@@ -34,10 +35,11 @@ const FAREWELL: Duration = Duration::from_secs(1);
 /// Serves `stream` until the client closes it, a timeout closes it, the registry evicts it, or `stop` (graceful:
 /// a request in flight is finished first; the caller aborts what lingers).
 pub async fn serve(
-    stream: TcpStream,
+    stream: Stream,
     router: Router,
     activity: Arc<Activity>,
     timeouts: Timeouts,
+    metrics: &Metrics,
     stop: CancellationToken,
 ) {
     let wire = Wire::new(stream, activity.clone(), MAX_HEAD);
@@ -64,6 +66,9 @@ pub async fn serve(
                 // Look again: the phase may have changed just as the timer fired.
                 match activity.deadline(timeouts) {
                     Some((at, expiry)) if at <= tokio::time::Instant::now() => {
+                        if expiry == Expiry::Header {
+                            metrics.request(super::listener::CONNECTION, 408);
+                        }
                         return expire(connection, expiry, timeouts).await;
                     }
                     _ => {}
@@ -131,7 +136,7 @@ async fn refuse_http2(connection: Connection) {
 }
 
 /// Writes a last reply on a connection outside hyper and closes it, within a second whatever the client does.
-pub async fn farewell(mut stream: TcpStream, reply: Vec<u8>) {
+pub async fn farewell(mut stream: Stream, reply: Vec<u8>) {
     let farewell = async {
         stream.write_all(&reply).await?;
         stream.shutdown().await?;

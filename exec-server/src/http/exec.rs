@@ -2,24 +2,33 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use protocol::ExecReply;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::connection::BodyTimeout;
 use super::reply::ReplyBody;
 use super::request::prepare;
+use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::{Outcome, Output, StartError};
 
-pub async fn exec(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, AppError> {
+pub async fn exec(
+    State(state): State<AppState>,
+    Extension(context): Extension<RequestContext>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AppError> {
     let body = body.map_err(body_error)?;
-    let prepared = prepare(&state, &body)?;
+    let prepared = prepare(&state, &body, &context)?;
     let job = match prepared.job {
         Ok(job) => job,
-        Err(not_started) => return Ok(json_reply(not_started_reply(&not_started).to_json())),
+        Err(not_started) => {
+            state.engine.not_started(&not_started);
+            return Ok(json_reply(not_started_reply(&not_started).to_json()));
+        }
     };
     let permit = state.permit()?;
     let cancel = CancellationToken::new();
@@ -28,7 +37,7 @@ pub async fn exec(State(state): State<AppState>, body: Result<Bytes, BytesReject
     let engine = state.engine.clone();
     let output = Output::Json { budget: state.max_output };
     // The slot stays with the command until it has ended, then goes to the reply until that is sent.
-    let run = tokio::spawn(async move { (engine.run(job, output, cancel).await, permit) });
+    let run = tokio::spawn(async move { (engine.run(job, output, cancel).await, permit) }.in_current_span());
     match run.await {
         Ok((Ok(outcome), permit)) => {
             let error = ending_message(&outcome, prepared.timeout_secs);

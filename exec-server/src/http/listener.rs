@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::Router;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +17,11 @@ use tokio_util::sync::CancellationToken;
 use super::activity::{Activity, Timeouts};
 use super::connection;
 use super::error::AppError;
+use super::socket::{Listener, Stream};
+use crate::metrics::Metrics;
+
+/// The `endpoint` label of replies written on the connection itself, before any route (503 at the cap, 408).
+pub const CONNECTION: &str = "connection";
 
 /// Connections being refused at once (each for at most a second); beyond that a refused connection is closed
 /// without a reply, so refusing can never use more than a few descriptors.
@@ -33,12 +37,13 @@ pub struct Limits {
     pub timeouts: Timeouts,
 }
 
-/// Serves `router` on `listener` until `stop`; then stops accepting, lets every connection finish its request in
+/// Serves `router` on every one of `listeners` until `stop`; then stops accepting, lets every connection finish its request in
 /// flight, and returns once all are closed (the caller aborts this when they take too long, which closes them).
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Vec<Listener>,
     router: Router,
     limits: Limits,
+    metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let registry = Arc::new(Registry { cap: limits.max_connections, open: Mutex::default(), next: AtomicU64::new(0) });
@@ -47,16 +52,20 @@ pub async fn serve(
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match registry.admit() {
+            accepted = Listener::accept_any(&listeners) => match accepted {
+                Ok(stream) => match registry.admit() {
                     Some(slot) => {
-                        let (router, stop) = (router.clone(), stop.clone());
+                        let (router, stop, metrics) = (router.clone(), stop.clone(), metrics.clone());
                         connections.spawn(async move {
-                            connection::serve(stream, router, slot.activity.clone(), limits.timeouts, stop).await;
+                            let activity = slot.activity.clone();
+                            connection::serve(stream, router, activity, limits.timeouts, &metrics, stop).await;
                             drop(slot);
                         });
                     }
-                    None => refuse(stream, &refusing, &mut connections, limits.max_connections),
+                    None => {
+                        metrics.request(CONNECTION, 503);
+                        refuse(stream, &refusing, &mut connections, limits.max_connections);
+                    }
                 },
                 Err(err) if is_about_the_connection(&err) => {}
                 Err(err) => {
@@ -67,7 +76,7 @@ pub async fn serve(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
-    drop(listener);
+    drop(listeners);
     while connections.join_next().await.is_some() {}
     Ok(())
 }
@@ -78,7 +87,7 @@ fn is_about_the_connection(err: &std::io::Error) -> bool {
 }
 
 /// Answers a connection the cap has no room for with 503, or closes it at once when many are being answered.
-fn refuse(stream: TcpStream, refusing: &Arc<Semaphore>, tasks: &mut JoinSet<()>, cap: usize) {
+fn refuse(stream: Stream, refusing: &Arc<Semaphore>, tasks: &mut JoinSet<()>, cap: usize) {
     let Ok(permit) = refusing.clone().try_acquire_owned() else { return };
     tracing::warn!(cap, "connection refused: every open connection has a request in flight");
     let reply = AppError::new(

@@ -8,10 +8,13 @@ mod error;
 mod exec;
 pub mod fds;
 mod listener;
+mod metrics;
 mod openapi;
 mod reply;
 mod request;
+pub mod socket;
 mod stream;
+mod trace;
 mod wire;
 
 pub use activity::Timeouts;
@@ -50,6 +53,8 @@ pub struct AppState {
     pub keepalive: Duration,
     /// The server's own environment minus its EXEC_SERVER_* settings: what every command starts from.
     pub base_env: Arc<Vec<(OsString, OsString)>>,
+    /// `GET /metrics` needs no token (`--metrics-open`).
+    pub metrics_open: bool,
 }
 
 impl AppState {
@@ -78,11 +83,14 @@ pub fn router(state: AppState) -> Router {
         .route("/info", get(info))
         .route("/exec", post(exec::exec))
         .route("/exec/stream", post(stream::exec_stream))
+        .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(protocol::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_requests))
+        .layer(axum::middleware::from_fn(trace::request_context))
         .with_state(state)
 }
 
@@ -101,7 +109,7 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
     })
 }
 
-const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /openapi.json";
+const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /metrics, GET /openapi.json";
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     AppError::new(

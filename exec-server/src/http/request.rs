@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use protocol::ExecRequest;
 
+use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::{Job, StartError};
 use crate::workspace::{resolve_cwd, CwdError};
@@ -17,7 +18,7 @@ pub struct Prepared {
 }
 
 /// Turns a body into a job, or a 400 that names what is wrong.
-pub fn prepare(state: &AppState, body: &[u8]) -> Result<Prepared, AppError> {
+pub fn prepare(state: &AppState, body: &[u8], context: &RequestContext) -> Result<Prepared, AppError> {
     // serde would also take a struct written as a JSON array (`[["ls"]]`): the contract's body is an object.
     if !body.trim_ascii_start().starts_with(b"{") {
         return Err(AppError::bad_request(
@@ -40,7 +41,12 @@ pub fn prepare(state: &AppState, body: &[u8]) -> Result<Prepared, AppError> {
         (None, Some(text)) => Some(text.clone().into_bytes()),
         (None, None) => None,
     };
-    let env = build_env(&state.base_env, request.env.iter().flatten())?;
+    let mut env = build_env(&state.base_env, request.env.iter().flatten())?;
+    // The request's trace context is the current one: it wins over a TRACEPARENT in the server's or request's env.
+    if let Some(traceparent) = &context.traceparent {
+        env.retain(|(name, _)| name != "TRACEPARENT");
+        env.push(("TRACEPARENT".into(), traceparent.into()));
+    }
     let cwd = match resolve_cwd(&state.root, request.cwd.as_deref(), state.allow_any_cwd) {
         Ok(cwd) => cwd,
         Err(CwdError::Missing { path, problem }) => {

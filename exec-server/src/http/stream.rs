@@ -10,16 +10,18 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use protocol::{Frame, FrameEncoder, StreamKind};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument;
 
 use super::exec::{body_error, ending_message};
 use super::request::prepare;
+use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::{Engine, Job, Output, OutputChunk, StartError, READ_SIZE};
 
@@ -30,10 +32,11 @@ const CHANNEL_DEPTH: usize = 4;
 
 pub async fn exec_stream(
     State(state): State<AppState>,
+    Extension(context): Extension<RequestContext>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
     let body = body.map_err(body_error)?;
-    let prepared = prepare(&state, &body)?;
+    let prepared = prepare(&state, &body, &context)?;
     let permit = match &prepared.job {
         Ok(_) => Some(state.permit()?),
         Err(_) => None,
@@ -41,7 +44,8 @@ pub async fn exec_stream(
     let cancel = CancellationToken::new();
     let (events, rx) = mpsc::channel(CHANNEL_DEPTH);
     let pump = Pump { events, keepalive: state.keepalive };
-    tokio::spawn(pump.run(state.engine.clone(), prepared.job, prepared.timeout_secs, permit, cancel.clone()));
+    let run = pump.run(state.engine.clone(), prepared.job, prepared.timeout_secs, permit, cancel.clone());
+    tokio::spawn(run.in_current_span());
     let body = EventStream { rx, _cancel_on_drop: cancel.drop_guard() };
     let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
     Ok((headers, Body::from_stream(body)).into_response())
@@ -83,13 +87,19 @@ impl Pump {
     ) {
         let job = match job {
             Ok(job) => job,
-            Err(not_started) => return self.send_not_started(&not_started).await,
+            Err(not_started) => {
+                engine.not_started(&not_started);
+                return self.send_not_started(&not_started).await;
+            }
         };
         let (chunks_tx, mut chunks) = mpsc::channel::<OutputChunk>(CHANNEL_DEPTH);
-        let run = tokio::spawn(async move {
-            let _permit = permit;
-            engine.run(job, Output::Stream(chunks_tx), cancel).await
-        });
+        let run = tokio::spawn(
+            async move {
+                let _permit = permit;
+                engine.run(job, Output::Stream(chunks_tx), cancel).await
+            }
+            .in_current_span(),
+        );
 
         let mut stdout = FrameEncoder::new(StreamKind::Stdout, READ_SIZE);
         let mut stderr = FrameEncoder::new(StreamKind::Stderr, READ_SIZE);

@@ -15,13 +15,13 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
 use super::activity::Activity;
+use super::socket::Stream;
 
 /// A connection's socket, with hyper's automatic replies rewritten.
 pub struct Wire {
-    stream: TcpStream,
+    stream: Stream,
     activity: Arc<Activity>,
     /// The largest request head hyper accepts, for the 431 message.
     max_head: usize,
@@ -32,12 +32,12 @@ pub struct Wire {
 }
 
 impl Wire {
-    pub fn new(stream: TcpStream, activity: Arc<Activity>, max_head: usize) -> Self {
+    pub fn new(stream: Stream, activity: Arc<Activity>, max_head: usize) -> Self {
         Wire { stream, activity, max_head, pending: Vec::new(), clean: true }
     }
 
     /// The socket, if every byte written to it is out (no response, or part of one, is left unsent).
-    pub fn into_clean_stream(self) -> Option<TcpStream> {
+    pub fn into_clean_stream(self) -> Option<Stream> {
         (self.clean && self.pending.is_empty()).then_some(self.stream)
     }
 

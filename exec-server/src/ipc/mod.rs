@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 pub use request::{normalize_target, routed_here, ToolRequest, ToolResult, OUTPUT_CAP, TRUNCATED};
 
 use crate::engine::{Engine, Output};
+use crate::metrics::IpcOutcome;
 
 /// How long a request file that does not parse yet (empty, or half written) is waited for before it is answered
 /// with an error.
@@ -336,21 +337,28 @@ impl Transport {
             let claimed = if closing.is_cancelled() { Ok(false) } else { files::claim(&dir, &id) };
             match claimed {
                 Ok(true) => {
-                    let result = match job {
-                        Err(refused) => refused,
+                    let (result, mut outcome) = match job {
+                        Err(refused) => (refused, IpcOutcome::Refused),
                         Ok(job) => {
                             match engine.run(job, Output::Collect { cap: OUTPUT_CAP }, CancellationToken::new()).await {
-                                Ok(outcome) => ToolResult::from_outcome(&id, &outcome),
-                                Err(not_started) => ToolResult::not_started(&id, &not_started),
+                                Ok(outcome) => (ToolResult::from_outcome(&id, &outcome), IpcOutcome::Ran),
+                                Err(not_started) => {
+                                    (ToolResult::not_started(&id, &not_started), IpcOutcome::NotStarted)
+                                }
                             }
                         }
                     };
                     if let Err(err) = files::write_result(&dir, &result) {
                         tracing::error!(id, "cannot write the result: {err}");
+                        outcome = IpcOutcome::IoError;
                     }
+                    engine.metrics().ipc_request(outcome);
                 }
-                Ok(false) => {}
-                Err(err) => tracing::error!(id, "cannot claim the request: {err}"),
+                Ok(false) => engine.metrics().ipc_request(IpcOutcome::NotClaimed),
+                Err(err) => {
+                    tracing::error!(id, "cannot claim the request: {err}");
+                    engine.metrics().ipc_request(IpcOutcome::IoError);
+                }
             }
             active.lock().unwrap().remove(&id);
         });

@@ -1,0 +1,29 @@
+//! `GET /metrics` and the count of every request the router answers, by endpoint and status.
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use crate::metrics::CONTENT_TYPE;
+
+/// The routes, as the `endpoint` label names them; any other path is `other`, so that clients cannot grow the
+/// series by inventing paths. Replies written on the connection itself are `connection` (see `listener`).
+const ROUTES: [&str; 6] = ["/health", "/info", "/exec", "/exec/stream", "/metrics", "/openapi.json"];
+
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], state.engine.metrics().encode())
+}
+
+/// Counts the request once its reply head is ready (401s and 413s included: this wraps the token check).
+pub async fn count_requests(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let endpoint = endpoint_of(request.uri().path());
+    let response = next.run(request).await;
+    state.engine.metrics().request(endpoint, response.status().as_u16());
+    response
+}
+
+pub(super) fn endpoint_of(path: &str) -> &'static str {
+    ROUTES.into_iter().find(|route| *route == path).unwrap_or("other")
+}

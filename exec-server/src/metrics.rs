@@ -1,0 +1,213 @@
+//! What the server counts, for `GET /metrics`: commands by how they ended, their durations, what is running, output
+//! bytes, HTTP requests by endpoint and status, escaped descendants ended, and file-protocol requests by outcome.
+//!
+//! The metrics live in one [`Metrics`] per engine (no global registry: tests run several servers in one process, and
+//! each must count only its own traffic). Exposition is the `prometheus-client` crate's OpenMetrics text, which
+//! Prometheus scrapes as is. Every label value is one of a fixed few (endpoints are mapped to the known routes), so
+//! nothing a client sends can grow the series.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+/// How a command requested of the engine ended: the `outcome` label of `exec_server_commands_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandOutcome {
+    /// Exited by itself with status 0.
+    Success,
+    /// Exited by itself with a non-zero status.
+    Failure,
+    /// Ended by a signal it was not sent by us (the OOM killer, its own `kill`).
+    Signal,
+    TimedOut,
+    /// Stopped because its transport or a shutdown asked.
+    Cancelled,
+    /// Never ran: no such program, no working directory, …
+    NotStarted,
+}
+
+impl CommandOutcome {
+    const ALL: [CommandOutcome; 6] = [
+        CommandOutcome::Success,
+        CommandOutcome::Failure,
+        CommandOutcome::Signal,
+        CommandOutcome::TimedOut,
+        CommandOutcome::Cancelled,
+        CommandOutcome::NotStarted,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            CommandOutcome::Success => "exit_zero",
+            CommandOutcome::Failure => "exit_nonzero",
+            CommandOutcome::Signal => "signal",
+            CommandOutcome::TimedOut => "timed_out",
+            CommandOutcome::Cancelled => "cancelled",
+            CommandOutcome::NotStarted => "not_started",
+        }
+    }
+}
+
+/// How the file protocol answered one request: the `outcome` label of `exec_server_ipc_requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpcOutcome {
+    /// Its command ran (whatever its exit code) and the result was written.
+    Ran,
+    /// Its command could not be started; the result says why.
+    NotStarted,
+    /// Refused without running anything: unreadable, not valid JSON, an invalid field.
+    Refused,
+    /// Another server claimed it first, or the run was ending.
+    NotClaimed,
+    /// The claim or the result file could not be written.
+    IoError,
+}
+
+impl IpcOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            IpcOutcome::Ran => "ran",
+            IpcOutcome::NotStarted => "not_started",
+            IpcOutcome::Refused => "refused",
+            IpcOutcome::NotClaimed => "not_claimed",
+            IpcOutcome::IoError => "io_error",
+        }
+    }
+}
+
+type Labels = [(&'static str, &'static str); 1];
+type RequestLabels = [(&'static str, String); 2];
+
+/// The server's metrics. Cheap to share (`Arc`); every update is an atomic add, plus a read lock for the request
+/// family.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    outcomes: [Counter; 6],
+    duration: Histogram,
+    running: Gauge,
+    stdout_bytes: Counter,
+    stderr_bytes: Counter,
+    requests: Family<RequestLabels, Counter>,
+    escaped: Counter,
+    ipc: Family<Labels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("exec_server");
+        registry.register("build", "The exec-server build", Info::new([("version", env!("CARGO_PKG_VERSION"))]));
+        let commands = Family::<Labels, Counter>::default();
+        let outcomes = CommandOutcome::ALL.map(|outcome| commands.get_or_create_owned(&[("outcome", outcome.label())]));
+        registry.register(
+            "commands",
+            "Commands requested of the engine (HTTP and file protocol), by how they ended; not_started never ran",
+            commands,
+        );
+        // 5 ms to about 22 min, ×4 per bucket: short tool calls and long builds both land in a useful bucket.
+        let duration = Histogram::new(exponential_buckets(0.005, 4.0, 10));
+        registry.register(
+            "command_duration_seconds",
+            "From start until the command's leader ended (commands that started)",
+            duration.clone(),
+        );
+        let running = Gauge::default();
+        registry.register("commands_running", "Commands running now", running.clone());
+        let output = Family::<Labels, Counter>::default();
+        let stdout_bytes = output.get_or_create_owned(&[("stream", "stdout")]);
+        let stderr_bytes = output.get_or_create_owned(&[("stream", "stderr")]);
+        registry.register("output_bytes", "Bytes commands wrote, kept or not", output);
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered by the router, by endpoint and status",
+            requests.clone(),
+        );
+        let escaped = Counter::default();
+        registry.register(
+            "escaped_processes_ended",
+            "Descendants that left their command's process group, ended with their command",
+            escaped.clone(),
+        );
+        let ipc = Family::<Labels, Counter>::default();
+        registry.register("ipc_requests", "File-protocol requests answered, by outcome", ipc.clone());
+        Metrics { registry, outcomes, duration, running, stdout_bytes, stderr_bytes, requests, escaped, ipc }
+    }
+}
+
+impl Metrics {
+    /// Counts one command as running until the guard is dropped.
+    pub fn running(&self) -> RunningGuard {
+        self.running.inc();
+        RunningGuard(self.running.clone())
+    }
+
+    /// Records how a command ended; `ran` holds its duration and output sizes when it started.
+    pub fn command_ended(&self, outcome: CommandOutcome, ran: Option<(Duration, u64, u64)>) {
+        self.outcomes[outcome as usize].inc();
+        if let Some((duration, stdout, stderr)) = ran {
+            self.duration.observe(duration.as_secs_f64());
+            self.stdout_bytes.inc_by(stdout);
+            self.stderr_bytes.inc_by(stderr);
+        }
+    }
+
+    /// One HTTP request answered: `endpoint` must be one of a fixed set (the caller maps unknown paths).
+    pub fn request(&self, endpoint: &'static str, status: u16) {
+        self.requests.get_or_create(&[("endpoint", endpoint.to_owned()), ("status", status.to_string())]).inc();
+    }
+
+    pub fn escaped_ended(&self, count: usize) {
+        self.escaped.inc_by(count as u64);
+    }
+
+    pub fn ipc_request(&self, outcome: IpcOutcome) {
+        self.ipc.get_or_create(&[("outcome", outcome.label())]).inc();
+    }
+
+    /// The OpenMetrics text exposition (which Prometheus reads).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// Decrements the running gauge when dropped, also when a run is abandoned.
+#[derive(Debug)]
+pub struct RunningGuard(Gauge);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// The content type of [`Metrics::encode`].
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_is_exposed_from_the_start() {
+        let metrics = Metrics::default();
+        metrics.command_ended(CommandOutcome::Failure, Some((Duration::from_millis(3), 10, 2)));
+        let text = metrics.encode();
+        for outcome in CommandOutcome::ALL {
+            assert!(text.contains(&format!("exec_server_commands_total{{outcome=\"{}\"}}", outcome.label())));
+        }
+        assert!(text.contains("exec_server_commands_total{outcome=\"exit_nonzero\"} 1\n"), "{text}");
+        assert!(text.contains("exec_server_output_bytes_total{stream=\"stdout\"} 10\n"), "{text}");
+        assert!(text.contains("exec_server_build_info{version=\""), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
