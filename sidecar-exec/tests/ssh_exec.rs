@@ -270,8 +270,9 @@ async fn a_key_others_can_read_is_used_through_a_private_copy_and_an_empty_one_r
 #[tokio::test(flavor = "multi_thread")]
 async fn configuration_mistakes_exit_2_with_one_line() {
     let sshd = sshd_or_skip!();
-    let cases: [(&str, Option<&str>, &str); 4] = [
+    let cases: [(&str, Option<&str>, &str); 5] = [
         ("SSH_HOST", None, "SSH_HOST is not set"),
+        ("SSH_STOP_GRACE", Some("2s"), "SSH_STOP_GRACE must be seconds from 0 to 600"),
         ("SSH_PORT", Some("70000"), "SSH_PORT must be a whole number from 1 to 65535"),
         ("SSH_HOST_CWD", Some("relative"), "SSH_HOST_CWD must be the absolute path"),
         ("SSH_MAX_SESSIONS", Some("0"), "SSH_MAX_SESSIONS must be"),

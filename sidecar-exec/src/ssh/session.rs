@@ -18,7 +18,7 @@ use crate::interrupt::{Interrupt, Interrupts};
 use crate::shown::shown;
 use crate::ssh::command::{self, Route};
 use crate::ssh::markers::{Marker, Scanner};
-use crate::ssh::script::{stop_script, Nonce, STOP_GRACE_TENTHS};
+use crate::ssh::script::{stop_script, Nonce};
 use crate::ssh::settings::SshSettings;
 
 /// After the command's exit marker, how long processes it left may keep its output open before they are stopped
@@ -252,10 +252,10 @@ fn begin_stop(launch: &Launch<'_>, state: &mut State) {
     let (done, result) = oneshot::channel();
     state.stop = Some(result);
     let mut stop = command::ssh(launch.settings, launch.key, launch.route);
-    stop.arg("-T").arg("--").arg(&launch.settings.host).arg(stop_script(pgid));
+    stop.arg("-T").arg("--").arg(&launch.settings.host).arg(stop_script(pgid, launch.settings.stop_grace_tenths));
     stop.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
-    let patience =
-        Duration::from_secs(u64::from(launch.settings.connect_timeout) + u64::from(STOP_GRACE_TENTHS / 10) + 10);
+    let grace = Duration::from_millis(u64::from(launch.settings.stop_grace_tenths) * 100);
+    let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 10) + grace;
     let address = launch.settings.address();
     tokio::spawn(async move {
         let result = match stop.spawn() {
