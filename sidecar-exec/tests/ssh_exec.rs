@@ -2,6 +2,7 @@
 //! --check, --probe and auto-run.
 
 use std::process::Stdio;
+use std::time::Duration;
 
 use crate::sshd::*;
 
@@ -27,6 +28,35 @@ async fn output_and_exit_codes_are_the_commands() {
     let output = sshd.client().args(["no-such-command-xyz"]).run().await;
     assert_eq!(output.status.code(), Some(127));
     assert!(stderr(&output).contains("no-such-command-xyz") && !stderr(&output).contains("ssh-exec:"));
+}
+
+/// A reader slower than the command: the command and ssh have ended and the exit line is in, but the end of the
+/// output still waits for the reader. All of it arrives, and the exit code is the command's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_reader_gets_all_the_output() {
+    let sshd = sshd_or_skip!();
+    // 150 000 bytes fit in the pipes between the host's command and the reader (ssh's stdout, ssh-exec's copy
+    // buffer, the reader's pipe: 64 KiB each), so ssh can end while nothing is read.
+    let blob = testkit::random_bytes(150_000, 9);
+    std::fs::write(sshd.host_cwd.path().join("blob"), &blob).unwrap();
+    let fifo = sshd.host_cwd.path().join("go");
+    testkit::mkfifo(&fifo);
+    let child = sshd.client().args(["sh", "-c", "cat blob; read line < go"]).spawn();
+    let pid = child.id().unwrap();
+    // The command has written everything when it opens the FIFO; it ends when the test writes a line.
+    let opened = tokio::task::spawn_blocking(move || std::fs::write(fifo, "go\n"));
+    tokio::time::timeout(Duration::from_secs(30), opened)
+        .await
+        .expect("the command never got to the FIFO")
+        .unwrap()
+        .unwrap();
+    testkit::wait_until("ssh to end", || testkit::children_of(pid).is_empty());
+    // Read only well after the 1 s ssh-exec gives ssh's pipes to reach end of file once ssh has ended.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(output.stdout.len(), blob.len(), "bytes read");
+    assert!(output.stdout == blob, "stdout differs");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -157,8 +187,7 @@ async fn stdin_is_forwarded_from_a_file_or_when_asked() {
     let mut child = sshd.client().stdin(Stdio::piped()).args(["sh", "-c", "wc -c"]).spawn();
     let mut pipe = child.stdin.take().unwrap();
     tokio::io::AsyncWriteExt::write_all(&mut pipe, b"unread").await.unwrap();
-    let output =
-        tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
     assert_eq!(stdout(&output).trim(), "0");
     assert!(stderr(&output).contains("SSH_STDIN=1"), "{}", stderr(&output));
     drop(pipe);
@@ -168,8 +197,7 @@ async fn stdin_is_forwarded_from_a_file_or_when_asked() {
     let mut pipe = child.stdin.take().unwrap();
     tokio::io::AsyncWriteExt::write_all(&mut pipe, b"through a pipe").await.unwrap();
     drop(pipe);
-    let output =
-        tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
     assert_eq!(stdout(&output), "through a pipe");
 }
 
@@ -242,8 +270,9 @@ async fn a_key_others_can_read_is_used_through_a_private_copy_and_an_empty_one_r
 #[tokio::test(flavor = "multi_thread")]
 async fn configuration_mistakes_exit_2_with_one_line() {
     let sshd = sshd_or_skip!();
-    let cases: [(&str, Option<&str>, &str); 4] = [
+    let cases: [(&str, Option<&str>, &str); 5] = [
         ("SSH_HOST", None, "SSH_HOST is not set"),
+        ("SSH_STOP_GRACE", Some("2s"), "SSH_STOP_GRACE must be seconds from 0 to 600"),
         ("SSH_PORT", Some("70000"), "SSH_PORT must be a whole number from 1 to 65535"),
         ("SSH_HOST_CWD", Some("relative"), "SSH_HOST_CWD must be the absolute path"),
         ("SSH_MAX_SESSIONS", Some("0"), "SSH_MAX_SESSIONS must be"),

@@ -34,6 +34,23 @@ async fn signals_end_the_whole_remote_group_even_when_it_ignores_term() {
     }
 }
 
+/// SSH_STOP_GRACE is the time a stopped command has between SIGTERM and SIGKILL: a TERM handler that takes 3 s
+/// (more than the default 2 s) finishes with a longer grace, and ssh-exec returns only after it has.
+#[tokio::test(flavor = "multi_thread")]
+async fn ssh_stop_grace_gives_a_term_handler_its_time() {
+    let sshd = sshd_or_skip!();
+    let (marker, a, b) = split_marker();
+    let script = "trap 'sleep 3; echo done > cleaned; exit 0' TERM; sleep \"$1$2\" & wait";
+    let child = sshd.client().env("SSH_STOP_GRACE", "30").args(["sh", "-c", script, "sh", &a, &b]).spawn();
+    testkit::wait_for_process(&marker);
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGINT).unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output()).await.unwrap().unwrap();
+    assert_eq!((output.status.code(), stderr(&output).as_str()), (Some(130), ""));
+    let cleaned = std::fs::read_to_string(sshd.host_cwd.path().join("cleaned")).unwrap_or_default();
+    assert_eq!(cleaned, "done\n", "the TERM handler was cut short");
+    testkit::assert_no_survivors(&marker, Duration::from_secs(1));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_closed_stdout_ends_the_remote_command_quietly() {
     let sshd = sshd_or_skip!();

@@ -116,17 +116,14 @@ pub fn script(call: &Call, body: Body) -> String {
     }
 }
 
-/// Tenths of a second between TERM and KILL when ssh-exec stops a command: as long as exec-server's default grace.
-pub const STOP_GRACE_TENTHS: u32 = 20;
-
 /// The script of the second session that stops a running command: SIGTERM (and SIGCONT, so a stopped process sees
-/// it) to the whole process group `pgid`, up to [`STOP_GRACE_TENTHS`] for it to go, then SIGKILL. It ends as soon as
-/// the group is gone.
-pub fn stop_script(pgid: i32) -> String {
+/// it) to the whole process group `pgid`, up to `grace_tenths` tenths of a second for it to go (`SSH_STOP_GRACE`),
+/// then SIGKILL. It ends as soon as the group is gone.
+pub fn stop_script(pgid: i32, grace_tenths: u32) -> String {
     format!(
         "g={pgid}\nkill -TERM -$g 2>/dev/null || exit 0\nkill -CONT -$g 2>/dev/null\ni=0\n\
          while kill -0 -$g 2>/dev/null; do\n  \
-         if [ $i -ge {STOP_GRACE_TENTHS} ]; then kill -KILL -$g 2>/dev/null; exit 0; fi\n  \
+         if [ $i -ge {grace_tenths} ]; then kill -KILL -$g 2>/dev/null; exit 0; fi\n  \
          sleep 0.1; i=$((i + 1))\ndone"
     )
 }

@@ -18,13 +18,16 @@ use crate::interrupt::{Interrupt, Interrupts};
 use crate::shown::shown;
 use crate::ssh::command::{self, Route};
 use crate::ssh::markers::{Marker, Scanner};
-use crate::ssh::script::{stop_script, Nonce, STOP_GRACE_TENTHS};
+use crate::ssh::script::{stop_script, Nonce};
 use crate::ssh::settings::SshSettings;
 
 /// After the command's exit marker, how long processes it left may keep its output open before they are stopped
 /// (exec-server's default `--drain`).
 const DRAIN: Duration = Duration::from_millis(250);
-/// After ssh exits, how long its output may take to reach end of file.
+/// After ssh exits, how long a read of its output may wait for more (a process ssh started, holding its pipes,
+/// would keep them open without end); then the stream is taken as ended. Only the reading is limited: what was read
+/// is written to our stdout however slowly it is read there, as its exit code promises all of it (a reader that
+/// goes away ends the writing with a broken pipe).
 const EOF_WAIT: Duration = Duration::from_secs(1);
 /// After the stop session ends, how long the call's own session may take to end before ssh is killed here.
 const AFTER_STOP: Duration = Duration::from_secs(2);
@@ -84,7 +87,6 @@ enum Timer {
     Drain,
     Header,
     AfterStop,
-    Eof,
 }
 
 /// Everything the event loop has learnt.
@@ -139,8 +141,9 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
         return Outcome::NotStarted(None, "ssh started without its pipes".into());
     };
     let nonce = launch.nonce.0.clone();
-    tokio::spawn(pump(stdout, Stream::Out, nonce.clone(), started.clone(), events.clone()));
-    tokio::spawn(pump(stderr, Stream::Err, nonce, started.clone(), events));
+    let ssh_ended = watch::channel(false).0;
+    tokio::spawn(pump(stdout, Stream::Out, nonce.clone(), started.clone(), ssh_ended.subscribe(), events.clone()));
+    tokio::spawn(pump(stderr, Stream::Err, nonce, started.clone(), ssh_ended.subscribe(), events));
 
     let mut state = State::default();
     loop {
@@ -177,7 +180,7 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
             },
             status = child.wait(), if state.ssh_status.is_none() => {
                 state.ssh_status = Some(status.ok().and_then(|s| s.code()));
-                state.set_timer(Timer::Eof, EOF_WAIT);
+                ssh_ended.send_replace(true);
             }
             interrupt = interrupts.recv() => {
                 if state.interrupt.is_some() {
@@ -205,7 +208,7 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
                 state.set_timer(Timer::AfterStop, AFTER_STOP);
             }
             _ = sleep_until(next.map_or_else(Instant::now, |(_, at)| at)), if next.is_some() => {
-                let (timer, _) = next.unwrap_or((Timer::Eof, Instant::now()));
+                let (timer, _) = next.unwrap_or((Timer::Drain, Instant::now()));
                 state.timers.retain(|(t, _)| *t != timer);
                 match timer {
                     Timer::Drain => begin_stop(launch, &mut state),
@@ -213,7 +216,6 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
                         let _ = child.start_kill();
                         break;
                     }
-                    Timer::Eof => break,
                 }
             }
         }
@@ -250,10 +252,10 @@ fn begin_stop(launch: &Launch<'_>, state: &mut State) {
     let (done, result) = oneshot::channel();
     state.stop = Some(result);
     let mut stop = command::ssh(launch.settings, launch.key, launch.route);
-    stop.arg("-T").arg("--").arg(&launch.settings.host).arg(stop_script(pgid));
+    stop.arg("-T").arg("--").arg(&launch.settings.host).arg(stop_script(pgid, launch.settings.stop_grace_tenths));
     stop.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
-    let patience =
-        Duration::from_secs(u64::from(launch.settings.connect_timeout) + u64::from(STOP_GRACE_TENTHS / 10) + 10);
+    let grace = Duration::from_millis(u64::from(launch.settings.stop_grace_tenths) * 100);
+    let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 10) + grace;
     let address = launch.settings.address();
     tokio::spawn(async move {
         let result = match stop.spawn() {
@@ -273,12 +275,14 @@ fn begin_stop(launch: &Launch<'_>, state: &mut State) {
 }
 
 /// Copies one of ssh's output streams to ours: markers out, and everything before the start marker held back (it
-/// is ssh's own error text when the command never starts).
+/// is ssh's own error text when the command never starts). It ends at the stream's end of file (or once ssh has
+/// ended and a read waited [`EOF_WAIT`] in vain), after everything read is written.
 async fn pump<R: AsyncRead + Unpin>(
     mut from: R,
     stream: Stream,
     nonce: String,
     started: Arc<watch::Sender<bool>>,
+    ssh_ended: watch::Receiver<bool>,
     events: mpsc::UnboundedSender<Event>,
 ) {
     let mut scanner = Scanner::new(&nonce);
@@ -287,7 +291,11 @@ async fn pump<R: AsyncRead + Unpin>(
     let (mut out, mut markers, mut held) = (Vec::new(), Vec::new(), Vec::new());
     loop {
         out.clear();
-        let n = match from.read(&mut buffer).await {
+        let read = tokio::select! {
+            read = from.read(&mut buffer) => read,
+            () = eof_wait_after(ssh_ended.clone()) => Ok(0),
+        };
+        let n = match read {
             Ok(0) | Err(_) => {
                 scanner.finish(&mut out);
                 0
@@ -322,6 +330,14 @@ async fn pump<R: AsyncRead + Unpin>(
     let _ = events.send(Event::Eof(stream, held));
 }
 
+/// [`EOF_WAIT`] after ssh has ended (counted from now if it already has); never if it does not.
+async fn eof_wait_after(mut ssh_ended: watch::Receiver<bool>) {
+    if ssh_ended.wait_for(|ended| *ended).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(EOF_WAIT).await;
+}
+
 /// Our stdout or stderr. A write error on stdout means our reader is gone: reported once, then output is dropped
 /// (ssh's is still read, so the host side never blocks on it). Errors on stderr are ignored.
 struct Output {
@@ -349,4 +365,22 @@ impl Output {
 async fn write_all(mut to: impl tokio::io::AsyncWrite + Unpin, bytes: &[u8]) -> std::io::Result<()> {
     to.write_all(bytes).await?;
     to.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream something else still holds open once ssh has ended (nothing more comes) is taken as ended: the
+    /// call does not wait for it without end.
+    #[tokio::test]
+    async fn a_stream_held_open_after_ssh_ended_is_given_up() {
+        let (_holder, held_open) = tokio::io::duplex(64);
+        let (events, mut inbox) = mpsc::unbounded_channel();
+        let ssh_ended = watch::channel(true).0;
+        let started = Arc::new(watch::channel(true).0);
+        let copy = tokio::spawn(pump(held_open, Stream::Err, "nonce".into(), started, ssh_ended.subscribe(), events));
+        timeout(Duration::from_secs(30), copy).await.expect("the copy waited for end of file without end").unwrap();
+        assert!(matches!(inbox.recv().await, Some(Event::Eof(Stream::Err, held)) if held.is_empty()));
+    }
 }

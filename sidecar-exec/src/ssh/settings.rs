@@ -22,12 +22,20 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SSH_CONNECT_TIMEOUT", "seconds to connect (default 10)"),
     ("SSH_CONTROL_PERSIST", "seconds the shared connection stays open after its last command (default 60; 0: one connection per command)"),
     ("SSH_MAX_SESSIONS", "commands at once on the shared connection (default 8; the host's sshd allows 10 by default)"),
+    ("SSH_STOP_GRACE", "seconds between SIGTERM and SIGKILL when a command on the host is stopped (default 2; tenths allowed)"),
     ("SSH_TTY", "1: give the command a terminal (ssh -tt); stdin is then forwarded"),
     ("SSH_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded)"),
     ("SSH_COMMANDS", "for --install-wrappers: more commands (comma or space separated) that go to the host"),
 ];
 
 pub const DEFAULT_KEY: &str = "/home/agent/.ssh/id_rsa";
+
+/// `SSH_STOP_GRACE`'s default, in tenths of a second: shorter than exec-server's 5 s `--grace`, because ssh-exec is
+/// stopped by someone waiting at a prompt (Ctrl-C, a tool's timeout) and the time passes only for a command that
+/// outlives its SIGTERM.
+pub const DEFAULT_STOP_GRACE_TENTHS: u32 = 20;
+/// `SSH_STOP_GRACE`'s largest value, in tenths of a second (10 minutes).
+const MAX_STOP_GRACE_TENTHS: u32 = 6000;
 
 /// How ssh-exec reaches the host and runs commands there.
 #[derive(Debug, Clone)]
@@ -48,6 +56,8 @@ pub struct SshSettings {
     /// Seconds; 0: no shared connection.
     pub control_persist: u32,
     pub max_sessions: u32,
+    /// Between SIGTERM and SIGKILL when the command is stopped, in tenths of a second (the stop script counts them).
+    pub stop_grace_tenths: u32,
     pub tty: bool,
     pub forward_stdin_pipe: bool,
 }
@@ -97,6 +107,7 @@ impl SshSettings {
             connect_timeout: number("SSH_CONNECT_TIMEOUT", 10, 1, 3600)?,
             control_persist: number("SSH_CONTROL_PERSIST", 60, 0, 604_800)?,
             max_sessions: number("SSH_MAX_SESSIONS", 8, 1, 1000)?,
+            stop_grace_tenths: tenths("SSH_STOP_GRACE", DEFAULT_STOP_GRACE_TENTHS, MAX_STOP_GRACE_TENTHS)?,
             tty: flag("SSH_TTY"),
             forward_stdin_pipe: flag("SSH_STDIN"),
         })
@@ -124,6 +135,27 @@ fn number(name: &str, default: u32, min: u32, max: u32) -> Result<u32, ConfigErr
         .ok()
         .filter(|n| (min..=max).contains(n))
         .ok_or_else(|| ConfigError(format!("{name} must be a whole number from {min} to {max}, got {value:?}")))
+}
+
+/// Seconds with at most one decimal (`2`, `0.5`), as tenths of a second from 0 to `max`.
+fn tenths(name: &str, default: u32, max: u32) -> Result<u32, ConfigError> {
+    text(name).map_or(Ok(default), |value| parse_tenths(name, &value, max))
+}
+
+fn parse_tenths(name: &str, value: &str, max: u32) -> Result<u32, ConfigError> {
+    let (whole, tenth) = value.split_once('.').unwrap_or((value, "0"));
+    let digits = |part: &str, most: usize| (1..=most).contains(&part.len()) && part.bytes().all(|b| b.is_ascii_digit());
+    let tenths = (digits(whole, 6) && digits(tenth, 1))
+        .then(|| whole.parse::<u32>().ok().zip(tenth.parse::<u32>().ok()))
+        .flatten()
+        .map(|(seconds, tenths)| seconds * 10 + tenths)
+        .filter(|n| *n <= max);
+    tenths.ok_or_else(|| {
+        ConfigError(format!(
+            "{name} must be seconds from 0 to {} with at most one decimal (e.g. 0.5), got {value:?}",
+            max / 10
+        ))
+    })
 }
 
 /// A value ssh takes as one option word: no spaces or control characters, and no leading `-` (it would be read as
@@ -191,6 +223,18 @@ pub fn is_variable_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stop_grace_is_seconds_in_tenths() {
+        let parse = |value: &str| parse_tenths("SSH_STOP_GRACE", value, 6000).ok();
+        let cases = [("5", Some(50)), ("0.5", Some(5)), ("0", Some(0)), ("600", Some(6000))];
+        for (value, expected) in cases {
+            assert_eq!(parse(value), expected, "{value:?}");
+        }
+        for bad in ["601", "0.25", "-1", "1e3", "abc", ".5", "5.", "1.5.5", "9999999999"] {
+            assert_eq!(parse(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn variable_names() {
