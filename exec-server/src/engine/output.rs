@@ -1,5 +1,6 @@
 //! Where a command's output goes: collected with a cap, or streamed chunk by chunk with backpressure.
 
+use futures_util::FutureExt;
 use protocol::reply_text::BudgetedBytes;
 use protocol::StreamKind;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -41,7 +42,13 @@ pub struct Captured {
     pub total: u64,
 }
 
-/// Reads `pipe` to its end, or until `stop` fires (the drain window after the leader exited has passed).
+/// After `stop`, how much more of what is already in a pipe is read: a descendant may keep writing forever.
+const AFTER_STOP: u64 = 1 << 20;
+
+/// Reads `pipe` to its end, or until `stop` fires (the drain window after the leader exited has passed) and what
+/// is already in the pipe (up to [`AFTER_STOP`]) has been read. `stop` only ends a wait for *more* bytes: it never
+/// interrupts handing a chunk already read to a slow stream reader, nor drops bytes already in the pipe, so a
+/// stream's client that reads slowly still gets all the output a command wrote before it exited.
 pub async fn read_pipe<R: AsyncRead + Unpin>(
     mut pipe: R,
     kind: StreamKind,
@@ -54,10 +61,20 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
     // Most commands print little: start small and grow to READ_SIZE only when reads fill the buffer, so hundreds
     // of quiet commands do not each hold 128 KiB of buffers.
     let mut buf = vec![0u8; 4096];
+    let mut after_stop = 0u64;
     loop {
-        let read = tokio::select! {
-            read = pipe.read(&mut buf) => read,
-            () = stop.cancelled() => break,
+        let read = if stop.is_cancelled() {
+            // Take what is already there, never wait for more.
+            match pipe.read(&mut buf).now_or_never() {
+                Some(read) => read,
+                None => break,
+            }
+        } else {
+            tokio::select! {
+                biased;
+                read = pipe.read(&mut buf) => read,
+                () = stop.cancelled() => continue,
+            }
         };
         let n = match read {
             Ok(0) | Err(_) => break,
@@ -74,11 +91,15 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
             Output::Json { budget } => budgeted.get_or_insert_with(|| BudgetedBytes::new(*budget)).push(&buf[..n]),
             Output::Stream(tx) => {
                 let chunk = OutputChunk { kind, bytes: buf[..n].to_vec() };
-                tokio::select! {
-                    // A closed receiver means the transport is gone and cancellation follows: keep draining.
-                    _ = tx.send(chunk) => {}
-                    () = stop.cancelled() => break,
-                }
+                // A closed receiver means the transport is gone and cancellation follows: keep draining. A slow
+                // one is waited for (backpressure); a client that never reads is ended by its connection's end.
+                let _ = tx.send(chunk).await;
+            }
+        }
+        if stop.is_cancelled() {
+            after_stop += n as u64;
+            if after_stop >= AFTER_STOP {
+                break;
             }
         }
         if full && buf.len() < READ_SIZE {
@@ -89,4 +110,39 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
         (captured.bytes, captured.truncated) = kept.finish();
     }
     captured
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    /// The drain window passing (`stop`) while a slow stream reader holds a chunk must lose nothing: neither the
+    /// chunk being handed over nor what is still in the pipe.
+    #[tokio::test]
+    async fn stop_never_drops_output_a_slow_stream_reader_has_not_taken_yet() {
+        let total = 200 * 1024;
+        let (mut writer, pipe) = tokio::io::duplex(total);
+        writer.write_all(&vec![b'x'; total]).await.unwrap();
+        drop(writer);
+        let (tx, mut rx) = mpsc::channel(1);
+        let stop = CancellationToken::new();
+        let reader = tokio::spawn(read_pipe(pipe, StreamKind::Stdout, Output::Stream(tx), stop.clone()));
+        // The reader has filled the channel and waits to hand over its next chunk.
+        while rx.len() < 1 {
+            tokio::task::yield_now().await;
+        }
+        stop.cancel();
+        // Give a reader that would give up on `stop` the chance to (it must not).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut received = 0;
+        while let Some(chunk) = rx.recv().await {
+            received += chunk.bytes.len();
+        }
+        assert_eq!(received, total);
+        assert_eq!(reader.await.unwrap().total, total as u64);
+    }
 }
