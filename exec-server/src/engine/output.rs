@@ -132,7 +132,7 @@ mod tests {
         let stop = CancellationToken::new();
         let reader = tokio::spawn(read_pipe(pipe, StreamKind::Stdout, Output::Stream(tx), stop.clone()));
         // The reader has filled the channel and waits to hand over its next chunk.
-        while rx.len() < 1 {
+        while rx.is_empty() {
             tokio::task::yield_now().await;
         }
         stop.cancel();
