@@ -187,6 +187,11 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 pub const DEFAULT_PORT: u16 = 8080;
 
 impl Config {
+    /// The most commands that may run at once: HTTP (`--max-concurrent`) and, with `--ipc-dir`, file protocol.
+    pub fn max_commands(&self) -> usize {
+        self.max_concurrent as usize + if self.ipc_dir.is_some() { self.ipc_parallel as usize } else { 0 }
+    }
+
     /// Whether to serve HTTP over TCP: without --ipc-dir and --listen (the contract's server), and with either only
     /// when a port was asked for, so a tool sidecar or a socket-only builder opens no port it does not need.
     pub fn serves_http(&self) -> bool {

@@ -152,9 +152,8 @@ pub async fn run(
 /// The connection cap and timeouts: the cap as asked (or the default), within what the open-file limit leaves
 /// after a reserve for every command that may run (HTTP and file protocol).
 fn connection_limits(config: &Config) -> http::Limits {
-    let commands =
-        config.max_concurrent as usize + if config.ipc_dir.is_some() { config.ipc_parallel as usize } else { 0 };
-    let budget = http::fds::ConnectionBudget::current(config.max_connections.map(|n| n as usize), commands);
+    let budget =
+        http::fds::ConnectionBudget::current(config.max_connections.map(|n| n as usize), config.max_commands());
     if budget.starved() {
         tracing::warn!(
             nofile = budget.nofile,

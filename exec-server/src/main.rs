@@ -23,11 +23,16 @@ fn main() -> ExitCode {
             std::process::id()
         );
     }
-    // Connections and commands share the open-file limit: take all of it (see `http::fds`).
-    match exec_server::http::fds::raise_nofile_limit() {
+    // Connections and commands share the open-file limit: raise it to what they need, no further, since commands
+    // inherit it (see `http::fds`).
+    let fds = exec_server::http::fds::ConnectionBudget::nofile_wanted(
+        config.max_connections.map(|n| n as usize),
+        config.max_commands(),
+    );
+    match exec_server::http::fds::raise_nofile_limit(fds) {
         Ok((before, after)) if before < after => tracing::debug!(before, after, "open-file limit raised"),
         Ok(_) => {}
-        Err(err) => tracing::warn!("cannot raise the open-file limit to its hard limit: {err}"),
+        Err(err) => tracing::warn!("cannot raise the open-file limit to {fds}: {err}"),
     }
     if let Err(err) = exec_server::engine::become_subreaper() {
         tracing::warn!("cannot become a child subreaper ({err}); orphaned grandchildren will be reaped by PID 1");

@@ -5,6 +5,11 @@
 //! environment but not with the server's arguments: `docker run IMAGE exec-server -port 9000` would leave it probing
 //! EXEC_SERVER_PORT. So the server writes the port it actually listens on to `--port-file`, and the probe reads it.
 //! An explicit `-port` on the probe's own command line still wins (probing another server on purpose).
+//!
+//! The image puts the port file in /tmp, which commands share (a builder runs as any uid, so a folder owned by one
+//! uid would not do). So the file is written atomically through an exclusive temporary that follows no symlink
+//! (`agent_files::write_atomic`: a symlink planted under the name is replaced, not written through), and removed at
+//! exit only while it is still the file the server wrote (a file someone put there since is left alone).
 
 use std::path::{Path, PathBuf};
 
@@ -37,16 +42,21 @@ fn read_port(path: &Path) -> Option<u16> {
 }
 
 /// The published port file; removed again when dropped (a clean exit), so a stale port is not probed later.
-pub struct PortFile(PathBuf);
+pub struct PortFile {
+    path: PathBuf,
+    /// The device and inode of the file written, and what it holds: only that file is removed (an inode number
+    /// alone may be reused by a file put there since).
+    written: (u64, u64),
+    text: String,
+}
 
 impl PortFile {
     /// Writes the listener's port to `path`. A failure is a warning, not fatal: the server works, only a probe
     /// without `-port` falls back to EXEC_SERVER_PORT.
     pub fn publish(path: Option<&Path>, listener: Option<&tokio::net::TcpListener>) -> Option<PortFile> {
         let (path, listener) = (path?, listener?);
-        let written = listener.local_addr().and_then(|addr| std::fs::write(path, format!("{}\n", addr.port())));
-        match written {
-            Ok(()) => Some(PortFile(path.to_path_buf())),
+        match listener.local_addr().and_then(|addr| PortFile::write(path, addr.port())) {
+            Ok(file) => Some(file),
             Err(err) => {
                 tracing::warn!(
                     "cannot write the port file {} ({err}): `exec-server -healthcheck` without -port will probe \
@@ -59,9 +69,30 @@ impl PortFile {
     }
 }
 
+impl PortFile {
+    fn write(path: &Path, port: u16) -> std::io::Result<PortFile> {
+        let text = format!("{port}\n");
+        agent_files::write_atomic(path, text.as_bytes())?;
+        let written =
+            identity(path).ok_or_else(|| std::io::Error::other("the port file vanished as it was written"))?;
+        Ok(PortFile { path: path.to_path_buf(), written, text })
+    }
+}
+
+/// The device and inode of the regular file at `path` (not following a symlink).
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::symlink_metadata(path).ok()?;
+    metadata.is_file().then(|| (metadata.dev(), metadata.ino()))
+}
+
 impl Drop for PortFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let ours = identity(&self.path) == Some(self.written)
+            && std::fs::read_to_string(&self.path).is_ok_and(|text| text == self.text);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -93,6 +124,25 @@ mod tests {
         assert_eq!(choose_probe_port(false, Some(8080), Some(9000)), 9000, "EXEC_SERVER_PORT loses to the file");
         assert_eq!(choose_probe_port(false, Some(8081), None), 8081);
         assert_eq!(choose_probe_port(false, None, None), DEFAULT_PORT);
+    }
+
+    #[test]
+    fn the_port_file_replaces_a_planted_symlink_and_removes_only_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, victim) = (dir.path().join("port"), dir.path().join("victim"));
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, &file).unwrap();
+        let published = PortFile::write(&file, 9000).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep", "written through a planted symlink");
+        assert_eq!(read_port(&file), Some(9000));
+        drop(published);
+        assert!(!file.exists(), "removed at exit");
+
+        let published = PortFile::write(&file, 9000).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(&file, "9001\n").unwrap();
+        drop(published);
+        assert_eq!(read_port(&file), Some(9001), "another's file at the same path is left alone");
     }
 
     #[test]

@@ -3,10 +3,14 @@
 //!
 //! What a command can see of the token: not its environment (the server passes on no `EXEC_SERVER_*` variable), and
 //! not the server's `/proc/<pid>/environ` (the variable is removed from the server's environment and overwritten in
-//! the block that file shows, before any thread starts). What it can see: the token file, if its permissions let
-//! the command's user read it (mount it readable by the server only, or run commands as another user); and the
-//! server's memory, where the kernel lets the same user read it (`ptrace_scope` 0, or `CAP_SYS_PTRACE`). The token
-//! guards the API against the network, not against the commands the server runs.
+//! the block that file shows, before any thread starts). But that block is not the only copy: the process that
+//! started the server keeps the variable in its own environment. In the builder images that is tini, PID 1, with
+//! the same uid, so `cat /proc/1/environ` shows the token to any command (so does a shell that exported it and
+//! still runs). Hiding the variable here only keeps this process from adding a copy; a token file avoids them all,
+//! which is why sidecarctl, the compose file and the Kubernetes manifest use one. What a command can also see: the
+//! token file, if its permissions let the command's user read it (mount it readable by the server only, or run
+//! commands as another user); and the server's memory, where the kernel lets the same user read it (`ptrace_scope`
+//! 0, or `CAP_SYS_PTRACE`). The token guards the API against the network, not against the commands the server runs.
 
 use std::path::Path;
 

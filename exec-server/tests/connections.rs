@@ -207,16 +207,14 @@ async fn requests_the_parser_refuses_get_json_errors() {
     server.stop().await;
 }
 
-/// Started with a low open-file limit, the server raises its soft limit to the hard one, and keeps a reserve for
-/// commands: with more idle connections than the limit allows, commands still start and /health still answers.
-#[test]
-fn a_low_open_file_limit_leaves_room_for_commands() {
-    let workspace = tempfile::tempdir().unwrap();
-    let script = r#"ulimit -Sn 100 && ulimit -Hn 200 && exec "$0" "$@""#;
+/// The server started under `limits` (shell `ulimit` commands) with `args`: its process and port.
+fn start_under_limits(limits: &str, args: &[&str], workspace: &std::path::Path) -> (std::process::Child, u16) {
+    let script = format!(r#"{limits} && exec "$0" "$@""#);
     let mut child = std::process::Command::new("sh")
-        .args(["-c", script, env!("CARGO_BIN_EXE_exec-server"), "--host", "127.0.0.1", "--port", "0"])
-        .args(["--max-concurrent", "4", "--cwd"])
-        .arg(workspace.path())
+        .args(["-c", &script, env!("CARGO_BIN_EXE_exec-server"), "--host", "127.0.0.1", "--port", "0"])
+        .args(args)
+        .arg("--cwd")
+        .arg(workspace)
         .env_remove("EXEC_SERVER_TOKEN")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -232,10 +230,27 @@ fn a_low_open_file_limit_leaves_room_for_commands() {
         }
     };
     std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
-    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
-    let nofile = limits.lines().find(|line| line.starts_with("Max open files")).unwrap().to_owned();
-    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    (child, port)
+}
 
+/// The soft and hard open-file limits of process `pid`.
+fn nofile_of(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|line| line.starts_with("Max open files")).unwrap();
+    let mut fields = line.split_whitespace().skip(3);
+    (fields.next().unwrap().to_owned(), fields.next().unwrap().to_owned())
+}
+
+/// Started with a low open-file limit, the server raises its soft limit (here to the hard one, which is below what
+/// the default cap needs), and keeps a reserve for commands: with more idle connections than the limit allows,
+/// commands still start, /health still answers, and the descriptors the commands need stay free.
+#[test]
+fn a_low_open_file_limit_leaves_room_for_commands() {
+    let workspace = tempfile::tempdir().unwrap();
+    let (mut child, port) =
+        start_under_limits("ulimit -Sn 100 && ulimit -Hn 200", &["--max-concurrent", "4"], workspace.path());
+    let (soft, _) = nofile_of(child.id());
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     // 4 commands × 8 + 64 = 96 kept: 104 connections at most. Open more than the whole limit.
     let idle: Vec<TcpStream> =
         (0..250).map_while(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()).collect();
@@ -261,10 +276,38 @@ fn a_low_open_file_limit_leaves_room_for_commands() {
     drop(idle);
     let _ = child.kill();
     let _ = child.wait();
-    assert!(nofile.split_whitespace().nth(3) == Some("200"), "soft limit not raised: {nofile}");
+    assert_eq!(soft, "200", "soft limit not raised");
     assert_eq!(replies.0, Some(200), "/health did not answer");
     for (i, (code, output, error)) in replies.1.into_iter().enumerate() {
         assert_eq!((code, output, error), (0, format!("{i}\n"), None));
     }
-    assert!(fds <= 200, "{fds} descriptors open");
+    // The promise: the descriptors of the 4 commands that may run stay free, whatever the connections take (the
+    // process could not exceed its limit of 200 anyway).
+    let reserve_for_commands = 4 * 8;
+    assert!(fds + reserve_for_commands <= 200, "{fds} descriptors open: less than the commands' reserve left");
+}
+
+/// Commands inherit the server's open-file limit, so the server raises it only to what its connections and
+/// commands need (here 16 + 4 × 8 + 64 = 112), not to the hard limit (before: the hard limit, 524288 or more under
+/// some container runtimes, which makes tools that close every descriptor or use select() slow or fail).
+#[tokio::test(flavor = "multi_thread")]
+async fn commands_inherit_only_the_open_file_limit_the_server_needs() {
+    let workspace = tempfile::tempdir().unwrap();
+    let args = ["--max-concurrent", "4", "--max-connections", "16"];
+    let (mut child, port) = start_under_limits("ulimit -Sn 100", &args, workspace.path());
+    let (soft, hard) = nofile_of(child.id());
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let reply = client
+        .post(format!("http://127.0.0.1:{port}/exec"))
+        .timeout(Duration::from_secs(20))
+        .body(json!({"cmd": ["sh", "-c", "ulimit -Sn"]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let reply: protocol::ExecReply = serde_json::from_slice(&reply.bytes().await.unwrap()).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let expected = hard.parse::<u64>().map_or(112, |hard| hard.min(112)).max(100).to_string();
+    assert_eq!(soft, expected, "the server's soft limit (hard limit {hard})");
+    assert_eq!(reply.output.trim(), expected, "a command's soft limit (hard limit {hard})");
 }

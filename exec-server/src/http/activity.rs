@@ -7,6 +7,10 @@
 //!   is closed however steadily it trickles).
 //! - A request in flight (its body being read, its command running, its reply or stream being sent) is never
 //!   idle: a long build with a quiet stream, or a client slow to read its reply, keeps its connection.
+//! - Eviction and the start of a request are one decision, taken under one lock: a connection with a request in
+//!   flight cannot be evicted, and an evicted connection starts no request (its head, if one completes, is answered
+//!   503). Otherwise a request that started just as its connection was chosen would be dropped, its command
+//!   cancelled, its client left with no reply.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -46,17 +50,34 @@ enum Phase {
 /// its watchdog (the timeouts) and the connection registry (eviction).
 #[derive(Debug)]
 pub struct Activity {
-    phase: Mutex<Phase>,
+    state: Mutex<State>,
     /// Whether `phase` is `Waiting`: the one thing a read checks, without the lock.
     waiting: AtomicBool,
     changed: Notify,
     evicted: CancellationToken,
 }
 
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    /// Chosen to make room for a new connection: no request starts on it any more.
+    evicted: bool,
+    /// A request head completed after the eviction and was refused: its 503 is to be sent before closing.
+    refused: bool,
+}
+
+/// The connection was evicted before this request could start: answer 503 and close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evicted;
+
 impl Activity {
     pub fn new() -> Self {
         Activity {
-            phase: Mutex::new(Phase::Waiting { since: Instant::now(), fresh: true }),
+            state: Mutex::new(State {
+                phase: Phase::Waiting { since: Instant::now(), fresh: true },
+                evicted: false,
+                refused: false,
+            }),
             waiting: AtomicBool::new(true),
             changed: Notify::new(),
             evicted: CancellationToken::new(),
@@ -67,7 +88,7 @@ impl Activity {
     /// for a new connection's first request, when the connection opened).
     pub fn bytes_read(&self) {
         if self.waiting.load(Ordering::Relaxed) {
-            let since = match *self.phase.lock().unwrap() {
+            let since = match self.state.lock().unwrap().phase {
                 Phase::Waiting { since, fresh: true } => since,
                 _ => Instant::now(),
             };
@@ -76,15 +97,20 @@ impl Activity {
     }
 
     /// A request head is complete and handed to the service. The returned guard ends the request when dropped
-    /// (its response body sent to the end, or dropped).
-    pub fn request_started(self: &std::sync::Arc<Self>) -> InFlight {
-        self.set(Phase::Busy);
-        InFlight(self.clone())
+    /// (its response body sent to the end, or dropped); an evicted connection starts no request.
+    pub fn request_started(self: &std::sync::Arc<Self>) -> Result<InFlight, Evicted> {
+        let mut state = self.state.lock().unwrap();
+        if state.evicted {
+            state.refused = true;
+            return Err(Evicted);
+        }
+        self.set_locked(&mut state, Phase::Busy);
+        Ok(InFlight(self.clone()))
     }
 
     /// When the connection's time runs out in its current phase, and why (`None`: not while it is in this phase).
     pub fn deadline(&self, timeouts: Timeouts) -> Option<(Instant, Expiry)> {
-        match *self.phase.lock().unwrap() {
+        match self.state.lock().unwrap().phase {
             Phase::Busy => None,
             Phase::Head { since } | Phase::Waiting { since, fresh: true } => {
                 timeouts.header.map(|limit| (since + limit, Expiry::Header))
@@ -95,7 +121,7 @@ impl Activity {
 
     /// Since when the connection has had no request in flight, or `None` while it has one.
     pub fn unused_since(&self) -> Option<Instant> {
-        match *self.phase.lock().unwrap() {
+        match self.state.lock().unwrap().phase {
             Phase::Busy => None,
             Phase::Head { since } | Phase::Waiting { since, .. } => Some(since),
         }
@@ -106,21 +132,36 @@ impl Activity {
         self.changed.notified().await;
     }
 
-    /// Asks the connection to close to make room for a new one.
-    pub fn evict(&self) {
+    /// Asks the connection to close to make room for a new one, unless a request is in flight on it (then it
+    /// stays, and `false` says so). Once evicted, no request starts on it.
+    pub fn try_evict(&self) -> bool {
+        let mut state = self.state.lock().unwrap();
+        if matches!(state.phase, Phase::Busy) {
+            return false;
+        }
+        state.evicted = true;
         self.evicted.cancel();
+        true
     }
 
     pub async fn evicted(&self) {
         self.evicted.cancelled().await;
     }
 
+    /// Whether a request was refused because the connection had been evicted (its 503 is owed).
+    pub fn refused_a_request(&self) -> bool {
+        self.state.lock().unwrap().refused
+    }
+
     fn set(&self, phase: Phase) {
-        let mut current = self.phase.lock().unwrap();
-        if let (Phase::Head { .. }, Phase::Head { .. }) = (*current, phase) {
+        self.set_locked(&mut self.state.lock().unwrap(), phase);
+    }
+
+    fn set_locked(&self, state: &mut State, phase: Phase) {
+        if let (Phase::Head { .. }, Phase::Head { .. }) = (state.phase, phase) {
             return;
         }
-        *current = phase;
+        state.phase = phase;
         self.waiting.store(matches!(phase, Phase::Waiting { .. }), Ordering::Relaxed);
         self.changed.notify_one();
     }
@@ -160,7 +201,7 @@ mod tests {
         assert_eq!(kind(&activity), Some((Expiry::Header, 10)), "a new connection must send its head");
         activity.bytes_read();
         assert_eq!(kind(&activity), Some((Expiry::Header, 10)));
-        let request = activity.request_started();
+        let request = activity.request_started().unwrap();
         assert_eq!(kind(&activity), None, "a request in flight has no deadline");
         assert_eq!(activity.unused_since(), None);
         drop(request);
@@ -171,5 +212,22 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         activity.bytes_read();
         assert_eq!(activity.unused_since(), Some(head_from), "more bytes of the same head do not extend it");
+    }
+
+    #[test]
+    fn eviction_and_a_request_starting_exclude_each_other() {
+        let busy = Arc::new(Activity::new());
+        let request = busy.request_started().unwrap();
+        assert!(!busy.try_evict(), "a connection with a request in flight is never evicted");
+        drop(request);
+        assert!(busy.try_evict(), "between requests it may be");
+
+        let idle = Arc::new(Activity::new());
+        idle.bytes_read();
+        assert!(idle.try_evict(), "a head still arriving does not protect a connection");
+        assert!(!idle.refused_a_request());
+        assert_eq!(idle.request_started().err(), Some(Evicted), "an evicted connection starts no request");
+        assert!(idle.refused_a_request(), "its refusal is owed a reply");
+        assert!(idle.unused_since().is_some(), "and stays unused");
     }
 }

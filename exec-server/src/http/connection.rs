@@ -76,6 +76,13 @@ pub async fn serve(
             }
             () = activity.evicted() => {
                 tracing::debug!("connection closed to make room for a new one");
+                // No request is in flight and none starts any more (see `Activity::try_evict`). A head that
+                // completed meanwhile was refused: its 503 goes out first (within a second, so that evicted
+                // connections cannot pile up descriptors). Otherwise nothing ran: close at once.
+                if activity.refused_a_request() {
+                    Pin::new(&mut connection).graceful_shutdown();
+                    let _ = tokio::time::timeout(FAREWELL, connection).await;
+                }
                 return;
             }
             () = stop.cancelled(), if !stopping => {
@@ -165,7 +172,9 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     type Future = ServiceFuture;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
-        let in_flight = self.activity.request_started();
+        let Ok(in_flight) = self.activity.request_started() else {
+            return Box::pin(std::future::ready(Ok(evicted_reply())));
+        };
         let limit = self.timeouts.header;
         let request = request.map(|body| TimedBody { body, limit, deadline: None });
         let response = hyper::service::Service::call(&self.router, request);
@@ -174,6 +183,19 @@ impl hyper::service::Service<Request<Incoming>> for Service {
             Ok(response.map(|body| TrackedBody { body, in_flight: Some(in_flight) }))
         })
     }
+}
+
+/// The reply to a request whose connection was evicted before it could start: nothing ran, retry on a new
+/// connection.
+fn evicted_reply() -> Response<TrackedBody> {
+    let reply = super::error::AppError::new(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "this connection was closed to make room for a new one (--max-connections) before the request started; \
+         nothing was run: retry on a new connection",
+    );
+    let mut response = axum::response::IntoResponse::into_response(reply);
+    response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response.map(|body| TrackedBody { body, in_flight: None })
 }
 
 /// A request body that must arrive within a time limit; past it, reading fails with [`BodyTimeout`] (the handler

@@ -119,14 +119,16 @@ struct Slot {
 
 impl Registry {
     /// A place for a new connection: a free one, or the one of the connection unused for longest, which is told
-    /// to close; `None` when every connection has a request in flight.
+    /// to close; `None` when every connection has a request in flight. A connection whose request starts while it
+    /// is being chosen is not evicted (see `Activity::try_evict`): the next unused one is.
     fn admit(self: &Arc<Self>) -> Option<Slot> {
         let mut open = self.open.lock().unwrap();
         if open.len() >= self.cap {
-            let (_, oldest) = open.iter().filter_map(|(id, activity)| Some((activity.unused_since()?, *id))).min()?;
-            if let Some(victim) = open.remove(&oldest) {
-                victim.evict();
-            }
+            let mut unused: Vec<_> =
+                open.iter().filter_map(|(id, activity)| Some((activity.unused_since()?, *id))).collect();
+            unused.sort_unstable();
+            let victim = unused.into_iter().find(|(_, id)| open[id].try_evict())?;
+            open.remove(&victim.1);
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let activity = Arc::new(Activity::new());
@@ -151,11 +153,12 @@ mod tests {
         let first = registry.admit().unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
         let second = registry.admit().unwrap();
-        let _busy = second.activity.request_started();
+        let _busy = second.activity.request_started().unwrap();
         let third = registry.admit().unwrap();
         assert!(first.activity.unused_since().is_some());
         tokio::time::timeout(Duration::from_secs(1), first.activity.evicted()).await.expect("first evicted");
-        let _busy_too = third.activity.request_started();
+        let _busy_too = third.activity.request_started().unwrap();
+        assert!(first.activity.request_started().is_err(), "the evicted one starts no request");
         assert!(registry.admit().is_none(), "every connection has a request in flight");
         drop(second);
         assert!(registry.admit().is_some(), "room again once a connection closed");
