@@ -197,7 +197,7 @@ fn header(run: &Run, options: &EmitOptions, workspace_text: &str) -> String {
     if workspace_text != "." {
         text.push_str(&format!(
             "  mkdir -p {}   # or WORKSPACE=/your/project in .env; it must exist first\n",
-            emit::shell_quote(workspace_text)
+            protocol::shell::word(workspace_text)
         ));
     }
     text.push_str("  docker compose up -d\n");

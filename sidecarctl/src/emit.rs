@@ -39,7 +39,7 @@ impl EmitOptions {
     /// `sidecarctl ARGS…`, quoted for a POSIX shell.
     pub fn generator(&self) -> String {
         std::iter::once("sidecarctl".to_owned())
-            .chain(self.command_line.iter().map(|a| shell_quote(a)))
+            .chain(self.command_line.iter().map(|a| protocol::shell::word(a)))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -181,27 +181,4 @@ pub fn build_commands(run: &Run, agent_image: &str) -> Vec<String> {
         );
     }
     lines
-}
-
-/// `text` as one word of a POSIX shell command line.
-pub fn shell_quote(text: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c);
-    if !text.is_empty() && text.chars().all(safe) {
-        text.to_owned()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_generator_command_is_a_shell_line() {
-        assert_eq!(shell_quote("./workspace"), "./workspace");
-        assert_eq!(shell_quote("sidecar-agent:latest"), "sidecar-agent:latest");
-        assert_eq!(shell_quote("python3 -c 'print(1)'"), r"'python3 -c '\''print(1)'\'''");
-        assert_eq!(shell_quote(""), "''");
-    }
 }
