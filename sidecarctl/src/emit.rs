@@ -12,6 +12,7 @@ use crate::model::{ModelError, Run, Sidecar, Volume};
 use crate::options::RunOptions;
 use crate::runtime::Runtime;
 use crate::up::EXIT_FAILED;
+use crate::yaml::NotRoundTrip;
 
 #[derive(Args, Debug, Clone)]
 pub struct EmitOptions {
@@ -54,14 +55,21 @@ impl EmitOptions {
 }
 
 /// `sidecarctl compose|kube`: the run from the options, printed by `emit`; exit code 125 on an invalid run.
-pub fn main(mut options: EmitOptions, emit: fn(&Run, &EmitOptions) -> String) -> i32 {
+pub fn main(mut options: EmitOptions, emit: fn(&Run, &EmitOptions) -> Result<String, NotRoundTrip>) -> i32 {
     options.command_line = std::env::args().skip(1).collect();
-    match options.run() {
-        Ok(run) => {
-            for warning in &run.warnings {
-                eprintln!("sidecarctl: warning: {warning}");
-            }
-            print!("{}", emit(&run, &options));
+    let run = match options.run() {
+        Ok(run) => run,
+        Err(e) => {
+            eprintln!("sidecarctl: error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    for warning in &run.warnings {
+        eprintln!("sidecarctl: warning: {warning}");
+    }
+    match emit(&run, &options) {
+        Ok(text) => {
+            print!("{text}");
             0
         }
         Err(e) => {
