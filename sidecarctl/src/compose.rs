@@ -191,7 +191,7 @@ fn header(run: &Run, options: &EmitOptions, workspace_text: &str) -> String {
     }
     if run.token {
         text.push_str(
-            "  head -c 32 /dev/urandom | base64 > sidecar-token                          # the shared bearer token\n",
+            "  (umask 077; head -c 32 /dev/urandom | base64 > sidecar-token)   # the shared bearer token, mode 0600\n",
         );
     }
     if workspace_text != "." {
