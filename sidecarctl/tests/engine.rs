@@ -109,6 +109,17 @@ fn assert_nothing_left(service: &Service, run: &str) {
     assert!(!token_dir.exists(), "the token folder {} is left", token_dir.display());
 }
 
+/// `up`'s progress lines up to the first that holds `needle` (the step the test waits for).
+fn read_until(stderr: &mut impl BufRead, needle: &str) -> String {
+    let mut seen = String::new();
+    while !seen.contains(needle) {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "sidecarctl ended early:\n{seen}");
+        seen.push_str(&line);
+    }
+    seen
+}
+
 fn volume_exists(name: &str) -> bool {
     Command::new("podman").args(["volume", "exists", name]).status().is_ok_and(|s| s.success())
 }
@@ -217,12 +228,7 @@ fn ctrl_c_during_the_gate_leaves_nothing() {
         .unwrap();
     // The builder line is printed just before it is created; its first health check comes after the creation.
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    while !seen.contains("builder sidecarctl-") {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "sidecarctl ended early:\n{seen}");
-        seen.push_str(&line);
-    }
+    let seen = read_until(&mut stderr, "builder sidecarctl-");
     let engine_has_builder = || {
         runtime().block_on(async {
             let engine = Engine::connect(Some(&service.socket())).await.unwrap();
@@ -395,12 +401,7 @@ fn ctrl_c_during_a_pull_ends_it() {
     let mut child =
         sidecarctl(&service, &args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    while !seen.contains("pulling ") {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "sidecarctl ended early:\n{seen}");
-        seen.push_str(&line);
-    }
+    let seen = read_until(&mut stderr, "pulling ");
     // The engine is talking to the silent registry: the pull is in flight.
     accepted.recv_timeout(Duration::from_secs(120)).expect("the engine never connected to the registry");
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
