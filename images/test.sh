@@ -636,6 +636,9 @@ YAML
         fail "npm and python3 through the agent: $out"
     fi
     grep -qx "SIDECAR_UID=$uid" "$project/.env" || fail "the .env step did not write the caller's uid"
+    # The secret is bound with its host mode: only the caller (builders and agent run as the caller) may read it.
+    mode=$(stat -c '%u %a' "$project/sidecar-token")
+    [ "$mode" = "$uid 600" ] || fail "the token step made sidecar-token owner/mode $mode, not $uid 600"
     # The containers as the file makes them: the builders as the caller with the builder group, the agent under an
     # init, files in the workspace the caller's.
     ids=$(dc exec builder-node id)

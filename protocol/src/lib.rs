@@ -9,6 +9,7 @@ pub mod frames;
 pub mod json;
 pub mod reply_text;
 pub mod runtimes;
+pub mod shell;
 pub mod sse;
 pub mod text;
 pub mod token;

@@ -13,7 +13,6 @@ pub mod forward;
 pub mod http;
 pub mod interrupt;
 pub mod request;
-pub mod shell;
 pub mod shown;
 pub mod ssh;
 pub mod status;

@@ -135,11 +135,11 @@ pub fn install(
         let line = match (backend, ssh) {
             (Backend::Sidecar { runtime }, _) => format!(
                 "{MARK}: forwards {command} to the {runtime} build sidecar\nexec {} {runtime} {command} \"$@\"",
-                crate::shell::quote(&exe.to_string_lossy())
+                protocol::shell::quote(&exe.to_string_lossy())
             ),
             (Backend::Ssh, Some(ssh)) => format!(
                 "{MARK}: runs {command} on the SSH host\nexec {} -- {command} \"$@\"",
-                crate::shell::quote(&ssh.exe.to_string_lossy())
+                protocol::shell::quote(&ssh.exe.to_string_lossy())
             ),
             (Backend::SshTool, Some(ssh)) => {
                 let (option, what) = if command == "auto-run" {
@@ -147,7 +147,7 @@ pub fn install(
                 } else {
                     ("--", "runs a command on the SSH host")
                 };
-                format!("{MARK}: {what}\nexec {} {option} \"$@\"", crate::shell::quote(&ssh.exe.to_string_lossy()))
+                format!("{MARK}: {what}\nexec {} {option} \"$@\"", protocol::shell::quote(&ssh.exe.to_string_lossy()))
             }
             (Backend::Ssh | Backend::SshTool, None) => continue,
         };

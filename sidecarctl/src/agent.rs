@@ -9,9 +9,9 @@ use bollard::container::LogOutput;
 use bollard::query_parameters::{AttachContainerOptionsBuilder, WaitContainerOptionsBuilder};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
-use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineError};
+use crate::signals::{unless_stopped, Interrupts};
 
 /// How the agent ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub async fn run_attached(
     tty: bool,
     stdin: bool,
     grace: Duration,
-    cancel: &CancellationToken,
+    signals: &Interrupts,
 ) -> Result<AgentEnd, EngineError> {
     let docker = engine.docker();
     let options =
@@ -92,8 +92,11 @@ pub async fn run_attached(
 
     let end = tokio::select! {
         code = wait(engine, name) => AgentEnd::Exited(code?),
-        _ = cancel.cancelled() => {
-            engine.stop(name, grace).await?;
+        _ = signals.stop.cancelled() => {
+            // A second signal cuts the grace: the agent is killed at once.
+            if unless_stopped(&signals.hurry, engine.stop(name, grace)).await.transpose()?.is_none() {
+                engine.stop(name, Duration::ZERO).await?;
+            }
             AgentEnd::Stopped(wait(engine, name).await?)
         }
     };

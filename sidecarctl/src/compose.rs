@@ -14,13 +14,13 @@ use crate::emit::{self, list, map, opt, s, strings, EmitOptions};
 use crate::model::{Run, Sidecar};
 use crate::names::{LABEL_ROLE, LABEL_RUNTIME, ROLE_AGENT, ROLE_BUILDER};
 use crate::spec::{caller_home, BUILDER_GROUP};
-use crate::yaml;
+use crate::yaml::{self, NotRoundTrip};
 
 const SECRET: &str = "sidecar_token";
 const SECRET_PATH: &str = "/run/secrets/sidecar_token";
 const USER: &str = "${SIDECAR_UID:-1000}:${SIDECAR_GID:-1000}";
 
-pub fn emit(run: &Run, options: &EmitOptions) -> String {
+pub fn emit(run: &Run, options: &EmitOptions) -> Result<String, NotRoundTrip> {
     let workspace_text = emit::workspace_text(&options.run);
     let workspace = format!("${{WORKSPACE:-{workspace_text}}}");
     let bind = |v: &crate::model::Volume| {
@@ -135,7 +135,7 @@ pub fn emit(run: &Run, options: &EmitOptions) -> String {
         ("volumes", opt((!volumes.is_empty()).then_some(Value::Mapping(volumes)))),
         ("secrets", opt(token.then(|| map([(SECRET, map([("file", s("./sidecar-token"))]))])))),
     ]);
-    format!("{}\n{}", header(run, options, &workspace_text), yaml::render(&document, &comment))
+    Ok(format!("{}\n{}", header(run, options, &workspace_text), yaml::render(&document, &comment)?))
 }
 
 /// Sidecarctl's role and runtime labels, so `docker ps --filter label=sidecarctl.role=build-sidecar` finds the
@@ -191,13 +191,13 @@ fn header(run: &Run, options: &EmitOptions, workspace_text: &str) -> String {
     }
     if run.token {
         text.push_str(
-            "  head -c 32 /dev/urandom | base64 > sidecar-token                          # the shared bearer token\n",
+            "  (umask 077; head -c 32 /dev/urandom | base64 > sidecar-token)   # the shared bearer token, mode 0600\n",
         );
     }
     if workspace_text != "." {
         text.push_str(&format!(
             "  mkdir -p {}   # or WORKSPACE=/your/project in .env; it must exist first\n",
-            emit::shell_quote(workspace_text)
+            protocol::shell::word(workspace_text)
         ));
     }
     text.push_str("  docker compose up -d\n");

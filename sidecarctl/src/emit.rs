@@ -12,6 +12,7 @@ use crate::model::{ModelError, Run, Sidecar, Volume};
 use crate::options::RunOptions;
 use crate::runtime::Runtime;
 use crate::up::EXIT_FAILED;
+use crate::yaml::NotRoundTrip;
 
 #[derive(Args, Debug, Clone)]
 pub struct EmitOptions {
@@ -39,7 +40,7 @@ impl EmitOptions {
     /// `sidecarctl ARGS…`, quoted for a POSIX shell.
     pub fn generator(&self) -> String {
         std::iter::once("sidecarctl".to_owned())
-            .chain(self.command_line.iter().map(|a| shell_quote(a)))
+            .chain(self.command_line.iter().map(|a| protocol::shell::word(a)))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -54,14 +55,21 @@ impl EmitOptions {
 }
 
 /// `sidecarctl compose|kube`: the run from the options, printed by `emit`; exit code 125 on an invalid run.
-pub fn main(mut options: EmitOptions, emit: fn(&Run, &EmitOptions) -> String) -> i32 {
+pub fn main(mut options: EmitOptions, emit: fn(&Run, &EmitOptions) -> Result<String, NotRoundTrip>) -> i32 {
     options.command_line = std::env::args().skip(1).collect();
-    match options.run() {
-        Ok(run) => {
-            for warning in &run.warnings {
-                eprintln!("sidecarctl: warning: {warning}");
-            }
-            print!("{}", emit(&run, &options));
+    let run = match options.run() {
+        Ok(run) => run,
+        Err(e) => {
+            eprintln!("sidecarctl: error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    for warning in &run.warnings {
+        eprintln!("sidecarctl: warning: {warning}");
+    }
+    match emit(&run, &options) {
+        Ok(text) => {
+            print!("{text}");
             0
         }
         Err(e) => {
@@ -181,27 +189,4 @@ pub fn build_commands(run: &Run, agent_image: &str) -> Vec<String> {
         );
     }
     lines
-}
-
-/// `text` as one word of a POSIX shell command line.
-pub fn shell_quote(text: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c);
-    if !text.is_empty() && text.chars().all(safe) {
-        text.to_owned()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_generator_command_is_a_shell_line() {
-        assert_eq!(shell_quote("./workspace"), "./workspace");
-        assert_eq!(shell_quote("sidecar-agent:latest"), "sidecar-agent:latest");
-        assert_eq!(shell_quote("python3 -c 'print(1)'"), r"'python3 -c '\''print(1)'\'''");
-        assert_eq!(shell_quote(""), "''");
-    }
 }

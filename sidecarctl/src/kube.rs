@@ -16,7 +16,7 @@ use serde_norway::Value;
 use crate::emit::{self, list, map, opt, s, strings, EmitOptions};
 use crate::model::Run;
 use crate::spec::BUILDER_GROUP;
-use crate::yaml;
+use crate::yaml::{self, NotRoundTrip};
 
 const TOKEN_DIR: &str = "/run/secrets/sidecar";
 const POD_LABEL: &str = "sidecar-exec-agent";
@@ -35,7 +35,7 @@ fn volume_name(text: &str) -> String {
     text.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect()
 }
 
-pub fn emit(run: &Run, options: &EmitOptions) -> String {
+pub fn emit(run: &Run, options: &EmitOptions) -> Result<String, NotRoundTrip> {
     let ports = ports(run);
     let token = run.token;
     let group: u64 = BUILDER_GROUP.parse().expect("a numeric gid");
@@ -184,7 +184,7 @@ pub fn emit(run: &Run, options: &EmitOptions) -> String {
             ]),
         ),
     ]);
-    let mut text = format!("{}\n{}", header(run, options), yaml::render(&pod, &comment));
+    let mut text = format!("{}\n{}", header(run, options), yaml::render(&pod, &comment)?);
     if !run.sidecars.is_empty() {
         let policy = map([
             ("apiVersion", s("networking.k8s.io/v1")),
@@ -204,9 +204,9 @@ pub fn emit(run: &Run, options: &EmitOptions) -> String {
             "The builders listen on the pod's IP too (the kubelet's HTTP probes come from outside the pod): no other\n\
              pod may connect to them. (Kubelet probes are not subject to NetworkPolicy.)",
         ));
-        text.push_str(&yaml::render(&policy, &|_| None));
+        text.push_str(&yaml::render(&policy, &|_| None)?);
     }
-    text
+    Ok(text)
 }
 
 fn comment(path: &[&str]) -> Option<String> {

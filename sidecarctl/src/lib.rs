@@ -19,6 +19,7 @@ pub mod profile;
 pub mod progress;
 pub mod ps;
 pub mod runtime;
+pub mod signals;
 pub mod spec;
 pub mod token;
 pub mod up;

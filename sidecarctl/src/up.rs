@@ -1,6 +1,9 @@
 //! `sidecarctl up`: network → builders → health gate → agent → teardown. Every object carries the run's label,
 //! and every way out (the agent's exit, Ctrl-C / SIGTERM / SIGHUP at any step, a failed gate, an engine error)
-//! goes through the same label-driven teardown, unless `--detach` succeeded.
+//! goes through the same label-driven teardown, unless `--detach` succeeded. The token folder is this process's:
+//! the teardown removes it too, also when the run failed before any container (and so any label) existed.
+//! Signals: see [`crate::signals`] (the first stops the run, even in the middle of a pull; a second cuts the
+//! grace; a third abandons the teardown).
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -8,7 +11,6 @@ use std::time::{Duration, Instant};
 use bollard::models::ContainerCreateBody;
 use clap::Args;
 use futures_util::future::try_join_all;
-use process_group::StopSignals;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{run_attached, AgentEnd};
@@ -19,6 +21,7 @@ use crate::model::{ModelError, Run, SshBackend};
 use crate::names::{BadRunName, RunId, ROLE_NETWORK};
 use crate::options::RunOptions;
 use crate::progress::Progress;
+use crate::signals::{unless_stopped, Interrupts};
 use crate::spec::{self, AgentSpec, Context};
 use crate::token::{Token, TokenError};
 
@@ -124,38 +127,45 @@ pub async fn up(options: UpOptions) -> i32 {
         Ok(id) => id.unwrap_or_else(RunId::random),
         Err(e) => return fail(&progress, &UpError::Name(e)),
     };
-    let engine = match Engine::connect(options.engine.as_deref()).await {
-        Ok(engine) => engine,
-        Err(e) => return fail(&progress, &UpError::Engine(e)),
+    let signals = Interrupts::install();
+    let engine = match unless_stopped(&signals.stop, Engine::connect(options.engine.as_deref())).await {
+        Some(Ok(engine)) => engine,
+        Some(Err(e)) => return fail(&progress, &UpError::Engine(e)),
+        None => return signals.code(),
     };
-    let (cancel, signalled) = on_signals();
     let grace = Duration::from_secs(options.stop_grace);
+    let token = match run.token.then(|| Token::create(&id)).transpose() {
+        Ok(token) => token,
+        Err(e) => return fail(&progress, &UpError::Token(e)),
+    };
+    let down =
+        Teardown { engine: &engine, id: &id, grace, progress: &progress, signals: &signals, token: token.as_ref() };
 
-    let outcome = start(&engine, &run, &id, &options, &progress, &cancel).await;
+    let outcome = start(&engine, &run, &id, &options, &progress, &signals.stop, token.as_ref()).await;
     let code = match outcome {
         Err(e) => {
             let interrupted = matches!(e, UpError::Interrupted);
             if !interrupted {
                 progress.step(&format!("error: {e}"));
             }
-            teardown(&engine, &id, grace, &progress).await;
+            down.run().await;
             if interrupted {
-                return signalled.code();
+                return signals.code();
             }
             return EXIT_FAILED;
         }
         Ok(Started { tty, stdin }) if !options.detach => {
             progress.step(&format!("agent starting ({:.1}s after up)", started.elapsed().as_secs_f64()));
-            let end = run_attached(&engine, &id.agent(), tty, stdin, grace, &cancel).await;
+            let end = run_attached(&engine, &id.agent(), tty, stdin, grace, &signals).await;
             let code = match end {
                 Ok(AgentEnd::Exited(code)) => code as i32,
-                Ok(AgentEnd::Stopped(_)) => signalled.code(),
+                Ok(AgentEnd::Stopped(_)) => signals.code(),
                 Err(e) => {
                     progress.step(&format!("error: {e}"));
                     EXIT_FAILED
                 }
             };
-            teardown(&engine, &id, grace, &progress).await;
+            down.run().await;
             code
         }
         Ok(_) => {
@@ -172,16 +182,48 @@ fn fail(progress: &Progress, error: &UpError) -> i32 {
     EXIT_FAILED
 }
 
-async fn teardown(engine: &Engine, id: &RunId, grace: Duration, progress: &Progress) {
-    let started = Instant::now();
-    match remove_run(engine, id.as_str(), grace).await {
-        Ok(removed) => progress.step(&format!(
-            "removed run {id}: {} containers, {} network ({:.1}s; cache volumes kept)",
-            removed.containers,
-            removed.networks,
-            started.elapsed().as_secs_f64()
-        )),
-        Err(e) => progress.step(&format!("error: teardown of run {id}: {e} (retry with `sidecarctl down {id}`)")),
+/// Everything the run made goes: by label on the engine, and the token folder this process created (which no
+/// label names until a container exists). A second signal restarts the removal without the grace; a third
+/// abandons it and says what may be left.
+struct Teardown<'a> {
+    engine: &'a Engine,
+    id: &'a RunId,
+    grace: Duration,
+    progress: &'a Progress,
+    signals: &'a Interrupts,
+    token: Option<&'a Token>,
+}
+
+impl Teardown<'_> {
+    async fn run(&self) {
+        let (id, progress) = (self.id, self.progress);
+        let started = Instant::now();
+        let graceful = unless_stopped(&self.signals.hurry, remove_run(self.engine, id.as_str(), self.grace)).await;
+        let removed = match graceful {
+            Some(removed) => Some(removed),
+            None => {
+                progress.step(&format!("signal again: removing run {id} without the grace (SIGKILL)"));
+                unless_stopped(&self.signals.abandon, remove_run(self.engine, id.as_str(), Duration::ZERO)).await
+            }
+        };
+        if let Some(token) = self.token {
+            token.remove();
+        }
+        match removed {
+            Some(Ok(removed)) => progress.step(&format!(
+                "removed run {id}: {} containers, {} network ({:.1}s; cache volumes kept)",
+                removed.containers,
+                removed.networks,
+                started.elapsed().as_secs_f64()
+            )),
+            Some(Err(e)) => {
+                progress.step(&format!("error: teardown of run {id}: {e} (retry with `sidecarctl down {id}`)"))
+            }
+            None => progress.step(&format!(
+                "teardown of run {id} abandoned: its containers and network may be left (token folder removed); \
+                 `sidecarctl down {id}` removes them"
+            )),
+        }
     }
 }
 
@@ -198,20 +240,24 @@ async fn start(
     options: &UpOptions,
     progress: &Progress,
     cancel: &CancellationToken,
+    token: Option<&Token>,
 ) -> Result<Started, UpError> {
     let checkpoint = || if cancel.is_cancelled() { Err(UpError::Interrupted) } else { Ok(()) };
+    // The engine calls that can take long (inspect and pull: a registry may be slow or silent) end at a signal.
+    let interruptible = |work| async move { unless_stopped(cancel, work).await.ok_or(UpError::Interrupted) };
     let (agent_image, agent_cmd) = options.agent.split_first().expect("clap requires AGENT_IMAGE");
 
     // Images first: nothing is created for a run whose images are missing.
     let mut images = Vec::new();
     for image in run.sidecars.iter().map(|s| s.image.as_str()).chain([agent_image.as_str()]) {
         checkpoint()?;
-        let inspected = match engine.image(image).await? {
+        let inspected = match interruptible(engine.image(image)).await?? {
             Some(found) => found,
             None => {
                 progress.step(&format!("pulling {image}"));
-                engine.pull(image, |line| progress.status(&format!("pulling {image}: {line}"))).await?;
-                engine.image(image).await?.ok_or_else(|| EngineError::Pull {
+                let pull = engine.pull(image, |line| progress.status(&format!("pulling {image}: {line}")));
+                unless_stopped(cancel, pull).await.ok_or(UpError::Interrupted)??;
+                interruptible(engine.image(image)).await??.ok_or_else(|| EngineError::Pull {
                     image: image.to_owned(),
                     error: "the engine reported success but the image is absent".into(),
                 })?
@@ -232,7 +278,6 @@ async fn start(
     }
 
     let caller = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
-    let token = run.token.then(|| Token::create(id)).transpose()?;
     let ctx =
         Context { run, id, caller: caller.clone(), token_dir: token.as_ref().map(|t| t.dir.display().to_string()) };
 
@@ -313,30 +358,4 @@ fn make_caller_home(run: &Run, sidecar: &crate::model::Sidecar) {
         let relative = relative.strip_prefix(sidecar.workspace_target.trim_end_matches('/')).unwrap_or(&relative);
         let _ = std::fs::create_dir_all(format!("{}{relative}", volume.source));
     }
-}
-
-/// Which signal asked us to stop, for the exit code (128 + N, as a shell reports it).
-#[derive(Clone)]
-struct Signalled(std::sync::Arc<std::sync::atomic::AtomicI32>);
-
-impl Signalled {
-    fn code(&self) -> i32 {
-        128 + self.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-/// SIGINT, SIGTERM and SIGHUP ([`StopSignals`]) cancel the run (once; the handlers stay, so the teardown then runs
-/// to its end).
-fn on_signals() -> (CancellationToken, Signalled) {
-    let cancel = CancellationToken::new();
-    let signalled = Signalled(std::sync::Arc::new(std::sync::atomic::AtomicI32::new(2)));
-    if let Ok(mut signals) = StopSignals::install() {
-        let (cancel, signalled) = (cancel.clone(), signalled.clone());
-        tokio::spawn(async move {
-            let signal = signals.recv().await;
-            signalled.0.store(signal as i32, std::sync::atomic::Ordering::Relaxed);
-            cancel.cancel();
-        });
-    }
-    (cancel, signalled)
 }

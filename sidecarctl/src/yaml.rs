@@ -13,16 +13,44 @@ const WIDTH: usize = 118;
 /// The comment (one or more lines, without `#`) above the key at `path` (mapping keys, sequence indexes as text).
 pub type Comments<'a> = &'a dyn Fn(&[&str]) -> Option<String>;
 
-/// A mapping document, in block style, with the comments `comments` gives.
-pub fn render(document: &Value, comments: Comments<'_>) -> String {
+/// The rendered text would not read back as the document: a value this writer does not quote correctly. Never
+/// printed as a file (a file that means something else than the run is worse than none).
+#[derive(Debug)]
+pub struct NotRoundTrip {
+    /// The text as rendered, for the bug report.
+    pub text: String,
+    /// The reader's error, when the text does not parse at all.
+    pub parse_error: Option<String>,
+}
+
+impl std::fmt::Display for NotRoundTrip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.parse_error {
+            Some(error) => {
+                write!(f, "the YAML written does not parse ({error}); please report this with the options used")
+            }
+            None => {
+                f.write_str("the YAML written reads back as other values; please report this with the options used")
+            }
+        }
+    }
+}
+
+impl std::error::Error for NotRoundTrip {}
+
+/// A mapping document, in block style, with the comments `comments` gives. The text is parsed back and compared
+/// with the document in every build (a few milliseconds for a file people read): an error, never a wrong file.
+pub fn render(document: &Value, comments: Comments<'_>) -> Result<String, NotRoundTrip> {
     let mut out = String::new();
     match document {
         Value::Mapping(mapping) => mapping_block(&mut out, mapping, 0, &mut Vec::new(), comments),
         other => out.push_str(&format!("{}\n", flow(other).unwrap_or_else(|| scalar(other, false)))),
     }
-    // Every emitted file, in every debug build and test: the text means exactly the document.
-    debug_assert_eq!(serde_norway::from_str::<Value>(&out).ok().as_ref(), Some(document), "{out}");
-    out
+    match serde_norway::from_str::<Value>(&out) {
+        Ok(back) if back == *document => Ok(out),
+        Ok(_) => Err(NotRoundTrip { text: out, parse_error: None }),
+        Err(error) => Err(NotRoundTrip { text: out, parse_error: Some(error.to_string()) }),
+    }
 }
 
 fn mapping_block(out: &mut String, mapping: &Mapping, indent: usize, path: &mut Vec<String>, comments: Comments<'_>) {
@@ -198,10 +226,16 @@ fn scalar(value: &Value, in_flow: bool) -> String {
     }
 }
 
+/// Plain only for a short alphabet, and never when the first character is a YAML indicator on its own or before
+/// a space (`-`, `?`, `:`: a sequence entry, a complex key, a value) or one reserved or meaning something else
+/// (`@`, `` ` ``, `=`, `!`, `&`, `*`, `#`, `|`, `>`, `%`, quotes, brackets, `,`), nor a document marker.
 fn plain_safe(s: &str, in_flow: bool) -> bool {
     let Some(first) = s.chars().next() else { return false };
     let allowed = |c: char| c.is_ascii_alphanumeric() || "_./@+=-".contains(c) || (c == ':' && !in_flow);
-    let reserved_start = matches!(first, '@' | '=' | ':') || s.starts_with("---") || s.starts_with("...");
+    let indicator = "-?:,[]{}#&*!|>'\"%@`=".contains(first);
+    // `-port` is plain text in YAML (a `-` starts an entry only before a space or the line's end); alone it is not.
+    let dash_word = first == '-' && s.len() > 1;
+    let reserved_start = (indicator && !dash_word) || s.starts_with("---") || s.starts_with("...");
     let colon_ok = !s.ends_with(':') && !s.contains(": ");
     s.chars().all(allowed) && !reserved_start && colon_ok && !looks_typed(s)
 }
@@ -216,8 +250,19 @@ fn looks_typed(s: &str) -> bool {
     // Ints, floats, hex/octal, `1_000`, `1e3` and sexagesimal `8080:80`: a digit first (after a sign or a dot), and
     // nothing but number characters.
     let body = s.trim_start_matches(['+', '-']).trim_start_matches('.');
-    body.starts_with(|c: char| c.is_ascii_digit())
-        && s.chars().all(|c| c.is_ascii_hexdigit() || "xXoO_:.+-".contains(c))
+    let number = body.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_hexdigit() || "xXoO_:.+-".contains(c));
+    // YAML 1.1 timestamps (PyYAML reads `2001-12-14t21:59:43.10-05:00` as a datetime): `YYYY-M[M]-D[D]` first.
+    let date = |s: &str| {
+        let mut parts = s.splitn(3, '-');
+        let digits = |p: Option<&str>, n: std::ops::RangeInclusive<usize>| {
+            p.is_some_and(|p| n.contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+        };
+        let (year, month, rest) = (parts.next(), parts.next(), parts.next().unwrap_or(""));
+        let day = rest.split(|c: char| !c.is_ascii_digit()).next();
+        digits(year, 4..=4) && digits(month, 1..=2) && digits(day, 1..=2)
+    };
+    number || date(s)
 }
 
 #[cfg(test)]
@@ -239,6 +284,7 @@ mod tests {
         }
         assert!(!plain_safe("npm-cache:/cache/npm", true), "a colon is quoted in flow context");
         assert!(!plain_safe("${SIDECAR_UID:-1000}", false) && !plain_safe("a b", false) && !plain_safe("a#b", false));
+        assert!(!plain_safe("2001-12-14t21:59:43.10-05:00", false), "a YAML 1.1 timestamp");
         assert_eq!(scalar(&Value::String(r#"{"a":1}"#.into()), false), r#"'{"a":1}'"#);
         assert_eq!(scalar(&Value::String("it's \"x\"\n".into()), false), r#""it's \"x\"\n""#);
     }
@@ -268,7 +314,7 @@ services:
             ["services", "builder", "env", "1", "name"] => Some("first key of an item".to_owned()),
             _ => None,
         };
-        let text = render(&document, &comments);
+        let text = render(&document, &comments).unwrap();
         assert_eq!(parse(&text), document, "{text}");
         assert!(text.contains("    # the caller\n    #\n    # as uid:gid\n    user: \"${UID:-1000}:${GID:-1000}\"\n"));
         assert!(text.contains("    command: [exec-server, -port, \"8080\"]\n"), "{text}");
@@ -279,5 +325,95 @@ services:
             "{text}"
         );
         assert!(text.contains("    empty: {}\n    none: []\n"), "{text}");
+    }
+
+    /// Indicators and typed-looking text, as keys, values, sequence items and flow members: every one reads back as
+    /// the same string. (`-` was written bare: `KEY: -` did not parse and `- -` read back as `[[null]]`.)
+    #[test]
+    fn hostile_strings_read_back_as_themselves() {
+        let hostile = [
+            "-",
+            "?",
+            ":",
+            "- x",
+            "? x",
+            ": x",
+            "-1",
+            "--",
+            "---",
+            "...",
+            "#",
+            "a #b",
+            "&a",
+            "*a",
+            "!a",
+            "!!str",
+            "|",
+            ">",
+            "%x",
+            "@x",
+            "`x",
+            "'",
+            "\"",
+            "[",
+            "]",
+            "{",
+            "}",
+            ",",
+            "=",
+            "<<",
+            "~",
+            "null",
+            "Null",
+            "NULL",
+            "y",
+            "N",
+            "off",
+            "0o17",
+            "0x1F",
+            "0b101",
+            "1_000",
+            ".5",
+            "+.inf",
+            ".NaN",
+            "1:20",
+            "2001-12-14",
+            "2001-12-14t21:59:43.10-05:00",
+            "a: b",
+            "a:",
+            "x\ny",
+            " lead",
+            "trail ",
+            "\t",
+            "é",
+            "",
+        ];
+        let text = |s: &str| Value::String(s.to_owned());
+        let mut root = Mapping::new();
+        for (i, h) in hostile.iter().enumerate() {
+            root.insert(text(h), text(h));
+            root.insert(text(&format!("k{i}")), Value::Sequence(vec![text(h), text("plain")]));
+            root.insert(text(&format!("m{i}")), Value::Mapping([(text(h), text(h))].into_iter().collect()));
+        }
+        root.insert(text("all"), Value::Sequence(hostile.iter().map(|h| text(h)).collect()));
+        root.insert(
+            text("nested"),
+            Value::Sequence(
+                hostile.iter().map(|h| Value::Sequence(vec![text(h), text(&format!("{h}:{h}"))])).collect(),
+            ),
+        );
+        let document = Value::Mapping(root);
+        let rendered = render(&document, &|_| None).unwrap_or_else(|e| panic!("{e}:\n{}", e.text));
+        assert_eq!(parse(&rendered), document, "{rendered}");
+        assert!(rendered.contains("\"-\": \"-\"\n"), "{rendered}");
+    }
+
+    /// A document this writer cannot express as it is gets an error, not a file.
+    #[test]
+    fn a_text_that_does_not_read_back_is_an_error() {
+        let document = parse("a: !custom x\n");
+        let error = render(&document, &|_| None).unwrap_err();
+        assert!(error.to_string().contains("reads back as other values"), "{error}");
+        assert_eq!(error.text, "a: null\n");
     }
 }

@@ -137,6 +137,25 @@ fn emitted_pod_validates_with_kubernetes_validate() {
     );
 }
 
+/// The header's token step, run as written by a shell whose umask is the usual 022, makes a file only its owner
+/// can read: compose binds a file secret as it is, so a 0644 token would be every local user's.
+#[test]
+fn the_compose_token_step_makes_a_private_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let text = emit("compose");
+    let step = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("#   "))
+        .find(|line| line.contains("> sidecar-token"))
+        .unwrap_or_else(|| panic!("no token step in the header:\n{text}"));
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("sh").arg("-c").arg(format!("umask 022; {step}")).current_dir(dir.path()).status();
+    assert!(status.unwrap().success(), "{step}");
+    let meta = std::fs::metadata(dir.path().join("sidecar-token")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{step}");
+    assert!(meta.len() > 40, "{step}: {} bytes", meta.len());
+}
+
 /// The examples can never drift from the tool: each file is exactly what its emitter prints for the example run.
 #[test]
 fn the_image_examples_are_what_the_emitters_print() {

@@ -109,6 +109,17 @@ fn assert_nothing_left(service: &Service, run: &str) {
     assert!(!token_dir.exists(), "the token folder {} is left", token_dir.display());
 }
 
+/// `up`'s progress lines up to the first that holds `needle` (the step the test waits for).
+fn read_until(stderr: &mut impl BufRead, needle: &str) -> String {
+    let mut seen = String::new();
+    while !seen.contains(needle) {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "sidecarctl ended early:\n{seen}");
+        seen.push_str(&line);
+    }
+    seen
+}
+
 fn volume_exists(name: &str) -> bool {
     Command::new("podman").args(["volume", "exists", name]).status().is_ok_and(|s| s.success())
 }
@@ -217,12 +228,7 @@ fn ctrl_c_during_the_gate_leaves_nothing() {
         .unwrap();
     // The builder line is printed just before it is created; its first health check comes after the creation.
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    while !seen.contains("builder sidecarctl-") {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "sidecarctl ended early:\n{seen}");
-        seen.push_str(&line);
-    }
+    let seen = read_until(&mut stderr, "builder sidecarctl-");
     let engine_has_builder = || {
         runtime().block_on(async {
             let engine = Engine::connect(Some(&service.socket())).await.unwrap();
@@ -347,5 +353,63 @@ fn the_ssh_block_reaches_the_agent() {
         ["mac.example:2222 /workspace xcodebuild", "KEY-MARKER", "[mac.example]:2222 ssh-ed25519 AAAA", "read-only",],
         "stderr:\n{stderr}"
     );
+    assert_nothing_left(&service, &run);
+}
+
+/// A run that fails before any container exists (the agent's user cannot read the token) leaves no token folder:
+/// no label names it yet, so the teardown removes the one this `up` created.
+#[test]
+fn a_run_that_fails_before_any_container_leaves_no_token_folder() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(service) = service() else { return };
+    let workspace = tempfile::tempdir().unwrap();
+    let run = unique("it-early");
+    let workspace_arg = workspace.path().display().to_string();
+    let args = up_args(
+        &run,
+        &["--disable-sidecars", "--workspace", &workspace_arg, "--agent-user", "agent", "--", "sidecar-agent", "true"],
+    );
+    let output = sidecarctl(&service, &args).stdin(Stdio::null()).output().unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("--no-token"), "refused for the token: {stderr}");
+    assert_nothing_left(&service, &run);
+}
+
+/// Ctrl-C ends `up` while the engine is pulling from a registry that never answers (a listener here that accepts
+/// and stays silent): the pull is abandoned at once, the exit code is 130 and nothing is left. Before, the pull
+/// ran on until the engine gave up, and the signal was only seen after it.
+#[test]
+fn ctrl_c_during_a_pull_ends_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(service) = service() else { return };
+    let registry = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = registry.local_addr().unwrap().port();
+    let (connected, accepted) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in registry.incoming().flatten() {
+            held.push(stream);
+            let _ = connected.send(());
+        }
+    });
+    let workspace = tempfile::tempdir().unwrap();
+    let run = unique("it-pull");
+    let image = format!("127.0.0.1:{port}/sidecarctl-never-{run}:latest");
+    let workspace_arg = workspace.path().display().to_string();
+    let args = up_args(&run, &["--disable-sidecars", "--workspace", &workspace_arg, "--", &image, "true"]);
+    let mut child =
+        sidecarctl(&service, &args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let seen = read_until(&mut stderr, "pulling ");
+    // The engine is talking to the silent registry: the pull is in flight.
+    accepted.recv_timeout(Duration::from_secs(120)).expect("the engine never connected to the registry");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}{rest}");
+    assert!(!rest.contains("error:"), "the pull failed instead of being abandoned:\n{seen}{rest}");
     assert_nothing_left(&service, &run);
 }

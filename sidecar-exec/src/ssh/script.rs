@@ -14,7 +14,7 @@
 //! Transport failure = no start marker and ssh exits 255. A start marker without an exit marker means the connection
 //! was lost (or the shell was killed) while the command ran.
 
-use crate::shell::{join, quote};
+use protocol::shell::{join, quote};
 
 /// A per-call random token that marks the side channel's lines, so no output can be mistaken for them.
 #[derive(Debug, Clone, PartialEq, Eq)]
