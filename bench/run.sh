@@ -20,3 +20,10 @@ if [ -x /usr/sbin/sshd ] || [ -x /usr/local/sbin/sshd ]; then
 else
     echo "bench: no sshd here, so no SSH section (install openssh-server to measure ssh-exec)" >&2
 fi
+# Optional: sidecarctl up → the agent's first command, on podman with the images images/test.sh builds (replaces its
+# own section).
+if command -v podman >/dev/null && podman image exists localhost/sidecar-agent:latest 2>/dev/null; then
+    bench/sidecarctl-up.sh
+else
+    echo "bench: no podman or no images here, so no sidecarctl section (run images/test.sh first)" >&2
+fi
