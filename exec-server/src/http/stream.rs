@@ -4,8 +4,6 @@
 //! engine's small channel, the engine stops reading the pipe, and the command blocks in `write`. Dropping the body
 //! (client gone) cancels the command.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -15,7 +13,9 @@ use axum::response::{IntoResponse, Response};
 use protocol::{Frame, FrameEncoder, StreamKind};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::finished::Finished;
@@ -38,24 +38,16 @@ pub async fn exec_stream(State(state): State<AppState>, RequestedJob(job): Reque
     let pump = Pump { events, keepalive: state.keepalive };
     let run = pump.run(state.engine.clone(), job, permit, cancel.clone());
     tokio::spawn(run.in_current_span());
-    let body = EventStream { rx, _cancel_on_drop: cancel.drop_guard() };
+    // The SSE body: events from the pump, each already `data: <json>` and a blank line (JSON never holds a raw CR
+    // or LF, so an event is exactly one `data:` line). It owns the guard: dropping it (client gone) cancels the
+    // command.
+    let cancel_on_drop = cancel.drop_guard();
+    let body = ReceiverStream::new(rx).map(move |event| {
+        let _ = &cancel_on_drop;
+        Ok::<_, std::convert::Infallible>(event)
+    });
     let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
     Ok((headers, Body::from_stream(body)).into_response())
-}
-
-/// The SSE body: events from the pump, each already `data: <json>` and a blank line (JSON never holds a raw CR or
-/// LF, so an event is exactly one `data:` line); dropping it cancels the command.
-struct EventStream {
-    rx: mpsc::Receiver<Bytes>,
-    _cancel_on_drop: DropGuard,
-}
-
-impl futures_util::Stream for EventStream {
-    type Item = Result<Bytes, std::convert::Infallible>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx).map(|event| event.map(Ok))
-    }
 }
 
 /// An SSE comment: keeps proxies and the client's read timeout from closing a quiet stream.
