@@ -7,6 +7,7 @@ mod connection;
 mod error;
 mod exec;
 pub mod fds;
+mod finished;
 mod listener;
 mod metrics;
 mod openapi;

@@ -1,24 +1,64 @@
-//! From a request body to an engine job: parsing, validation, cwd confinement, environment and timeout rules.
+//! From a request body to an engine job: the extractor both `POST /exec` and `POST /exec/stream` take, with the
+//! parsing, validation, cwd confinement, environment and timeout rules it applies.
 
 use std::ffi::OsString;
 use std::time::Duration;
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
 use protocol::ExecRequest;
 
+use super::connection::BodyTimeout;
 use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::{Job, StartError};
 use crate::workspace::{resolve_cwd, CwdError};
 
-/// A request that passed validation: a job to run, or the contract's start failure (missing cwd) to report.
-pub struct Prepared {
-    pub job: Result<Job, StartError>,
-    /// The timeout granted, in whole seconds, for messages.
-    pub timeout_secs: u64,
+/// A request body that passed validation: a job to run, or the contract's start failure (a missing cwd) to report
+/// as a command that did not start. Anything else wrong with the body is the extractor's rejection, a 4xx
+/// [`AppError`] that names what is wrong.
+///
+/// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there.
+pub struct RequestedJob(pub Result<Job, StartError>);
+
+impl FromRequest<AppState> for RequestedJob {
+    type Rejection = AppError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, AppError> {
+        // Set by the `request_context` middleware on every request the router sees.
+        let traceparent = request.extensions().get::<RequestContext>().and_then(|context| context.traceparent.clone());
+        let body = Bytes::from_request(request, state).await.map_err(body_error)?;
+        prepare(state, &body, traceparent.as_deref()).map(RequestedJob)
+    }
+}
+
+/// Body-read failures: 413 for the size cap, 408 for a body that did not arrive in time, otherwise the extractor's
+/// own status.
+fn body_error(rejection: BytesRejection) -> AppError {
+    let status = rejection.status();
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return AppError::new(
+            status,
+            format!(
+                "request body is larger than {} bytes (1 MiB): pass large inputs through the shared workspace",
+                protocol::MAX_BODY_BYTES
+            ),
+        );
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+    while let Some(err) = source {
+        if let Some(timeout) = err.downcast_ref::<BodyTimeout>() {
+            return AppError::new(StatusCode::REQUEST_TIMEOUT, format!("{timeout}: send the whole body at once"));
+        }
+        source = err.source();
+    }
+    AppError::new(status, format!("cannot read request body: {}", rejection.body_text()))
 }
 
 /// Turns a body into a job, or a 400 that names what is wrong.
-pub fn prepare(state: &AppState, body: &[u8], context: &RequestContext) -> Result<Prepared, AppError> {
+fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<Result<Job, StartError>, AppError> {
     // serde would also take a struct written as a JSON array (`[["ls"]]`): the contract's body is an object.
     if !body.trim_ascii_start().starts_with(b"{") {
         return Err(AppError::bad_request(
@@ -43,15 +83,13 @@ pub fn prepare(state: &AppState, body: &[u8], context: &RequestContext) -> Resul
     };
     let mut env = build_env(&state.base_env, request.env.iter().flatten())?;
     // The request's trace context is the current one: it wins over a TRACEPARENT in the server's or request's env.
-    if let Some(traceparent) = &context.traceparent {
+    if let Some(traceparent) = traceparent {
         env.retain(|(name, _)| name != "TRACEPARENT");
         env.push(("TRACEPARENT".into(), traceparent.into()));
     }
     let cwd = match resolve_cwd(&state.root, request.cwd.as_deref(), state.allow_any_cwd) {
         Ok(cwd) => cwd,
-        Err(CwdError::Missing { path, problem }) => {
-            return Ok(Prepared { job: Err(StartError::WorkingDirectory { path, problem }), timeout_secs })
-        }
+        Err(CwdError::Missing { path, problem }) => return Ok(Err(StartError::WorkingDirectory { path, problem })),
         Err(err) => return Err(AppError::bad_request(err.to_string())),
     };
     let job = Job {
@@ -61,7 +99,7 @@ pub fn prepare(state: &AppState, body: &[u8], context: &RequestContext) -> Resul
         stdin,
         timeout: Duration::from_secs(timeout_secs),
     };
-    Ok(Prepared { job: Ok(job), timeout_secs })
+    Ok(Ok(job))
 }
 
 fn validate_cmd(cmd: &[String]) -> Result<(), AppError> {

@@ -4,24 +4,22 @@
 //! engine's small channel, the engine stops reading the pipe, and the command blocks in `write`. Dropping the body
 //! (client gone) cancels the command.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use protocol::{Frame, FrameEncoder, StreamKind};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::exec::{body_error, ending_message};
-use super::request::prepare;
-use super::trace::RequestContext;
+use super::finished::Finished;
+use super::request::RequestedJob;
 use super::{AppError, AppState};
 use crate::engine::{Engine, Job, Output, OutputChunk, StartError, READ_SIZE};
 
@@ -30,40 +28,26 @@ const PARTIAL_LINE_WAIT: Duration = Duration::from_millis(20);
 /// Chunks and events in flight between the pipe and the socket; with 64 KiB reads this bounds memory per stream.
 const CHANNEL_DEPTH: usize = 4;
 
-pub async fn exec_stream(
-    State(state): State<AppState>,
-    Extension(context): Extension<RequestContext>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, AppError> {
-    let body = body.map_err(body_error)?;
-    let prepared = prepare(&state, &body, &context)?;
-    let permit = match &prepared.job {
+pub async fn exec_stream(State(state): State<AppState>, RequestedJob(job): RequestedJob) -> Result<Response, AppError> {
+    let permit = match &job {
         Ok(_) => Some(state.permit()?),
         Err(_) => None,
     };
     let cancel = CancellationToken::new();
     let (events, rx) = mpsc::channel(CHANNEL_DEPTH);
     let pump = Pump { events, keepalive: state.keepalive };
-    let run = pump.run(state.engine.clone(), prepared.job, prepared.timeout_secs, permit, cancel.clone());
+    let run = pump.run(state.engine.clone(), job, permit, cancel.clone());
     tokio::spawn(run.in_current_span());
-    let body = EventStream { rx, _cancel_on_drop: cancel.drop_guard() };
+    // The SSE body: events from the pump, each already `data: <json>` and a blank line (JSON never holds a raw CR
+    // or LF, so an event is exactly one `data:` line). It owns the guard: dropping it (client gone) cancels the
+    // command.
+    let cancel_on_drop = cancel.drop_guard();
+    let body = ReceiverStream::new(rx).map(move |event| {
+        let _ = &cancel_on_drop;
+        Ok::<_, std::convert::Infallible>(event)
+    });
     let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
     Ok((headers, Body::from_stream(body)).into_response())
-}
-
-/// The SSE body: events from the pump, each already `data: <json>` and a blank line (JSON never holds a raw CR or
-/// LF, so an event is exactly one `data:` line); dropping it cancels the command.
-struct EventStream {
-    rx: mpsc::Receiver<Bytes>,
-    _cancel_on_drop: DropGuard,
-}
-
-impl futures_util::Stream for EventStream {
-    type Item = Result<Bytes, std::convert::Infallible>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx).map(|event| event.map(Ok))
-    }
 }
 
 /// An SSE comment: keeps proxies and the client's read timeout from closing a quiet stream.
@@ -81,7 +65,6 @@ impl Pump {
         self,
         engine: Engine,
         job: Result<Job, StartError>,
-        timeout_secs: u64,
         permit: Option<OwnedSemaphorePermit>,
         cancel: CancellationToken,
     ) {
@@ -89,9 +72,13 @@ impl Pump {
             Ok(job) => job,
             Err(not_started) => {
                 engine.not_started(&not_started);
-                return self.send_not_started(&not_started).await;
+                let mut events: Vec<_> =
+                    Finished::NotStarted(not_started).into_frames().iter().map(Frame::to_event).collect();
+                self.send_all(&mut events).await;
+                return;
             }
         };
+        let timeout = job.timeout;
         let (chunks_tx, mut chunks) = mpsc::channel::<OutputChunk>(CHANNEL_DEPTH);
         let run = tokio::spawn(
             async move {
@@ -145,34 +132,8 @@ impl Pump {
         }
         stdout.flush(&mut events);
         stderr.flush(&mut events);
-        let mut frames = Vec::new();
-        match run.await {
-            Ok(Ok(outcome)) => {
-                if let Some(message) = ending_message(&outcome, timeout_secs) {
-                    frames.push(Frame::Error { data: message });
-                }
-                frames.push(Frame::Exit {
-                    data: outcome.exit_code,
-                    timed_out: outcome.timed_out,
-                    signal: outcome.signal,
-                    duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-                });
-            }
-            Ok(Err(not_started)) => return self.send_not_started(&not_started).await,
-            Err(err) => {
-                frames.push(Frame::Error { data: format!("command task failed: {err}") });
-                frames.push(Frame::Exit { data: -1, timed_out: false, signal: None, duration_ms: 0 });
-            }
-        }
+        let frames = Finished::new(run.await, timeout).into_frames();
         events.extend(frames.iter().map(Frame::to_event));
-        self.send_all(&mut events).await;
-    }
-
-    async fn send_not_started(&self, err: &StartError) {
-        let mut events = vec![
-            Frame::Error { data: err.to_string() }.to_event(),
-            Frame::Exit { data: protocol::EXIT_NOT_STARTED, timed_out: false, signal: None, duration_ms: 0 }.to_event(),
-        ];
         self.send_all(&mut events).await;
     }
 

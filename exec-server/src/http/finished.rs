@@ -1,0 +1,123 @@
+//! How a request's command ended, and the one place that turns it into what the client gets: the `/exec` reply, or
+//! the final frames (error, then exit) of `/exec/stream`. Both endpoints say the same thing in the same words.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use protocol::{ExecReply, Frame};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinError;
+
+use super::reply::ReplyBody;
+use super::AppError;
+use crate::engine::{Outcome, StartError};
+
+/// A command's end as a handler sees it.
+pub enum Finished {
+    /// It ran; `timeout` is the one it was granted (the job's), named when it ran out.
+    Ran { outcome: Outcome, timeout: Duration },
+    /// It never started (the engine's reason, or the request's missing cwd).
+    NotStarted(StartError),
+    /// The task running it panicked or was aborted.
+    TaskFailed(JoinError),
+}
+
+impl Finished {
+    /// What the engine (run in a task) returned for a job granted `timeout`.
+    pub fn new(joined: Result<Result<Outcome, StartError>, JoinError>, timeout: Duration) -> Self {
+        match joined {
+            Ok(Ok(outcome)) => Finished::Ran { outcome, timeout },
+            Ok(Err(not_started)) => Finished::NotStarted(not_started),
+            Err(err) => Finished::TaskFailed(err),
+        }
+    }
+
+    /// The `/exec` reply; a command that ran keeps `permit` (its `--max-concurrent` slot) until its reply is sent.
+    pub fn into_reply(self, permit: Option<OwnedSemaphorePermit>) -> Result<Response, AppError> {
+        let json = [(header::CONTENT_TYPE, "application/json")];
+        match self {
+            Finished::Ran { outcome, timeout } => {
+                let error = ending_message(&outcome, timeout);
+                Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit))).into_response())
+            }
+            Finished::NotStarted(err) => {
+                let reply = ExecReply {
+                    exit_code: protocol::EXIT_NOT_STARTED,
+                    error: Some(err.to_string()),
+                    ..Default::default()
+                };
+                Ok((json, reply.to_json()).into_response())
+            }
+            Finished::TaskFailed(err) => {
+                Err(AppError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("command task failed: {err}")))
+            }
+        }
+    }
+
+    /// The last frames of `/exec/stream`: an error frame when there is something to say, then the exit frame.
+    pub fn into_frames(self) -> Vec<Frame> {
+        match self {
+            Finished::Ran { outcome, timeout } => {
+                let error = ending_message(&outcome, timeout).map(|data| Frame::Error { data });
+                let exit = Frame::Exit {
+                    data: outcome.exit_code,
+                    timed_out: outcome.timed_out,
+                    signal: outcome.signal,
+                    duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+                };
+                error.into_iter().chain([exit]).collect()
+            }
+            Finished::NotStarted(err) => vec![
+                Frame::Error { data: err.to_string() },
+                Frame::Exit { data: protocol::EXIT_NOT_STARTED, timed_out: false, signal: None, duration_ms: 0 },
+            ],
+            Finished::TaskFailed(err) => vec![
+                Frame::Error { data: format!("command task failed: {err}") },
+                Frame::Exit { data: -1, timed_out: false, signal: None, duration_ms: 0 },
+            ],
+        }
+    }
+}
+
+/// The message for a command that ended early by a timeout or cancellation, if it did.
+fn ending_message(outcome: &Outcome, timeout: Duration) -> Option<String> {
+    if outcome.timed_out {
+        Some(format!("command timed out after {}s", timeout.as_secs()))
+    } else if outcome.cancelled {
+        Some("command cancelled: the server is shutting down".into())
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Captured;
+
+    fn timed_out() -> Finished {
+        let outcome = Outcome {
+            exit_code: 124,
+            signal: Some(15),
+            timed_out: true,
+            cancelled: false,
+            duration: Duration::from_millis(7_010),
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+        };
+        Finished::Ran { outcome, timeout: Duration::from_secs(7) }
+    }
+
+    /// The stream ends with what the reply says: the same message, then the exit frame.
+    #[test]
+    fn frames_say_what_the_reply_says() {
+        let exit = Frame::Exit { data: 124, timed_out: true, signal: Some(15), duration_ms: 7_010 };
+        assert_eq!(timed_out().into_frames(), [Frame::Error { data: "command timed out after 7s".into() }, exit]);
+        let not_started = StartError::Other("nope".into());
+        let frames = Finished::NotStarted(not_started.clone()).into_frames();
+        assert_eq!(frames[0], Frame::Error { data: not_started.to_string() });
+        assert!(matches!(frames[1], Frame::Exit { data: protocol::EXIT_NOT_STARTED, .. }));
+    }
+}
