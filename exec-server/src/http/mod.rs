@@ -1,5 +1,16 @@
 //! The HTTP transport: routes, shared state, and the pieces that turn requests into engine jobs and outcomes back
 //! into replies or frames.
+//!
+//! The layers are axum's and ours, not tower-http's, layer by layer for a reason (decided in issue 14):
+//! - body limit: axum's `DefaultBodyLimit` is the same bound and lets the body extractor answer 413 with our JSON
+//!   error; tower-http's `RequestBodyLimitLayer` answers with its own plain-text body.
+//! - request ids and trace context (`trace`): tower-http's request-id layers take any incoming id as is, and an id
+//!   that lands on every log line must be checked first.
+//! - bearer token (`auth`): tower-http's `ValidateRequestHeaderLayer::bearer` compares with `==` and answers an
+//!   empty 401; ours compares in constant time and names what was wrong and how to send the token.
+//! - timeouts: the header and idle timeouts belong to the connection (`connection`, `activity`), not a request;
+//!   tower-http's `TimeoutLayer` would also cut a 20-minute `/exec` stream, which must live as long as its command.
+//! - compression and CORS: an SSE stream must not be buffered by a compressor, and no browser calls this server.
 
 mod activity;
 mod auth;
