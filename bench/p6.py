@@ -109,6 +109,50 @@ def make_go(root):
     write(os.path.join(root, "main.go"), f"package main\n\nimport (\n\t\"fmt\"\n{''.join(imports)})\n\nfunc main() {{\n{calls}}}\n")
 
 
+def cargo_workload(workspace, _env):
+    crate = os.path.join(workspace, "crate")
+    make_crate(crate)
+    return ("cargo build (24-module crate, clean target/)", ["build", "--offline"], crate,
+            lambda: empty(os.path.join(crate, "target")), os.path.join(crate, "target", "debug", "p6crate"))
+
+
+def pytest_workload(workspace, _env):
+    tests = os.path.join(workspace, "tests")
+    make_tests(tests)
+    return "pytest (400 generated tests)", ["-q", "-p", "no:cacheprovider"], tests, lambda: None, None
+
+
+def npm_workload(workspace, env):
+    project = make_npm(os.path.join(workspace, "npm"), env)
+
+    def clean():
+        empty(os.path.join(project, "node_modules"))
+        if os.path.exists(os.path.join(project, "package-lock.json")):
+            os.remove(os.path.join(project, "package-lock.json"))
+    return ("npm install --offline (local tarball, 300 files)", ["install", "--offline", "--no-audit", "--no-fund"],
+            project, clean, os.path.join(project, "node_modules", "p6-pkg", "index.js"))
+
+
+def go_workload(workspace, env):
+    module = os.path.join(workspace, "gomod")
+    make_go(module)
+
+    def clean():
+        empty(env["GOCACHE"])
+        empty(os.path.join(module, "bin"))
+    return ("go build (5 packages, empty GOCACHE)", ["build", "-o", "bin/p6go", "."], module, clean,
+            os.path.join(module, "bin", "p6go"))
+
+
+# (tool, what makes its workload: name, args, cwd, clean, product; why it may be missing)
+WORKLOADS = [
+    ("cargo", cargo_workload, "no cargo on PATH"),
+    ("pytest", pytest_workload, "no pytest (bench/p6.sh installs it into target/p6-venv)"),
+    ("npm", npm_workload, "no npm on PATH (Debian's npm; bench/p6.sh installs it when it can)"),
+    ("go", go_workload, "no go on PATH (Debian's golang-go; bench/p6.sh installs it when it can)"),
+]
+
+
 def empty(path):
     shutil.rmtree(path, ignore_errors=True)
 
@@ -187,44 +231,12 @@ def run(options, tmp):
     })
 
     workloads = []  # (name, tool, args, cwd, clean, product)
-    if shutil.which("cargo", path=native_path):
-        crate = os.path.join(workspace, "crate")
-        make_crate(crate)
-        workloads.append(("cargo build (24-module crate, clean target/)", "cargo", ["build", "--offline"], crate,
-                          lambda: empty(os.path.join(crate, "target")),
-                          os.path.join(crate, "target", "debug", "p6crate")))
-    else:
-        log("bench/p6: no cargo on PATH: cargo skipped")
-    if shutil.which("pytest", path=native_path):
-        tests = os.path.join(workspace, "tests")
-        make_tests(tests)
-        workloads.append(("pytest (400 generated tests)", "pytest", ["-q", "-p", "no:cacheprovider"], tests,
-                          lambda: None, None))
-    else:
-        log("bench/p6: no pytest (bench/p6.sh installs it into target/p6-venv): pytest skipped")
-    if shutil.which("npm", path=native_path):
-        project = make_npm(os.path.join(workspace, "npm"), env)
-
-        def clean_npm():
-            empty(os.path.join(project, "node_modules"))
-            if os.path.exists(os.path.join(project, "package-lock.json")):
-                os.remove(os.path.join(project, "package-lock.json"))
-        workloads.append(("npm install --offline (local tarball, 300 files)", "npm",
-                          ["install", "--offline", "--no-audit", "--no-fund"], project, clean_npm,
-                          os.path.join(project, "node_modules", "p6-pkg", "index.js")))
-    else:
-        log("bench/p6: no npm on PATH: npm skipped")
-    if shutil.which("go", path=native_path):
-        module = os.path.join(workspace, "gomod")
-        make_go(module)
-
-        def clean_go():
-            empty(env["GOCACHE"])
-            empty(os.path.join(module, "bin"))
-        workloads.append(("go build (5 packages, empty GOCACHE)", "go", ["build", "-o", "bin/p6go", "."], module,
-                          clean_go, os.path.join(module, "bin", "p6go")))
-    else:
-        log("bench/p6: no go (Debian's golang-go; bench/p6.sh installs it when it can): go build skipped")
+    for tool, make, missing in WORKLOADS:
+        if shutil.which(tool, path=native_path):
+            name, args, cwd, clean, product = make(workspace, env)
+            workloads.append((name, tool, args, cwd, clean, product))
+        else:
+            log(f"bench/p6: {missing}: the {tool} workload is skipped")
     if not workloads:
         sys.exit("bench/p6: none of cargo, pytest, npm, go is here")
 
