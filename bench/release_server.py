@@ -1,6 +1,7 @@
 """A release exec-server on a free loopback port, for bench.py and faults.py (imported, not run)."""
 
 import atexit
+import collections
 import http.client
 import os
 import subprocess
@@ -28,7 +29,8 @@ def require_binaries(script):
 
 
 class Server:
-    """Ready when its own 'listening' log line (which names the port) appears; its log is drained after that."""
+    """Ready when its own 'listening' log line (which names the port) appears; its log is drained after that, the
+    last 256 lines kept in `log` (bench/p6.py reads each command's `duration_ms` from them)."""
 
     def __init__(self, workspace, *args, env=None, preexec_fn=None):
         self.proc = subprocess.Popen(
@@ -41,7 +43,8 @@ class Server:
                 break
         else:
             raise RuntimeError("exec-server did not start")
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+        self.log = collections.deque(maxlen=256)
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
         self.url = f"http://127.0.0.1:{self.port}"
 
     def status(self, field):

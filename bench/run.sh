@@ -2,7 +2,7 @@
 # Builds the binaries as the images ship them (images/binaries.sh) and runs every benchmark;
 # writes BENCHMARKS.md and bench/latency.svg. BENCH_QUICK=1 runs reduced counts (to check the script, not to quote);
 # BENCH_BIN_DIR=DIR measures the binaries in DIR instead. Needs python3, bash, jq (for the shell-executor baseline)
-# and ~600 MiB free in $TMPDIR. Takes about 3 minutes on 2 cores.
+# and ~600 MiB free in $TMPDIR. Takes about 3 minutes on 2 cores, plus about 5 for P6 and the A/Bs.
 set -eu
 cd "$(dirname "$0")/.."
 command -v jq >/dev/null || { echo "bench: jq is needed for the shell-executor baseline (apt-get install jq)" >&2; exit 1; }
@@ -27,3 +27,8 @@ if command -v podman >/dev/null && podman image exists localhost/sidecar-agent:l
 else
     echo "bench: no podman or no images here, so no sidecarctl section (run images/test.sh first)" >&2
 fi
+# P6: real builds (cargo, pytest, npm, go) through generated wrappers against the same builds natively (replaces its
+# own section; installs pytest into target/p6-venv and, as root, golang-go/npm when missing).
+bench/p6.sh
+# The A/Bs of the hand-written parts against their crates (bench/ab-*.sh; replaces its own section).
+bench/ab.sh

@@ -1,3 +1,8 @@
+//! Hand-written on measurement: `bench/ab-sse.sh` reads the same 64 MiB streams with eventsource-stream, the crate the
+//! design card names, which was 9× slower on many small frames (103 against 915 MiB/s) and 65× to 470× slower on big
+//! ones (it rescans an unfinished line at every piece), and has no bound on a line (BENCHMARKS.md, "A/B:
+//! hand-written against the crate").
+//!
 //! A server-sent-events reader for the client: bytes in, each event's `data` out. Only what `/exec/stream` uses:
 //! `data:` fields (several are joined by `\n`), comments (keep-alives) and the blank line that ends an event; other
 //! fields are ignored. Lines end with `\n` or `\r\n`.
