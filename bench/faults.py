@@ -184,6 +184,16 @@ def sigterm_with_50_running(tmp):
           f"(limit {grace + 1:.1f} s); processes left: {len(left)}")
 
 
+def cut_reply(kept):
+    """A cut /exec output: (head, bytes dropped, tail), from its in-place marker; (kept, 0, b"") when not cut."""
+    marker_open, marker_close = "\n[\u2026 ".encode(), " bytes dropped \u2026]\n".encode()
+    at = kept.find(marker_open)
+    if at < 0:
+        return kept, 0, b""
+    end = kept.index(marker_close, at)
+    return kept[:at], int(kept[at + len(marker_open):end]), kept[end + len(marker_close):]
+
+
 def floods(tmp):
     """10 GB through /exec, and a stream whose reader stops reading."""
     workspace = os.path.join(tmp, "floods")
@@ -194,10 +204,13 @@ def floods(tmp):
                                                      "timeout": 600}), timeout=600)
     reply = json.loads(body)
     peak = server.status("VmHWM")
+    head, dropped, tail = cut_reply(reply["output"].encode())
     check("10 GB through /exec", status == 200 and reply["exit_code"] == 0 and reply["output_truncated"]
-          and len(reply["output"]) == 16 * MiB // 6 and peak < 200 * MiB and server.healthy(),
+          and not head.strip(b"\0") and not tail.strip(b"\0") and len(head) + dropped + len(tail) == 10**10
+          and 16 * MiB - 100 <= 6 * (len(head) + len(tail)) <= 16 * MiB and peak < 200 * MiB and server.healthy(),
           f"{time.time() - started:.1f} s; exit {reply['exit_code']}; kept {len(reply['output']) / MiB:.1f} MiB "
-          f"(a NUL is 6 bytes escaped: --max-output counts them), "
+          f"(head {len(head)} + tail {len(tail)} NULs, {dropped} dropped between; a NUL is 6 bytes escaped: "
+          f"--max-output counts them), "
           f"truncated {reply['output_truncated']}; peak server RSS {peak / MiB:.0f} MiB; healthy {server.healthy()}")
 
     marker = f"4444.{os.getpid()}"
@@ -562,7 +575,7 @@ def running_commands(server):
 
 def unread_replies(tmp):
     """Eight /exec of 16 MiB of \\x01 (stdout) and 16 MiB of \\xff (stderr) whose clients read nothing for 10 s:
-    the server's peak RSS stays under 200 MiB, the replies are exact prefixes flagged as cut, and /info counts the
+    the server's peak RSS stays under 200 MiB, the replies are exact heads and tails flagged as cut, and /info counts the
     replies still unsent as running (before: one such reply was ~200 MB, eight peaked at 1.4 GiB, "running": 0)."""
     workspace = os.path.join(tmp, "unread")
     os.makedirs(workspace)
@@ -583,12 +596,15 @@ def unread_replies(tmp):
             status, payload = read_reply(sock)
             sizes.append(len(payload))
             reply = json.loads(payload)
-            stdout = reply["output"].encode()
-            stderr = base64.b64decode(reply.get("stderr_b64") or "")
+            stdout = cut_reply(reply["output"].encode())
+            stderr = cut_reply(base64.b64decode(reply.get("stderr_b64") or ""))
+            ends = [(stdout[0], b"\x01"), (stdout[2], b"\x01"), (stderr[0], b"\xff"), (stderr[2], b"\xff")]
+            exact = all(part and not part.strip(byte) for part, byte in ends)
             if (status != 200 or reply["exit_code"] != 0 or not reply["output_truncated"]
-                    or not reply["stderr_truncated"] or stdout.strip(b"\x01") or stderr.strip(b"\xff")
-                    or not stdout or not stderr):
-                wrong.append(f"{status} exit {reply.get('exit_code')} stdout {len(stdout)} stderr {len(stderr)}")
+                    or not reply["stderr_truncated"] or not exact
+                    or stdout[1] + len(stdout[0]) + len(stdout[2]) != 16 * MiB):
+                wrong.append(f"{status} exit {reply.get('exit_code')} stdout {len(stdout[0])}+{len(stdout[2])} "
+                             f"stderr {len(stderr[0])}+{len(stderr[2])}")
         except Exception as err:  # noqa: BLE001 - counted and reported below
             wrong.append(repr(err))
         sock.close()
