@@ -32,11 +32,17 @@ pub fn marker(dropped: u64) -> String {
 }
 
 /// A lower bound of what `bytes` cost in a reply: their escaped length, each byte from 0x80 up counted as one (as
-/// lossy text an invalid one costs more, and base64 comes on top). A tail whose bound exceeds the room left can
-/// never fit whole, so its front can go. One fast pass: this runs on every piece of a stream that outgrew the
-/// budget, however many gigabytes follow.
+/// lossy text an invalid one costs more), plus, when they hold an invalid sequence, their share of the base64 that
+/// the whole field then carries. A tail whose bound exceeds the room left can never fit whole, so its front can
+/// go. Fast passes only (branch-free counting; UTF-8 validation stops at the first invalid byte): this runs on
+/// every piece of a stream that outgrew the budget, however many gigabytes follow.
 fn text_cost(bytes: &[u8]) -> usize {
-    protocol::json::escaped_len_of_bytes(bytes)
+    let escaped = protocol::json::escaped_len_of_bytes(bytes);
+    match std::str::from_utf8(bytes) {
+        // Invalid, not merely a character cut at the end of the piece.
+        Err(err) if err.error_len().is_some() => escaped + bytes.len() * 4 / 3,
+        _ => escaped,
+    }
 }
 
 impl HeadTail {
