@@ -184,6 +184,16 @@ def sigterm_with_50_running(tmp):
           f"(limit {grace + 1:.1f} s); processes left: {len(left)}")
 
 
+def cut_reply(kept):
+    """A cut /exec output: (head, bytes dropped, tail), from its in-place marker; (kept, 0, b"") when not cut."""
+    marker_open, marker_close = "\n[\u2026 ".encode(), " bytes dropped \u2026]\n".encode()
+    at = kept.find(marker_open)
+    if at < 0:
+        return kept, 0, b""
+    end = kept.index(marker_close, at)
+    return kept[:at], int(kept[at + len(marker_open):end]), kept[end + len(marker_close):]
+
+
 def floods(tmp):
     """10 GB through /exec, and a stream whose reader stops reading."""
     workspace = os.path.join(tmp, "floods")
@@ -194,10 +204,13 @@ def floods(tmp):
                                                      "timeout": 600}), timeout=600)
     reply = json.loads(body)
     peak = server.status("VmHWM")
+    head, dropped, tail = cut_reply(reply["output"].encode())
     check("10 GB through /exec", status == 200 and reply["exit_code"] == 0 and reply["output_truncated"]
-          and len(reply["output"]) == 16 * MiB // 6 and peak < 200 * MiB and server.healthy(),
+          and not head.strip(b"\0") and not tail.strip(b"\0") and len(head) + dropped + len(tail) == 10**10
+          and 16 * MiB - 100 <= 6 * (len(head) + len(tail)) <= 16 * MiB and peak < 200 * MiB and server.healthy(),
           f"{time.time() - started:.1f} s; exit {reply['exit_code']}; kept {len(reply['output']) / MiB:.1f} MiB "
-          f"(a NUL is 6 bytes escaped: --max-output counts them), "
+          f"(head {len(head)} + tail {len(tail)} NULs, {dropped} dropped between; a NUL is 6 bytes escaped: "
+          f"--max-output counts them), "
           f"truncated {reply['output_truncated']}; peak server RSS {peak / MiB:.0f} MiB; healthy {server.healthy()}")
 
     marker = f"4444.{os.getpid()}"
@@ -562,7 +575,7 @@ def running_commands(server):
 
 def unread_replies(tmp):
     """Eight /exec of 16 MiB of \\x01 (stdout) and 16 MiB of \\xff (stderr) whose clients read nothing for 10 s:
-    the server's peak RSS stays under 200 MiB, the replies are exact prefixes flagged as cut, and /info counts the
+    the server's peak RSS stays under 200 MiB, the replies are exact heads and tails flagged as cut, and /info counts the
     replies still unsent as running (before: one such reply was ~200 MB, eight peaked at 1.4 GiB, "running": 0)."""
     workspace = os.path.join(tmp, "unread")
     os.makedirs(workspace)
@@ -583,12 +596,15 @@ def unread_replies(tmp):
             status, payload = read_reply(sock)
             sizes.append(len(payload))
             reply = json.loads(payload)
-            stdout = reply["output"].encode()
-            stderr = base64.b64decode(reply.get("stderr_b64") or "")
+            stdout = cut_reply(reply["output"].encode())
+            stderr = cut_reply(base64.b64decode(reply.get("stderr_b64") or ""))
+            ends = [(stdout[0], b"\x01"), (stdout[2], b"\x01"), (stderr[0], b"\xff"), (stderr[2], b"\xff")]
+            exact = all(part and not part.strip(byte) for part, byte in ends)
             if (status != 200 or reply["exit_code"] != 0 or not reply["output_truncated"]
-                    or not reply["stderr_truncated"] or stdout.strip(b"\x01") or stderr.strip(b"\xff")
-                    or not stdout or not stderr):
-                wrong.append(f"{status} exit {reply.get('exit_code')} stdout {len(stdout)} stderr {len(stderr)}")
+                    or not reply["stderr_truncated"] or not exact
+                    or stdout[1] + len(stdout[0]) + len(stdout[2]) != 16 * MiB):
+                wrong.append(f"{status} exit {reply.get('exit_code')} stdout {len(stdout[0])}+{len(stdout[2])} "
+                             f"stderr {len(stderr[0])}+{len(stderr[2])}")
         except Exception as err:  # noqa: BLE001 - counted and reported below
             wrong.append(repr(err))
         sock.close()
@@ -755,6 +771,58 @@ def observability_abuse(tmp):
           f"{unsafe_echoes} replies without one safe id, {echoed_hostile} echoing a hostile id, of {sent}")
 
 
+def named_runs_abuse(tmp):
+    """Named runs (issue 12) against their bounds: 1000 named runs, a tenth of them 1 MB (spilled to disk), keep the
+    registry and the state folder within --max-runs and the server's memory flat; 20 named runs whose clients
+    vanish are all stopped after the reattach window; 300 hostile run ids are all refused; the state folder goes
+    at exit."""
+    workspace = os.path.join(tmp, "named-runs")
+    state = os.path.join(tmp, "named-runs-state")
+    os.makedirs(workspace)
+    server = Server(workspace, "--max-runs", "20", "--state-dir", state, "--reattach-window", "1", "--grace", "0.5")
+    rss_before = server.status("VmRSS")
+    most_files, failed = 0, 0
+    for i in range(1000):
+        cmd = "head -c 1000000 /dev/zero" if i % 10 == 0 else "echo short"
+        status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", cmd], "run_id": f"faults-{i}"}))
+        if status != 200 or json.loads(body)["exit_code"] != 0:
+            failed += 1
+        most_files = max(most_files, len(os.listdir(state)))
+    rss_after = server.status("VmRSS")
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/runs")
+    kept = len(json.loads(conn.getresponse().read())["runs"])
+    check("1000 named runs stay within --max-runs", failed == 0 and kept <= 20 and most_files <= 40,
+          f"{failed} failed, {kept} kept (limit 20), at most {most_files} spill files (limit 40)")
+    check("1000 named runs keep memory flat", rss_after < rss_before + 32 * MiB,
+          f"RSS {rss_before / MiB:.1f} MiB before, {rss_after / MiB:.1f} MiB after 1000 runs (100 of 1 MB)")
+
+    marker = f"{os.getpid()}.{random.randrange(10**6):06d}4242"
+    for i in range(20):
+        body = json.dumps({"cmd": ["sh", "-c", f"echo up; sleep {marker}"], "run_id": f"abandoned-{i}"}).encode()
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        sock.sendall(http_bytes("POST", "/exec/stream", body))
+        sock.recv(4096)
+        sock.close()
+    started = time.monotonic()
+    while processes_with(marker) and time.monotonic() - started < 30:
+        time.sleep(0.1)
+    left = processes_with(marker)
+    check("named runs whose clients vanish are stopped after the window", not left,
+          f"{len(left)} of 20 left {time.monotonic() - started:.1f} s after their clients went (window 1 s, grace 0.5 s)")
+
+    hostile = ["", "x" * 65, "x" * 100000, "../x", "..", "/etc/passwd", "a/b", "a\\b", " x", "x\u0000", "ü", "-x",
+               ".hidden", "a b", "a\nb"]
+    refused = 0
+    for i in range(300):
+        run_id = hostile[i % len(hostile)]
+        status, _ = server.post("/exec", json.dumps({"cmd": ["true"], "run_id": run_id}))
+        refused += status == 400
+    check("hostile run ids are refused", refused == 300, f"{refused} of 300 refused with 400")
+    server.stop()
+    check("the state folder is removed at exit", not os.path.exists(state), f"{state} exists: {os.path.exists(state)}")
+
+
 SCENARIOS = [
     abuse,
     sequential,
@@ -767,6 +835,7 @@ SCENARIOS = [
     unread_replies,
     connection_limits,
     observability_abuse,
+    named_runs_abuse,
 ]
 
 

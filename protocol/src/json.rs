@@ -73,7 +73,32 @@ pub fn write_escaped(out: &mut Vec<u8>, text: &str) {
 
 /// How many bytes [`write_escaped`] writes for `text`: what the text costs inside a JSON string.
 pub fn escaped_len(text: &str) -> usize {
-    let bytes = text.as_bytes();
+    escaped_len_words(text.as_bytes())
+}
+
+/// [`escaped_len`] of any bytes, each byte from 0x80 up counted as one: exact for UTF-8, and a lower bound of what
+/// other bytes cost as lossy text (an invalid sequence becomes U+FFFD, three bytes). One branch-free pass (the
+/// compiler vectorizes it), as fast on control bytes as on text, and no validation.
+pub fn escaped_len_of_bytes(bytes: &[u8]) -> usize {
+    bytes
+        .chunks(1 << 16)
+        .map(|piece| {
+            let extra: u32 = piece
+                .iter()
+                .map(|&b| {
+                    let control = u32::from(b < 0x20);
+                    let short = u32::from(matches!(b, b'\n' | b'\r' | b'\t' | 0x08 | 0x0c));
+                    let quote = u32::from(b == b'"' || b == b'\\');
+                    5 * control - 4 * short + quote
+                })
+                .sum();
+            piece.len() + extra as usize
+        })
+        .sum()
+}
+
+/// The byte-by-byte form of [`escaped_len_of_bytes`], with a fast path for runs of plain text.
+fn escaped_len_words(bytes: &[u8]) -> usize {
     let mut len = bytes.len();
     let mut i = 0;
     while i < bytes.len() {
@@ -101,6 +126,15 @@ fn escape_extra(byte: u8) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn both_escaped_lengths_agree() {
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+        let text = "a\"b\\c\n\t\u{1}é€ plain text and more plain text";
+        assert_eq!(escaped_len_of_bytes(text.as_bytes()), escaped_len(text));
+        let words = escaped_len_words(&bytes);
+        assert_eq!(escaped_len_of_bytes(&bytes), words);
+    }
+
     use super::*;
 
     fn round_trip(text: &str) {

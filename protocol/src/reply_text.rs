@@ -97,6 +97,16 @@ impl BudgetedBytes {
         (self.bytes, self.truncated)
     }
 
+    /// Whether bytes were dropped already (nothing more will be kept).
+    pub fn is_truncated(&self) -> bool {
+        self.truncated
+    }
+
+    /// The bytes kept so far: an exact prefix of the input (a last sequence may still be unfinished).
+    pub fn kept(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// What the kept bytes cost encoded so far (a sequence still waiting for its end not counted).
     pub fn encoded_len(&self) -> usize {
         self.cost(self.text_cost, self.decoded, self.valid)

@@ -22,6 +22,8 @@ pub enum Finished {
     NotStarted(StartError),
     /// The task running it panicked or was aborted.
     TaskFailed(JoinError),
+    /// A named run's stored end: its outcome (output read back from its log) and the message it ended with.
+    Stored { outcome: Outcome, error: Option<String> },
 }
 
 impl Finished {
@@ -42,6 +44,9 @@ impl Finished {
                 let error = ending_message(&outcome, timeout);
                 Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit))).into_response())
             }
+            Finished::Stored { outcome, error } => {
+                Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit))).into_response())
+            }
             Finished::NotStarted(err) => {
                 let reply = ExecReply {
                     exit_code: protocol::EXIT_NOT_STARTED,
@@ -60,30 +65,52 @@ impl Finished {
     pub fn into_frames(self) -> Vec<Frame> {
         match self {
             Finished::Ran { outcome, timeout } => {
-                let error = ending_message(&outcome, timeout).map(|data| Frame::Error { data });
+                let error = ending_message(&outcome, timeout);
+                Finished::Stored { outcome, error }.into_frames()
+            }
+            Finished::Stored { outcome, error } => {
+                let error = error.map(|data| Frame::Error { data });
                 let exit = Frame::Exit {
                     data: outcome.exit_code,
                     timed_out: outcome.timed_out,
                     signal: outcome.signal,
                     duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+                    stdout_bytes: None,
+                    stderr_bytes: None,
                 };
                 error.into_iter().chain([exit]).collect()
             }
             Finished::NotStarted(err) => vec![
                 Frame::Error { data: err.to_string() },
-                Frame::Exit { data: protocol::EXIT_NOT_STARTED, timed_out: false, signal: None, duration_ms: 0 },
+                Frame::Exit {
+                    data: protocol::EXIT_NOT_STARTED,
+                    timed_out: false,
+                    signal: None,
+                    duration_ms: 0,
+                    stdout_bytes: None,
+                    stderr_bytes: None,
+                },
             ],
             Finished::TaskFailed(err) => vec![
                 Frame::Error { data: format!("command task failed: {err}") },
-                Frame::Exit { data: -1, timed_out: false, signal: None, duration_ms: 0 },
+                Frame::Exit {
+                    data: -1,
+                    timed_out: false,
+                    signal: None,
+                    duration_ms: 0,
+                    stdout_bytes: None,
+                    stderr_bytes: None,
+                },
             ],
         }
     }
 }
 
 /// The message for a command that ended early by a timeout or cancellation, if it did.
-fn ending_message(outcome: &Outcome, timeout: Duration) -> Option<String> {
-    if outcome.timed_out {
+pub(super) fn ending_message(outcome: &Outcome, timeout: Duration) -> Option<String> {
+    if let Some(idle) = outcome.idle_timed_out {
+        Some(format!("command produced no output for {} s (idle_timeout); it was stopped", idle.as_secs()))
+    } else if outcome.timed_out {
         Some(format!("command timed out after {}s", timeout.as_secs()))
     } else if outcome.cancelled {
         Some("command cancelled: the server is shutting down".into())
@@ -102,6 +129,7 @@ mod tests {
             exit_code: 124,
             signal: Some(15),
             timed_out: true,
+            idle_timed_out: None,
             cancelled: false,
             duration: Duration::from_millis(7_010),
             stdout: Captured::default(),
@@ -113,7 +141,14 @@ mod tests {
     /// The stream ends with what the reply says: the same message, then the exit frame.
     #[test]
     fn frames_say_what_the_reply_says() {
-        let exit = Frame::Exit { data: 124, timed_out: true, signal: Some(15), duration_ms: 7_010 };
+        let exit = Frame::Exit {
+            data: 124,
+            timed_out: true,
+            signal: Some(15),
+            duration_ms: 7_010,
+            stdout_bytes: None,
+            stderr_bytes: None,
+        };
         assert_eq!(timed_out().into_frames(), [Frame::Error { data: "command timed out after 7s".into() }, exit]);
         let not_started = StartError::Other("nope".into());
         let frames = Finished::NotStarted(not_started.clone()).into_frames();
