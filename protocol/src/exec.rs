@@ -25,6 +25,14 @@ pub struct ExecRequest {
     /// Extension: exact bytes for stdin, base64 (wins over `stdin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin_b64: Option<String>,
+    /// Extension (issue 12): names the run, which then survives a dropped connection for the server's reattach
+    /// window, can be reattached to and is never started twice. Absent: the run ends with its connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<crate::RunId>,
+    /// Extension: seconds without a byte of output (stdout or stderr) after which the command is stopped as timed
+    /// out (exit 124). Absent or ≤ 0: none. Parsed like `timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_seconds")]
+    pub idle_timeout: Option<i64>,
 }
 
 /// A timeout as JSON has it: JSON has one number type, and JSON Schema's `integer` (the OpenAPI document's) counts
@@ -222,6 +230,20 @@ mod tests {
             assert!(timeout(bad).is_err(), "{bad}");
         }
         assert_eq!(serde_json::from_str::<ExecRequest>(r#"{"cmd":["x"]}"#).unwrap().timeout, None);
+    }
+
+    #[test]
+    fn run_id_and_idle_timeout_are_optional_and_validated() {
+        let req: ExecRequest = serde_json::from_str(r#"{"cmd":["x"],"run_id":"r-1","idle_timeout":30.0}"#).unwrap();
+        assert_eq!(req.run_id.as_ref().map(crate::RunId::as_str), Some("r-1"));
+        assert_eq!(req.idle_timeout, Some(30));
+        let err = serde_json::from_str::<ExecRequest>(r#"{"cmd":["x"],"run_id":"../x"}"#).unwrap_err().to_string();
+        assert!(err.contains("run_id") && err.contains("UUID"), "{err}");
+        assert!(serde_json::from_str::<ExecRequest>(r#"{"cmd":["x"],"run_id":""}"#).is_err());
+        assert!(serde_json::from_str::<ExecRequest>(r#"{"cmd":["x"],"idle_timeout":1.5}"#).is_err());
+        // Absent fields stay absent on the way out: a request without them is the contract's body.
+        let plain = ExecRequest { cmd: vec!["x".into()], ..Default::default() };
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"cmd":["x"]}"#);
     }
 
     #[test]

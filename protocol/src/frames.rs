@@ -10,7 +10,8 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 /// Which pipe a chunk came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StreamKind {
     Stdout,
     Stderr,
@@ -26,6 +27,14 @@ pub enum Frame {
     Error {
         data: String,
     },
+    /// Named runs only (issue 12): bytes `offset..offset + bytes` of `stream` are not kept (the middle of a run
+    /// beyond the server's per-run cap). The next frame of that stream starts at `offset + bytes`; a client prints
+    /// `[… K bytes dropped …]` and a newline in their place.
+    Dropped {
+        stream: StreamKind,
+        offset: u64,
+        bytes: u64,
+    },
     /// Always the last frame: the exit code, as in the `/exec` reply.
     Exit {
         data: i32,
@@ -35,6 +44,12 @@ pub enum Frame {
         signal: Option<i32>,
         #[serde(default)]
         duration_ms: u64,
+        /// Named runs only: stdout's total length, dropped bytes included, so a client can check it has it all.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdout_bytes: Option<u64>,
+        /// Named runs only: stderr's total length, dropped bytes included.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stderr_bytes: Option<u64>,
     },
 }
 
@@ -48,6 +63,10 @@ pub struct Chunk {
     /// The exact payload bytes, base64, when they are not valid UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b64: Option<String>,
+    /// Named runs only (issue 12): the offset in its stream of the first byte this frame stands for (the implied
+    /// newline counts as a byte). Absent in unnamed runs' frames, which stay the contract's bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 fn yes() -> bool {
@@ -95,18 +114,34 @@ impl Frame {
             Some(DataField::Int(_)) => Err(serde_json::Error::custom("data must be a string in this frame")),
         };
         let chunk = |flat: FlatFrame<'_>| -> Result<Chunk, serde_json::Error> {
-            Ok(Chunk { nl: flat.nl.unwrap_or(true), b64: flat.b64.map(Cow::into_owned), data: text(flat.data)? })
+            Ok(Chunk {
+                nl: flat.nl.unwrap_or(true),
+                b64: flat.b64.map(Cow::into_owned),
+                offset: flat.offset,
+                data: text(flat.data)?,
+            })
         };
         Ok(Some(match &*flat.kind {
             "stdout" => Frame::Stdout(chunk(flat)?),
             "stderr" => Frame::Stderr(chunk(flat)?),
             "error" => Frame::Error { data: text(flat.data)? },
+            "dropped" => Frame::Dropped {
+                stream: match flat.stream.as_deref() {
+                    Some("stdout") => StreamKind::Stdout,
+                    Some("stderr") => StreamKind::Stderr,
+                    _ => return Err(serde_json::Error::custom("a dropped frame needs `stream`: stdout or stderr")),
+                },
+                offset: flat.offset.ok_or_else(|| serde_json::Error::custom("a dropped frame needs `offset`"))?,
+                bytes: flat.bytes.ok_or_else(|| serde_json::Error::custom("a dropped frame needs `bytes`"))?,
+            },
             "exit" => match flat.data {
                 Some(DataField::Int(code)) => Frame::Exit {
                     data: i32::try_from(code).map_err(|_| serde_json::Error::custom("exit code out of range"))?,
                     timed_out: flat.timed_out,
                     signal: flat.signal,
                     duration_ms: flat.duration_ms,
+                    stdout_bytes: flat.stdout_bytes,
+                    stderr_bytes: flat.stderr_bytes,
                 },
                 _ => return Err(serde_json::Error::custom("an exit frame needs an integer `data`")),
             },
@@ -132,6 +167,16 @@ struct FlatFrame<'a> {
     signal: Option<i32>,
     #[serde(default)]
     duration_ms: u64,
+    #[serde(default)]
+    offset: Option<u64>,
+    #[serde(borrow, default)]
+    stream: Option<Cow<'a, str>>,
+    #[serde(default)]
+    bytes: Option<u64>,
+    #[serde(default)]
+    stdout_bytes: Option<u64>,
+    #[serde(default)]
+    stderr_bytes: Option<u64>,
 }
 
 /// `data` is text in output and error frames and an integer in exit frames.
@@ -175,10 +220,19 @@ impl StreamKind {
             StreamKind::Stderr => b"stderr",
         }
     }
+
+    /// The stream's name on the wire: `stdout` or `stderr`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamKind::Stdout => "stdout",
+            StreamKind::Stderr => "stderr",
+        }
+    }
 }
 
-/// One stdout/stderr frame as an SSE event, written by hand: the payload is copied once, escaped on the way.
-fn chunk_event(kind: StreamKind, payload: &[u8], nl: bool) -> Vec<u8> {
+/// One stdout/stderr frame as an SSE event, written by hand: the payload is copied once, escaped on the way. The
+/// same JSON as serde's for [`Frame::Stdout`]/[`Frame::Stderr`] (field order included).
+fn chunk_event(kind: StreamKind, payload: &[u8], nl: bool, offset: Option<u64>) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 64);
     out.extend_from_slice(b"data: {\"type\":\"");
     out.extend_from_slice(kind.name());
@@ -196,6 +250,10 @@ fn chunk_event(kind: StreamKind, payload: &[u8], nl: bool) -> Vec<u8> {
         out.extend_from_slice(crate::text::to_base64(payload).as_bytes());
         out.push(b'"');
     }
+    if let Some(offset) = offset {
+        use std::io::Write as _;
+        let _ = write!(out, ",\"offset\":{offset}");
+    }
     out.extend_from_slice(b"}\n\n");
     out
 }
@@ -207,12 +265,43 @@ pub struct FrameEncoder {
     kind: StreamKind,
     pending: Vec<u8>,
     max_pending: usize,
+    /// The stream offset of the next byte a frame will stand for, when frames carry offsets (named runs).
+    offset: Option<u64>,
 }
 
 impl FrameEncoder {
     /// An encoder that holds at most `max_pending` bytes of an unfinished line before sending them as `nl: false`.
     pub fn new(kind: StreamKind, max_pending: usize) -> Self {
-        FrameEncoder { kind, pending: Vec::new(), max_pending: max_pending.max(4) }
+        FrameEncoder { kind, pending: Vec::new(), max_pending: max_pending.max(4), offset: None }
+    }
+
+    /// The same encoder whose frames carry `"offset"`, the first one `start` (a named run's stream, read from
+    /// `start`).
+    pub fn with_offsets(mut self, start: u64) -> Self {
+        self.offset = Some(start);
+        self
+    }
+
+    /// The stream offset just past every byte pushed so far (held bytes included), when frames carry offsets.
+    pub fn next_offset(&self) -> Option<u64> {
+        self.offset.map(|offset| offset + self.pending.len() as u64)
+    }
+
+    /// Skips the stream to `offset` (past a dropped gap): the held unfinished line, if any, must have been flushed.
+    pub fn jump_to(&mut self, offset: u64) {
+        debug_assert!(self.pending.is_empty(), "flush before jumping over a gap");
+        if self.offset.is_some() {
+            self.offset = Some(offset);
+        }
+    }
+
+    /// The offset of a frame standing for `payload_len` bytes (plus the newline when `nl`), advanced past it.
+    fn take_offset(&mut self, payload_len: usize, nl: bool) -> Option<u64> {
+        let offset = self.offset;
+        if let Some(next) = &mut self.offset {
+            *next += payload_len as u64 + u64::from(nl);
+        }
+        offset
     }
 
     /// Feeds bytes read from the pipe and appends the events that are ready to `out`.
@@ -221,7 +310,8 @@ impl FrameEncoder {
             // Fast path: no copy of the complete lines.
             match memchr::memrchr(b'\n', bytes) {
                 Some(last) => {
-                    out.push(chunk_event(self.kind, &bytes[..last], true));
+                    let offset = self.take_offset(last, true);
+                    out.push(chunk_event(self.kind, &bytes[..last], true, offset));
                     self.pending.extend_from_slice(&bytes[last + 1..]);
                 }
                 None => self.pending.extend_from_slice(bytes),
@@ -229,13 +319,15 @@ impl FrameEncoder {
         } else {
             self.pending.extend_from_slice(bytes);
             if let Some(last) = memchr::memrchr(b'\n', &self.pending) {
-                out.push(chunk_event(self.kind, &self.pending[..last], true));
+                let offset = self.take_offset(last, true);
+                out.push(chunk_event(self.kind, &self.pending[..last], true, offset));
                 self.pending.drain(..=last);
             }
         }
         while self.pending.len() >= self.max_pending {
             let cut = utf8_safe_cut(&self.pending[..self.max_pending]);
-            out.push(chunk_event(self.kind, &self.pending[..cut], false));
+            let offset = self.take_offset(cut, false);
+            out.push(chunk_event(self.kind, &self.pending[..cut], false, offset));
             self.pending.drain(..cut);
         }
     }
@@ -248,7 +340,8 @@ impl FrameEncoder {
     /// Sends the held unfinished line, if any, as an `nl: false` frame.
     pub fn flush(&mut self, out: &mut Vec<Vec<u8>>) {
         if !self.pending.is_empty() {
-            out.push(chunk_event(self.kind, &self.pending, false));
+            let offset = self.take_offset(self.pending.len(), false);
+            out.push(chunk_event(self.kind, &self.pending, false, offset));
             self.pending.clear();
         }
     }
@@ -316,7 +409,7 @@ mod tests {
     #[test]
     fn complete_lines_batch_into_one_frame_with_the_last_newline_implied() {
         let frames = encode_all(&[b"a\nb\n"], 1024);
-        assert_eq!(frames, [Frame::Stdout(Chunk { data: "a\nb".into(), nl: true, b64: None })]);
+        assert_eq!(frames, [Frame::Stdout(Chunk { data: "a\nb".into(), nl: true, b64: None, offset: None })]);
         assert_eq!(serde_json::to_string(&frames[0]).unwrap(), r#"{"type":"stdout","data":"a\nb"}"#);
         let mut events = Vec::new();
         FrameEncoder::new(StreamKind::Stdout, 1024).push(b"a\nb\n", &mut events);
@@ -354,12 +447,85 @@ mod tests {
         let frame: Frame = serde_json::from_str(r#"{"type":"stdout","data":"hi"}"#).unwrap();
         assert_eq!(rebuild(&[frame]), b"hi\n");
         let exit: Frame = serde_json::from_str(r#"{"type":"exit","data":3}"#).unwrap();
-        assert_eq!(exit, Frame::Exit { data: 3, timed_out: false, signal: None, duration_ms: 0 });
+        assert_eq!(
+            exit,
+            Frame::Exit {
+                data: 3,
+                timed_out: false,
+                signal: None,
+                duration_ms: 0,
+                stdout_bytes: None,
+                stderr_bytes: None
+            }
+        );
         assert_eq!(Frame::from_json(br#"{"type":"exit","data":3}"#).unwrap(), Some(exit));
         assert_eq!(Frame::from_json(br#"{"type":"progress","data":50}"#).unwrap(), None);
         assert!(Frame::from_json(br#"{"type":"exit"}"#).is_err());
         let error = Frame::Error { data: "timed out".into() };
         assert_eq!(parse_event(&error.to_event()), error);
+    }
+
+    #[test]
+    fn frames_of_a_named_run_carry_offsets_that_count_every_byte() {
+        let bytes: Vec<u8> = b"ab\ncd\xff\nlong-line-without-end".to_vec();
+        let mut encoder = FrameEncoder::new(StreamKind::Stderr, 8).with_offsets(100);
+        let mut events = Vec::new();
+        encoder.push(&bytes[..4], &mut events);
+        encoder.push(&bytes[4..], &mut events);
+        assert_eq!(encoder.next_offset(), Some(100 + bytes.len() as u64));
+        encoder.flush(&mut events);
+        let frames: Vec<Frame> = events.iter().map(|event| parse_event(event)).collect();
+        let mut expected = 100;
+        let mut rebuilt = Vec::new();
+        for frame in &frames {
+            let Frame::Stderr(chunk) = frame else { panic!("{frame:?}") };
+            assert_eq!(chunk.offset, Some(expected), "{frames:?}");
+            let before = rebuilt.len();
+            chunk.write_bytes(&mut rebuilt).unwrap();
+            expected += (rebuilt.len() - before) as u64;
+        }
+        assert_eq!(rebuilt, bytes);
+        assert_eq!(events[0], b"data: {\"type\":\"stderr\",\"data\":\"ab\",\"offset\":100}\n\n".to_vec());
+        encoder.jump_to(500);
+        encoder.push(b"x\n", &mut events);
+        assert!(matches!(parse_event(events.last().unwrap()), Frame::Stderr(Chunk { offset: Some(500), .. })));
+    }
+
+    #[test]
+    fn frames_without_offsets_keep_their_bytes() {
+        let mut events = Vec::new();
+        FrameEncoder::new(StreamKind::Stdout, 4).push(b"\xffabcdef\n", &mut events);
+        assert!(events.iter().all(|event| !event.windows(8).any(|w| w == b"\"offset\"")), "{events:?}");
+        let exit = Frame::Exit {
+            data: 0,
+            timed_out: false,
+            signal: None,
+            duration_ms: 5,
+            stdout_bytes: None,
+            stderr_bytes: None,
+        };
+        assert_eq!(exit.to_event(), b"data: {\"type\":\"exit\",\"data\":0,\"timed_out\":false,\"duration_ms\":5}\n\n");
+    }
+
+    #[test]
+    fn dropped_frames_and_exit_totals_round_trip() {
+        let dropped = Frame::Dropped { stream: StreamKind::Stdout, offset: 10, bytes: 20 };
+        assert_eq!(
+            dropped.to_event(),
+            b"data: {\"type\":\"dropped\",\"stream\":\"stdout\",\"offset\":10,\"bytes\":20}\n\n"
+        );
+        assert_eq!(parse_event(&dropped.to_event()), dropped);
+        let exit = Frame::Exit {
+            data: 1,
+            timed_out: false,
+            signal: None,
+            duration_ms: 5,
+            stdout_bytes: Some(7),
+            stderr_bytes: Some(0),
+        };
+        assert_eq!(parse_event(&exit.to_event()), exit);
+        assert!(Frame::from_json(br#"{"type":"dropped","stream":"stdin","offset":1,"bytes":2}"#).is_err());
+        assert!(Frame::from_json(br#"{"type":"dropped","stream":"stdout","bytes":2}"#).is_err());
     }
 
     #[test]

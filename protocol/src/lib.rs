@@ -8,6 +8,7 @@ pub mod exec;
 pub mod frames;
 pub mod json;
 pub mod reply_text;
+pub mod runs;
 pub mod runtimes;
 pub mod shell;
 pub mod sse;
@@ -15,7 +16,8 @@ pub mod text;
 pub mod token;
 
 pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart};
-pub use frames::{Frame, FrameEncoder, StreamKind};
+pub use frames::{Chunk, Frame, FrameEncoder, StreamKind};
+pub use runs::{RunId, RunIdError, RunInfo, RunList, RunState, SignalRequest};
 pub use runtimes::{commands_for, RUNTIMES};
 
 /// Upper bound for a request body, in bytes (the contract's 1 MiB).

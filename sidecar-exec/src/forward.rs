@@ -161,6 +161,8 @@ async fn stream_reply(target: &Target, response: reqwest::Response) -> ClientExi
                     eprintln!("sidecar-exec: {}", shown(&data));
                     last_error = Some(data);
                 }
+                // Only a named run's stream has dropped middles; the client's resume (issue 12) prints them.
+                Frame::Dropped { .. } => {}
                 Frame::Exit { data, timed_out, .. } => {
                     return ClientExit::finished(target, data, timed_out, last_error.as_deref(), Vec::new());
                 }

@@ -66,16 +66,32 @@ impl Finished {
                     timed_out: outcome.timed_out,
                     signal: outcome.signal,
                     duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+                    stdout_bytes: None,
+                    stderr_bytes: None,
                 };
                 error.into_iter().chain([exit]).collect()
             }
             Finished::NotStarted(err) => vec![
                 Frame::Error { data: err.to_string() },
-                Frame::Exit { data: protocol::EXIT_NOT_STARTED, timed_out: false, signal: None, duration_ms: 0 },
+                Frame::Exit {
+                    data: protocol::EXIT_NOT_STARTED,
+                    timed_out: false,
+                    signal: None,
+                    duration_ms: 0,
+                    stdout_bytes: None,
+                    stderr_bytes: None,
+                },
             ],
             Finished::TaskFailed(err) => vec![
                 Frame::Error { data: format!("command task failed: {err}") },
-                Frame::Exit { data: -1, timed_out: false, signal: None, duration_ms: 0 },
+                Frame::Exit {
+                    data: -1,
+                    timed_out: false,
+                    signal: None,
+                    duration_ms: 0,
+                    stdout_bytes: None,
+                    stderr_bytes: None,
+                },
             ],
         }
     }
@@ -113,7 +129,14 @@ mod tests {
     /// The stream ends with what the reply says: the same message, then the exit frame.
     #[test]
     fn frames_say_what_the_reply_says() {
-        let exit = Frame::Exit { data: 124, timed_out: true, signal: Some(15), duration_ms: 7_010 };
+        let exit = Frame::Exit {
+            data: 124,
+            timed_out: true,
+            signal: Some(15),
+            duration_ms: 7_010,
+            stdout_bytes: None,
+            stderr_bytes: None,
+        };
         assert_eq!(timed_out().into_frames(), [Frame::Error { data: "command timed out after 7s".into() }, exit]);
         let not_started = StartError::Other("nope".into());
         let frames = Finished::NotStarted(not_started.clone()).into_frames();
