@@ -32,6 +32,8 @@ struct Shared {
     /// The cut signal of each live connection, by its number.
     live: Mutex<HashMap<u64, Arc<Notify>>>,
     random: Mutex<Option<RandomCuts>>,
+    /// New connections still to reset as soon as they are accepted, before anything reaches the upstream.
+    reset_on_accept: AtomicU64,
 }
 
 /// Random cuts still to make: each new connection gets a byte budget in `min..=max` until `left` cuts are done.
@@ -65,6 +67,14 @@ impl CutProxy {
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let number = accepting.connections.fetch_add(1, Ordering::SeqCst);
+                let reset =
+                    accepting.reset_on_accept.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+                if reset.is_ok() {
+                    let _ = client.set_zero_linger();
+                    drop(client);
+                    accepting.cuts.fetch_add(1, Ordering::SeqCst);
+                    continue;
+                }
                 let cut = Arc::new(Notify::new());
                 accepting.live.lock().unwrap().insert(number, cut.clone());
                 let budget = accepting.random.lock().unwrap().as_mut().and_then(RandomCuts::next_budget);
@@ -109,6 +119,11 @@ impl CutProxy {
     pub fn cut_randomly(&self, seed: u64, min: u64, max: u64, cuts: u64) {
         assert!(0 < min && min <= max, "a budget range 0 < min <= max");
         *self.shared.random.lock().unwrap() = Some(RandomCuts { state: seed | 1, min, max, left: cuts });
+    }
+
+    /// Resets the next `count` connections as soon as they are accepted: a request lost on its way to the server.
+    pub fn reset_on_accept(&self, count: u64) {
+        self.shared.reset_on_accept.store(count, Ordering::SeqCst);
     }
 
     /// Connections accepted so far.
@@ -295,5 +310,18 @@ mod tests {
         let (back, reset) = round_trip(&proxy, &bytes).await;
         assert!(!reset && back == bytes, "after the asked-for cuts, connections are whole again");
         assert_eq!((proxy.connections(), proxy.cuts()), (4, 3));
+    }
+
+    #[tokio::test]
+    async fn reset_on_accept_loses_the_next_connections_whole() {
+        let proxy = CutProxy::start(echo().await).await.unwrap();
+        proxy.reset_on_accept(2);
+        for _ in 0..2 {
+            let (back, _) = round_trip(&proxy, b"lost").await;
+            assert!(back.is_empty());
+        }
+        let (back, reset) = round_trip(&proxy, b"kept").await;
+        assert!(!reset && back == b"kept");
+        assert_eq!((proxy.connections(), proxy.cuts(), proxy.down_bytes()), (3, 2, 4));
     }
 }
