@@ -206,11 +206,15 @@ pub async fn follow(
                 run.supported = Some(true);
             }
             run.acknowledged = true;
-            lost_since = None;
-            backoff.reset();
             let end = stream::read(target, response, output, errors).await;
             if let Some(resumable) = output.resumable() {
                 run.supported = Some(resumable);
+            }
+            // Only a connection that brought output counts as a recovery: one cut before its first frame again and
+            // again must not keep the client at the shortest wait, nor past RECONNECT_FOR.
+            if output.position() != (stdout_at, stderr_at) {
+                lost_since = None;
+                backoff.reset();
             }
             match end {
                 StreamEnd::Exit(exit) => {
