@@ -178,13 +178,7 @@ async fn a_client_that_is_gone_for_longer_than_the_window_leaves_nothing_behind(
     let server = server_with(&["--reattach-window", "2"], None).await;
     for stream in [true, false] {
         let marker = marker();
-        let mut child = server
-            .client()
-            .stream(stream)
-            .env("MARK", &marker)
-            .env("SIDECAR_ENV_PASSTHROUGH", "MARK")
-            .args(["python", "sh", "-c", r#"trap '' TERM; (sleep "$MARK" &); sleep "$MARK""#])
-            .spawn();
+        let mut child = server.sleepers(stream, &marker);
         wait_for_process(&marker);
         // SIGKILL: the client cannot cancel anything; only the window can end the command.
         child.start_kill().unwrap();
@@ -207,13 +201,7 @@ async fn ctrl_c_or_a_closed_stdout_ends_a_named_run_at_once_not_after_the_window
         [(Signal::SIGINT, 130, true), (Signal::SIGTERM, 143, false), (Signal::SIGHUP, 129, true)]
     {
         let marker = marker();
-        let child = server
-            .client()
-            .stream(stream)
-            .env("MARK", &marker)
-            .env("SIDECAR_ENV_PASSTHROUGH", "MARK")
-            .args(["python", "sh", "-c", r#"trap '' TERM; (sleep "$MARK" &); sleep "$MARK""#])
-            .spawn();
+        let child = server.sleepers(stream, &marker);
         wait_for_process(&marker);
         kill(Pid::from_raw(child.id().unwrap() as i32), signal).unwrap();
         let output = tokio::time::timeout(HANG, child.wait_with_output()).await.unwrap().unwrap();
@@ -225,16 +213,7 @@ async fn ctrl_c_or_a_closed_stdout_ends_a_named_run_at_once_not_after_the_window
     }
     for stream in [true, false] {
         let marker = marker();
-        let shell = format!("{BIN} python sh -c '({} &); yes line' | head -1", sleeper(&marker));
-        let output = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(&shell)
-            .env("BUILD_SIDECARS", format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url))
-            .env("SIDECAR_STREAM", if stream { "1" } else { "0" })
-            .env("SIDECAR_TIMEOUT", "3")
-            .env("SIDECAR_CWD", server.workspace.path())
-            .output();
-        let output = tokio::time::timeout(HANG, output).await.unwrap().unwrap();
+        let output = server.piped_to_head(stream, &marker).await;
         assert_eq!((stdout_text(&output.stdout), stdout_text(&output.stderr)), ("line\n".into(), String::new()));
         assert_no_survivors(&marker, Duration::from_secs(10));
     }
