@@ -139,6 +139,30 @@ pub struct Config {
     #[arg(long, env = "SYMPOZIUM_SKILL_PACK", value_name = "NAME")]
     pub skill_pack: Option<String>,
 
+    /// Seconds a named run (a request with `run_id`) keeps running after its last client went away, waiting for
+    /// one to reattach; then it is stopped like any command whose client left (TERM, grace, KILL).
+    #[arg(long, env = "EXEC_SERVER_REATTACH_WINDOW", default_value = "30", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub reattach_window: Duration,
+
+    /// Seconds a named run's result and output are kept after it ended, for a client to fetch or replay.
+    #[arg(long, env = "EXEC_SERVER_RETAIN", default_value = "300", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub retain: Duration,
+
+    /// Named runs kept at most, running or ended: the oldest ended ones are forgotten first; a new named run when
+    /// all are still running gets 503.
+    #[arg(long, env = "EXEC_SERVER_MAX_RUNS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub max_runs: u32,
+
+    /// Folder for named runs' output beyond what is kept in memory (256 KiB per stream) [default: a fresh
+    /// exec-server-PID-RANDOM folder in the system temp dir, mode 0700, removed at exit].
+    #[arg(long, env = "EXEC_SERVER_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Bytes of each stream a named run keeps at most: beyond, the first half and the last half are kept and the
+    /// middle is counted as dropped (announced to readers by a `dropped` frame).
+    #[arg(long, env = "EXEC_SERVER_RUN_LOG_MAX", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(2..), value_name = "BYTES")]
+    pub run_log_max: u64,
+
     /// The bearer token itself (from EXEC_SERVER_TOKEN; see --token-file).
     #[arg(skip)]
     pub token: Option<String>,

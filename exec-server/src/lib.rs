@@ -7,6 +7,7 @@ pub mod http;
 pub mod ipc;
 pub mod local;
 pub mod metrics;
+pub mod runs;
 pub mod token;
 pub mod workspace;
 
@@ -60,6 +61,13 @@ pub async fn run(
     let base_env = Arc::new(http::inherited_env());
     let stop = CancellationToken::new();
 
+    let runs = runs::Runs::new(runs::Settings {
+        reattach_window: config.reattach_window,
+        retain: config.retain,
+        max_runs: config.max_runs as usize,
+        run_log_max: config.run_log_max,
+        state_dir: config.state_dir.clone(),
+    })?;
     let http_task = if listeners.is_empty() {
         None
     } else {
@@ -78,6 +86,7 @@ pub async fn run(
             keepalive: config.keepalive,
             base_env: base_env.clone(),
             metrics_open: config.metrics_open,
+            runs: runs.clone(),
         };
         let limits = connection_limits(&config);
         let addr = listeners.iter().find_map(http::socket::Listener::tcp_addr);
@@ -146,6 +155,7 @@ pub async fn run(
     let http_result = finish(http_task, http_early, deadline).await;
     let ipc_result = finish(ipc_task, ipc_early, deadline).await;
     engine.finish_shutdown().await;
+    runs.close();
     http_result.and(ipc_result)
 }
 

@@ -8,6 +8,7 @@ mod logs;
 mod metrics;
 mod output;
 mod process;
+mod runs;
 mod socket;
 mod support;
 mod trace;

@@ -37,22 +37,43 @@ async fn crlf_and_a_missing_final_newline_are_kept() {
     server.stop().await;
 }
 
+/// The marker a cut reply carries where its middle was, and the head and tail around it.
+fn split_at_cut(kept: &[u8]) -> (&[u8], u64, &[u8]) {
+    let open = "\n[\u{2026} ".as_bytes();
+    let start = kept.windows(open.len()).position(|w| w == open).expect("no cut marker");
+    let rest = &kept[start + open.len()..];
+    let close = " bytes dropped \u{2026}]\n".as_bytes();
+    let end = rest.windows(close.len()).position(|w| w == close).expect("no end of the cut marker");
+    let count = std::str::from_utf8(&rest[..end]).unwrap().parse().unwrap();
+    (&kept[..start], count, &rest[end + close.len()..])
+}
+
+/// Beyond --max-output a reply keeps the first and the last part (build errors are at the end), half the budget
+/// each, with the cut marked in place and flagged.
 #[tokio::test(flavor = "multi_thread")]
-async fn output_beyond_the_cap_is_dropped_and_flagged() {
+async fn output_beyond_the_cap_keeps_head_and_tail_and_marks_the_cut() {
     let server = server().arg("--max-output", "1000").start().await;
-    let reply =
-        server.exec(json!({"cmd": ["sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a; echo small >&2"]})).await;
+    let reply = server.exec(json!({"cmd": ["sh", "-c", "seq 1 100000; echo small >&2"]})).await;
     assert_eq!(reply.exit_code, 0, "the command was not blocked by the cap");
-    assert_eq!(reply.output, "a".repeat(1000));
+    let all: Vec<u8> = (1..=100_000).flat_map(|i: u32| format!("{i}\n").into_bytes()).collect();
+    let kept = reply.stdout_bytes().unwrap();
+    let (head, dropped, tail) = split_at_cut(&kept);
+    assert!(all.starts_with(head) && all.ends_with(tail), "head and tail are exact");
+    assert!(tail.ends_with(b"99999\n100000\n"), "the end of the output is there");
+    assert_eq!(head.len() as u64 + dropped + tail.len() as u64, all.len() as u64, "the marker counts the middle");
+    let cost = protocol::reply_text::encoded_len(&kept);
+    assert!(cost <= 1000 && cost > 950, "{cost} encoded bytes for a budget of 1000");
+    let head_cost = protocol::reply_text::encoded_len(head);
+    assert!((480..=500).contains(&head_cost), "the head takes half the budget: {head_cost}");
     assert!(reply.output_truncated);
     assert_eq!((reply.stderr.as_str(), reply.stderr_truncated), ("small\n", false));
     server.stop().await;
 }
 
 /// The cap counts what the output costs in the reply, not raw bytes: a control byte is six (`\u0001`), an invalid
-/// byte three (U+FFFD) plus its base64. What is kept is still an exact prefix, flagged as cut.
+/// byte three (U+FFFD) plus its base64. Head and tail are exact bytes of the output, flagged as cut.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_cap_counts_encoded_bytes_and_keeps_an_exact_prefix() {
+async fn the_cap_counts_encoded_bytes_of_head_and_tail() {
     let server = server().arg("--max-output", "6000").start().await;
     let script = "head -c 100000 /dev/zero | tr '\\0' '\\001'; head -c 100000 /dev/zero | tr '\\0' '\\377' >&2";
     let response = server.post("/exec", json!({"cmd": ["sh", "-c", script]}).to_string()).send().await.unwrap();
@@ -61,12 +82,19 @@ async fn the_cap_counts_encoded_bytes_and_keeps_an_exact_prefix() {
     assert!(body.len() <= 2 * 6000 + 300, "a reply of {} bytes for a cap of 6000 per stream", body.len());
     let reply: protocol::ExecReply = serde_json::from_slice(&body).unwrap();
     assert_eq!(reply.exit_code, 0);
-    // 1000 × 6 bytes of `\u0001`: valid UTF-8, so no base64.
-    assert!(reply.stdout_bytes().unwrap() == vec![1u8; 1000] && reply.output_b64.is_none());
-    assert!(reply.output_truncated);
-    // k × 3 bytes of U+FFFD + 4 × ⌈k/3⌉ of base64 ≤ 6000: k = 1384, exactly 6000.
-    assert!(reply.stderr_bytes().unwrap() == vec![0xffu8; 1384], "stderr is not the exact prefix");
-    assert!(reply.stderr_truncated);
+    for (kept, truncated, byte) in [
+        (reply.stdout_bytes().unwrap(), reply.output_truncated, 1u8),
+        (reply.stderr_bytes().unwrap(), reply.stderr_truncated, 0xff),
+    ] {
+        assert!(truncated);
+        let cost = protocol::reply_text::encoded_len(&kept);
+        assert!(cost <= 6000 && cost > 5800, "{cost} encoded bytes for a budget of 6000");
+        let (head, dropped, tail) = split_at_cut(&kept);
+        assert!(head.iter().chain(tail).all(|b| *b == byte) && !head.is_empty() && !tail.is_empty());
+        assert_eq!(head.len() as u64 + dropped + tail.len() as u64, 100_000);
+    }
+    // 1000 × 6 bytes of `\u0001` and the marker: valid UTF-8, so no base64.
+    assert!(reply.output_b64.is_none());
     // Under the cap nothing changes: all of it, exactly, not flagged.
     let reply = server.exec(json!({"cmd": ["sh", "-c", "printf 'a\\001\\377'"]})).await;
     assert!(reply.stdout_bytes().unwrap() == b"a\x01\xff" && !reply.output_truncated);

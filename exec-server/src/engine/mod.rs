@@ -3,6 +3,7 @@
 //! [`Engine::run`], and turns the [`Outcome`] (or the stream of chunks) into its own format.
 
 mod escaped;
+pub mod head_tail;
 mod output;
 
 use std::collections::HashMap;
@@ -21,7 +22,7 @@ use tokio::process::Command;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use output::{Captured, Output, OutputChunk, READ_SIZE};
+pub use output::{Captured, LastOutput, Output, OutputChunk, READ_SIZE};
 
 use crate::metrics::{CommandOutcome, Metrics};
 use crate::workspace::{DirProblem, WorkDir};
@@ -48,6 +49,10 @@ pub struct Job {
     /// Bytes for stdin; `None` means `/dev/null`.
     pub stdin: Option<Vec<u8>>,
     pub timeout: Duration,
+    /// Stop the command, as timed out, once no output byte (stdout or stderr) arrived for this long.
+    pub idle_timeout: Option<Duration>,
+    /// Filled with the command's process group once it started, for a transport that signals it (a named run).
+    pub group: Option<Arc<OnceLock<Pgid>>>,
 }
 
 /// How a command ended.
@@ -58,6 +63,8 @@ pub struct Outcome {
     /// The signal that ended the leader, if one did.
     pub signal: Option<i32>,
     pub timed_out: bool,
+    /// Set (with `timed_out`) when the idle timeout ended it: the idle timeout it had.
+    pub idle_timed_out: Option<Duration>,
     /// Stopped because its transport asked (client gone, server shutting down).
     pub cancelled: bool,
     pub duration: Duration,
@@ -126,6 +133,7 @@ static NEXT_JOB: AtomicU64 = AtomicU64::new(1);
 struct LeaderEnd {
     status: std::io::Result<ExitStatus>,
     timed_out: bool,
+    idle_timed_out: bool,
     /// Its transport or the shutdown stopped it.
     cancelled: bool,
     /// The policy already ran on its group (a timeout or a cancellation).
@@ -134,7 +142,7 @@ struct LeaderEnd {
 
 impl LeaderEnd {
     fn exited(status: std::io::Result<ExitStatus>) -> Self {
-        LeaderEnd { status, timed_out: false, cancelled: false, group_stopped: false }
+        LeaderEnd { status, timed_out: false, idle_timed_out: false, cancelled: false, group_stopped: false }
     }
 }
 
@@ -142,6 +150,7 @@ impl LeaderEnd {
 #[derive(PartialEq, Eq)]
 enum Stop {
     TimedOut,
+    IdleTimedOut,
     Cancelled,
 }
 
@@ -251,8 +260,9 @@ impl Engine {
         let program = job.argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
         let started = Instant::now();
 
-        let (mut running, readers) = self.spawn(id, &mut job, &program, output)?;
-        let end = self.wait(&mut running.leader, job.timeout, &cancel).await;
+        let last_output = Arc::new(LastOutput::new());
+        let (mut running, readers) = self.spawn(id, &mut job, &program, output, &last_output)?;
+        let end = self.wait(&mut running.leader, &job, &last_output, &cancel).await;
         let duration = started.elapsed();
         let (stdout, stderr) = self.drain(readers).await;
         self.clean_up_after(running, end.group_stopped);
@@ -261,7 +271,8 @@ impl Engine {
             Ok(status) => exit_code_of(*status),
             Err(_) => (-1, None),
         };
-        let LeaderEnd { timed_out, cancelled, .. } = end;
+        let LeaderEnd { timed_out, idle_timed_out, cancelled, .. } = end;
+        let idle_timed_out = if idle_timed_out { job.idle_timeout } else { None };
         let exit_code = if timed_out { protocol::EXIT_TIMED_OUT } else { exit_code };
         tracing::info!(
             id,
@@ -276,12 +287,19 @@ impl Engine {
             stderr_bytes = stderr.total,
             "command finished"
         );
-        Ok(Outcome { exit_code, signal, timed_out, cancelled, duration, stdout, stderr })
+        Ok(Outcome { exit_code, signal, timed_out, idle_timed_out, cancelled, duration, stdout, stderr })
     }
 
     /// Spawn: the leader in a new process group, registered as live; its stdin fed in the background (taken from
     /// `job`); one reader per output pipe.
-    fn spawn(&self, id: u64, job: &mut Job, program: &str, output: Output) -> Result<(Running, Readers), StartError> {
+    fn spawn(
+        &self,
+        id: u64,
+        job: &mut Job,
+        program: &str,
+        output: Output,
+        last_output: &Arc<LastOutput>,
+    ) -> Result<(Running, Readers), StartError> {
         let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
         let resolved = resolve_program(first, job).ok_or_else(|| start_error(job, program, None))?;
         let mut command = Command::new(resolved);
@@ -297,6 +315,9 @@ impl Engine {
             .stderr(Stdio::piped());
         let mut leader = group::spawn_leader(&mut command).map_err(|err| start_error(job, program, Some(&err)))?;
         let guard = GroupGuard::register(self.clone(), leader.pgid(), id);
+        if let Some(group) = &job.group {
+            let _ = group.set(leader.pgid());
+        }
 
         if let (Some(bytes), Some(mut stdin)) = (job.stdin.take(), leader.child().stdin.take()) {
             // A command that exits without reading its stdin is not an error.
@@ -305,24 +326,49 @@ impl Engine {
             });
         }
         let stop = CancellationToken::new();
-        let stdout = read(leader.child().stdout.take(), StreamKind::Stdout, output.clone(), &stop);
+        let stdout = read(leader.child().stdout.take(), StreamKind::Stdout, output.clone(), &stop, last_output);
         // The last reader takes `output` itself: no stream sender is left behind to hold the stream open.
-        let stderr = read(leader.child().stderr.take(), StreamKind::Stderr, output, &stop);
+        let stderr = read(leader.child().stderr.take(), StreamKind::Stderr, output, &stop, last_output);
         Ok((Running { id, leader, guard }, Readers { stdout, stderr, stop }))
     }
 
-    /// Wait: for the leader to exit, or else its timeout, its cancellation or the shutdown, which stop its whole
-    /// group by the policy (TERM → grace → KILL).
-    async fn wait(&self, leader: &mut group::Leader, timeout: Duration, cancel: &CancellationToken) -> LeaderEnd {
+    /// Wait: for the leader to exit, or else its timeout, its idle timeout (no output for that long), its
+    /// cancellation or the shutdown, which stop its whole group by the policy (TERM → grace → KILL).
+    async fn wait(
+        &self,
+        leader: &mut group::Leader,
+        job: &Job,
+        last_output: &LastOutput,
+        cancel: &CancellationToken,
+    ) -> LeaderEnd {
         let grace = self.inner.policy.grace;
+        let deadline = tokio::time::Instant::now() + job.timeout;
+        let idle = async {
+            let Some(idle) = job.idle_timeout else { return std::future::pending().await };
+            // Sleeps until the idle limit counted from the last output; output since then moves the limit on.
+            loop {
+                let until = last_output.at() + idle;
+                if until <= Instant::now() {
+                    return;
+                }
+                tokio::time::sleep_until(until.into()).await;
+            }
+        };
         let stop = tokio::select! {
             status = leader.wait() => return LeaderEnd::exited(status),
-            () = tokio::time::sleep(timeout) => Stop::TimedOut,
+            () = tokio::time::sleep_until(deadline) => Stop::TimedOut,
+            () = idle => Stop::IdleTimedOut,
             () = cancel.cancelled() => Stop::Cancelled,
             () = self.inner.shutdown.cancelled() => Stop::Cancelled,
         };
         let status = group::terminate_group(leader, grace).await;
-        LeaderEnd { status, timed_out: stop == Stop::TimedOut, cancelled: stop == Stop::Cancelled, group_stopped: true }
+        LeaderEnd {
+            status,
+            timed_out: stop != Stop::Cancelled,
+            idle_timed_out: stop == Stop::IdleTimedOut,
+            cancelled: stop == Stop::Cancelled,
+            group_stopped: true,
+        }
     }
 
     /// Drain: pipes held open by a background descendant must not hold the result, so once the leader is gone
@@ -393,8 +439,9 @@ fn read<R: AsyncRead + Unpin + Send + 'static>(
     kind: StreamKind,
     output: Output,
     stop: &CancellationToken,
+    last_output: &Arc<LastOutput>,
 ) -> Option<JoinHandle<Captured>> {
-    pipe.map(|pipe| tokio::spawn(output::read_pipe(pipe, kind, output, stop.clone())))
+    pipe.map(|pipe| tokio::spawn(output::read_pipe(pipe, kind, output, stop.clone(), last_output.clone())))
 }
 
 async fn join_reader(reader: Option<JoinHandle<Captured>>) -> Captured {

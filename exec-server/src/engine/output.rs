@@ -1,7 +1,7 @@
 //! Where a command's output goes: collected with a cap, or streamed chunk by chunk with backpressure.
 
+use super::head_tail::HeadTail;
 use futures_util::FutureExt;
-use protocol::reply_text::BudgetedBytes;
 use protocol::StreamKind;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
@@ -15,9 +15,10 @@ pub const READ_SIZE: usize = 64 * 1024;
 pub enum Output {
     /// Keep up to `cap` bytes of each of stdout and stderr; read and drop the rest so the command never blocks.
     Collect { cap: usize },
-    /// Keep, of each of stdout and stderr, the longest prefix whose encoding in a JSON reply (escaped text, plus
-    /// base64 when not UTF-8: see `protocol::reply_text`) fits in `budget` bytes; read and drop the rest. What a
-    /// reply holds is then bounded by its encoded size, whatever bytes the command prints.
+    /// Keep, of each of stdout and stderr, what its encoding in a JSON reply (escaped text, plus base64 when not
+    /// UTF-8: see `protocol::reply_text`) fits in `budget` bytes: all of it, or else the first and the last part
+    /// with the cut marked (see `head_tail`); read and drop the rest. What a reply holds is then bounded by its
+    /// encoded size, whatever bytes the command prints.
     Json { budget: usize },
     /// Send every chunk as it is read. The channel is bounded: when the receiver is slow, reading stops, the pipe
     /// fills and the command blocks in `write`, so memory stays bounded whatever the command prints.
@@ -42,6 +43,38 @@ pub struct Captured {
     pub total: u64,
 }
 
+/// When a command last wrote a byte to either pipe (its start, before it wrote any): what its idle timeout counts
+/// from. Shared by the command's two pipe readers.
+#[derive(Debug)]
+pub struct LastOutput {
+    started: std::time::Instant,
+    /// Milliseconds from `started` to the last output.
+    after_ms: std::sync::atomic::AtomicU64,
+}
+
+impl LastOutput {
+    pub fn new() -> Self {
+        LastOutput { started: std::time::Instant::now(), after_ms: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    /// Output arrived now.
+    pub fn touch(&self) {
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.after_ms.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// When output last arrived.
+    pub fn at(&self) -> std::time::Instant {
+        self.started + std::time::Duration::from_millis(self.after_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl Default for LastOutput {
+    fn default() -> Self {
+        LastOutput::new()
+    }
+}
+
 /// After `stop`, how much more of what is already in a pipe is read: a descendant may keep writing forever.
 const AFTER_STOP: u64 = 1 << 20;
 
@@ -54,10 +87,11 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
     kind: StreamKind,
     output: Output,
     stop: CancellationToken,
+    last_output: std::sync::Arc<LastOutput>,
 ) -> Captured {
     let mut captured = Captured::default();
     // `Json`: what this pipe keeps so far, within the budget (made at the first read).
-    let mut budgeted: Option<BudgetedBytes> = None;
+    let mut budgeted: Option<HeadTail> = None;
     // Most commands print little: start small and grow to READ_SIZE only when reads fill the buffer, so hundreds
     // of quiet commands do not each hold 128 KiB of buffers.
     let mut buf = vec![0u8; 4096];
@@ -82,13 +116,14 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
         };
         let full = n == buf.len();
         captured.total += n as u64;
+        last_output.touch();
         match &output {
             Output::Collect { cap } => {
                 let room = cap.saturating_sub(captured.bytes.len());
                 captured.bytes.extend_from_slice(&buf[..n.min(room)]);
                 captured.truncated |= n > room;
             }
-            Output::Json { budget } => budgeted.get_or_insert_with(|| BudgetedBytes::new(*budget)).push(&buf[..n]),
+            Output::Json { budget } => budgeted.get_or_insert_with(|| HeadTail::new(*budget)).push(&buf[..n]),
             Output::Stream(tx) => {
                 let chunk = OutputChunk { kind, bytes: buf[..n].to_vec() };
                 // A closed receiver means the transport is gone and cancellation follows: keep draining. A slow
@@ -130,7 +165,8 @@ mod tests {
         drop(writer);
         let (tx, mut rx) = mpsc::channel(1);
         let stop = CancellationToken::new();
-        let reader = tokio::spawn(read_pipe(pipe, StreamKind::Stdout, Output::Stream(tx), stop.clone()));
+        let reader =
+            tokio::spawn(read_pipe(pipe, StreamKind::Stdout, Output::Stream(tx), stop.clone(), Default::default()));
         // The reader has filled the channel and waits to hand over its next chunk.
         while rx.is_empty() {
             tokio::task::yield_now().await;

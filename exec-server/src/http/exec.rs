@@ -10,10 +10,14 @@ use super::request::RequestedJob;
 use super::{AppError, AppState};
 use crate::engine::Output;
 
-pub async fn exec(State(state): State<AppState>, RequestedJob(job): RequestedJob) -> Result<Response, AppError> {
-    let job = match job {
-        Ok(job) => job,
-        Err(not_started) => {
+pub async fn exec(
+    State(state): State<AppState>,
+    RequestedJob(job, run_id): RequestedJob,
+) -> Result<Response, AppError> {
+    let job = match (job, run_id) {
+        (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job).await,
+        (Ok(job), None) => job,
+        (Err(not_started), _) => {
             state.engine.not_started(&not_started);
             return Finished::NotStarted(not_started).into_reply(None);
         }

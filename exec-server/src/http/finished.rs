@@ -22,6 +22,8 @@ pub enum Finished {
     NotStarted(StartError),
     /// The task running it panicked or was aborted.
     TaskFailed(JoinError),
+    /// A named run's stored end: its outcome (output read back from its log) and the message it ended with.
+    Stored { outcome: Outcome, error: Option<String> },
 }
 
 impl Finished {
@@ -42,6 +44,9 @@ impl Finished {
                 let error = ending_message(&outcome, timeout);
                 Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit))).into_response())
             }
+            Finished::Stored { outcome, error } => {
+                Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit))).into_response())
+            }
             Finished::NotStarted(err) => {
                 let reply = ExecReply {
                     exit_code: protocol::EXIT_NOT_STARTED,
@@ -60,7 +65,11 @@ impl Finished {
     pub fn into_frames(self) -> Vec<Frame> {
         match self {
             Finished::Ran { outcome, timeout } => {
-                let error = ending_message(&outcome, timeout).map(|data| Frame::Error { data });
+                let error = ending_message(&outcome, timeout);
+                Finished::Stored { outcome, error }.into_frames()
+            }
+            Finished::Stored { outcome, error } => {
+                let error = error.map(|data| Frame::Error { data });
                 let exit = Frame::Exit {
                     data: outcome.exit_code,
                     timed_out: outcome.timed_out,
@@ -98,8 +107,10 @@ impl Finished {
 }
 
 /// The message for a command that ended early by a timeout or cancellation, if it did.
-fn ending_message(outcome: &Outcome, timeout: Duration) -> Option<String> {
-    if outcome.timed_out {
+pub(super) fn ending_message(outcome: &Outcome, timeout: Duration) -> Option<String> {
+    if let Some(idle) = outcome.idle_timed_out {
+        Some(format!("command produced no output for {} s (idle_timeout); it was stopped", idle.as_secs()))
+    } else if outcome.timed_out {
         Some(format!("command timed out after {}s", timeout.as_secs()))
     } else if outcome.cancelled {
         Some("command cancelled: the server is shutting down".into())
@@ -118,6 +129,7 @@ mod tests {
             exit_code: 124,
             signal: Some(15),
             timed_out: true,
+            idle_timed_out: None,
             cancelled: false,
             duration: Duration::from_millis(7_010),
             stdout: Captured::default(),

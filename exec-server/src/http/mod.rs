@@ -10,9 +10,12 @@ pub mod fds;
 mod finished;
 mod listener;
 mod metrics;
+mod named;
 mod openapi;
 mod reply;
 mod request;
+mod run_stream;
+mod runs;
 pub mod socket;
 mod stream;
 mod trace;
@@ -56,6 +59,8 @@ pub struct AppState {
     pub base_env: Arc<Vec<(OsString, OsString)>>,
     /// `GET /metrics` needs no token (`--metrics-open`).
     pub metrics_open: bool,
+    /// Named runs (requests with a `run_id`).
+    pub runs: crate::runs::Runs,
 }
 
 impl AppState {
@@ -84,6 +89,10 @@ pub fn router(state: AppState) -> Router {
         .route("/info", get(info))
         .route("/exec", post(exec::exec))
         .route("/exec/stream", post(stream::exec_stream))
+        .route("/runs", get(runs::list))
+        .route("/runs/{id}", get(runs::show).delete(runs::delete))
+        .route("/runs/{id}/stream", get(runs::stream))
+        .route("/runs/{id}/signal", post(runs::signal))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
@@ -110,7 +119,9 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
     })
 }
 
-const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /metrics, GET /openapi.json";
+const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /runs, GET /runs/{id}, \
+                         GET /runs/{id}/stream, POST /runs/{id}/signal, DELETE /runs/{id}, GET /metrics, \
+                         GET /openapi.json";
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     AppError::new(

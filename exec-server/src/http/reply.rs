@@ -143,6 +143,7 @@ mod tests {
             exit_code: 3,
             signal,
             timed_out: signal.is_some(),
+            idle_timed_out: None,
             cancelled: false,
             duration: Duration::from_millis(42),
             stdout: Captured { total: stdout.len() as u64, bytes: stdout, truncated: true },

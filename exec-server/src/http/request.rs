@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
-use protocol::ExecRequest;
+use protocol::{ExecRequest, RunId};
 
 use super::connection::BodyTimeout;
 use super::trace::RequestContext;
@@ -20,8 +20,9 @@ use crate::workspace::{resolve_cwd, CwdError};
 /// as a command that did not start. Anything else wrong with the body is the extractor's rejection, a 4xx
 /// [`AppError`] that names what is wrong.
 ///
-/// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there.
-pub struct RequestedJob(pub Result<Job, StartError>);
+/// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there. The second field is
+/// the run's name when the request gave one (a named run, issue 12).
+pub struct RequestedJob(pub Result<Job, StartError>, pub Option<RunId>);
 
 impl FromRequest<AppState> for RequestedJob {
     type Rejection = AppError;
@@ -30,7 +31,7 @@ impl FromRequest<AppState> for RequestedJob {
         // Set by the `request_context` middleware on every request the router sees.
         let traceparent = request.extensions().get::<RequestContext>().and_then(|context| context.traceparent.clone());
         let body = Bytes::from_request(request, state).await.map_err(body_error)?;
-        prepare(state, &body, traceparent.as_deref()).map(RequestedJob)
+        prepare(state, &body, traceparent.as_deref()).map(|(job, run_id)| RequestedJob(job, run_id))
     }
 }
 
@@ -58,7 +59,12 @@ fn body_error(rejection: BytesRejection) -> AppError {
 }
 
 /// Turns a body into a job, or a 400 that names what is wrong.
-fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<Result<Job, StartError>, AppError> {
+#[allow(clippy::type_complexity)] // the job (or why it cannot start) and the run's name
+fn prepare(
+    state: &AppState,
+    body: &[u8],
+    traceparent: Option<&str>,
+) -> Result<(Result<Job, StartError>, Option<RunId>), AppError> {
     // serde would also take a struct written as a JSON array (`[["ls"]]`): the contract's body is an object.
     if !body.trim_ascii_start().starts_with(b"{") {
         return Err(AppError::bad_request(
@@ -89,7 +95,9 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
     }
     let cwd = match resolve_cwd(&state.root, request.cwd.as_deref(), state.allow_any_cwd) {
         Ok(cwd) => cwd,
-        Err(CwdError::Missing { path, problem }) => return Ok(Err(StartError::WorkingDirectory { path, problem })),
+        Err(CwdError::Missing { path, problem }) => {
+            return Ok((Err(StartError::WorkingDirectory { path, problem }), request.run_id))
+        }
         Err(err) => return Err(AppError::bad_request(err.to_string())),
     };
     let job = Job {
@@ -98,8 +106,15 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         env,
         stdin,
         timeout: Duration::from_secs(timeout_secs),
+        // Like `timeout`: ≤ 0 means none.
+        idle_timeout: request
+            .idle_timeout
+            .and_then(|secs| u64::try_from(secs).ok())
+            .filter(|secs| *secs > 0)
+            .map(Duration::from_secs),
+        group: None,
     };
-    Ok(Ok(job))
+    Ok((Ok(job), request.run_id))
 }
 
 fn validate_cmd(cmd: &[String]) -> Result<(), AppError> {

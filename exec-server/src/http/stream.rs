@@ -24,11 +24,18 @@ use super::{AppError, AppState};
 use crate::engine::{Engine, Job, Output, OutputChunk, StartError, READ_SIZE};
 
 /// How long an unfinished line (a prompt, a progress bar) waits for its newline before it is sent as `nl: false`.
-const PARTIAL_LINE_WAIT: Duration = Duration::from_millis(20);
+pub(super) const PARTIAL_LINE_WAIT: Duration = Duration::from_millis(20);
 /// Chunks and events in flight between the pipe and the socket; with 64 KiB reads this bounds memory per stream.
-const CHANNEL_DEPTH: usize = 4;
+pub(super) const CHANNEL_DEPTH: usize = 4;
 
-pub async fn exec_stream(State(state): State<AppState>, RequestedJob(job): RequestedJob) -> Result<Response, AppError> {
+pub async fn exec_stream(
+    State(state): State<AppState>,
+    RequestedJob(job, run_id): RequestedJob,
+) -> Result<Response, AppError> {
+    if let (Ok(_), Some(run_id)) = (&job, &run_id) {
+        let Ok(job) = job else { unreachable!("matched above") };
+        return super::named::stream(&state, run_id, job);
+    }
     let permit = match &job {
         Ok(_) => Some(state.permit()?),
         Err(_) => None,
@@ -51,7 +58,7 @@ pub async fn exec_stream(State(state): State<AppState>, RequestedJob(job): Reque
 }
 
 /// An SSE comment: keeps proxies and the client's read timeout from closing a quiet stream.
-const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+pub(super) const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// Turns engine chunks into events, batching lines, flushing partial lines after a moment, keeping a quiet stream
 /// alive, and ending with the error and exit frames.

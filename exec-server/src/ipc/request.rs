@@ -170,6 +170,8 @@ pub fn job_of(
         env: env.to_vec(),
         stdin,
         timeout: Duration::from_secs(timeout_of(request.timeout.as_ref(), min_timeout, max_timeout)),
+        idle_timeout: None,
+        group: None,
     })
 }
 

@@ -1,0 +1,180 @@
+//! `POST /exec` and `POST /exec/stream` with a `run_id`: the run is claimed in the registry (a new one started, an
+//! existing one of the same command attached to), runs in its own task whatever its clients do, and its clients
+//! read it from its log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use protocol::{RunId, RunState};
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tracing::Instrument;
+
+use super::finished::{ending_message, Finished};
+use super::{run_stream, AppError, AppState};
+use crate::engine::head_tail::HeadTail;
+use crate::engine::{Captured, Engine, Job, Outcome, Output, OutputChunk, READ_SIZE};
+use crate::runs::{Attachment, Claim, ClaimError, Read, Run, RunEnd, StreamLog};
+
+/// The run `id` names for `job`: attached to, or claimed and started. The caller reads it while holding the
+/// attachment.
+pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<Run>, Attachment), AppError> {
+    let argv: Vec<String> = job.argv.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let window = state.runs.settings().reattach_window;
+    match state.runs.claim(id, &argv, job.cwd.path()) {
+        Ok(Claim::Existing(run)) => {
+            let attachment = run.attach(window);
+            Ok((run, attachment))
+        }
+        Ok(Claim::New(run)) => {
+            let permit = match state.permit() {
+                Ok(permit) => permit,
+                Err(err) => {
+                    state.runs.forget(id);
+                    return Err(err);
+                }
+            };
+            let attachment = run.attach(window);
+            start(state.engine.clone(), run.clone(), job, permit);
+            Ok((run, attachment))
+        }
+        Err(err @ ClaimError::Conflict { .. }) => Err(AppError::new(StatusCode::CONFLICT, err.to_string())),
+        Err(err @ ClaimError::Full { .. }) => Err(AppError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())),
+    }
+}
+
+/// Runs `job` for `run` in its own task: its output goes to the run's log as fast as it comes (no client can slow
+/// it), and its end is recorded. The slot is held until the command has ended.
+fn start(engine: Engine, run: Arc<Run>, mut job: Job, permit: OwnedSemaphorePermit) {
+    job.group = Some(run.group.clone());
+    let timeout = job.timeout;
+    let task = async move {
+        let _permit = permit;
+        let (chunks_tx, mut chunks) = mpsc::channel::<OutputChunk>(super::stream::CHANNEL_DEPTH);
+        let cancel = run.cancel.clone();
+        let command =
+            tokio::spawn(async move { engine.run(job, Output::Stream(chunks_tx), cancel).await }.in_current_span());
+        while let Some(chunk) = chunks.recv().await {
+            run.append(chunk.kind, &chunk.bytes);
+        }
+        run.finish(end_of(Finished::new(command.await, timeout)));
+    };
+    tokio::spawn(task.in_current_span());
+}
+
+/// A command's end as a run records it.
+fn end_of(finished: Finished) -> RunEnd {
+    match finished {
+        Finished::Ran { outcome, timeout } => {
+            let error = ending_message(&outcome, timeout);
+            end_of(Finished::Stored { outcome, error })
+        }
+        Finished::Stored { outcome, error } => RunEnd {
+            state: if outcome.timed_out {
+                RunState::TimedOut
+            } else if outcome.cancelled {
+                RunState::Cancelled
+            } else {
+                RunState::Exited
+            },
+            exit_code: Some(outcome.exit_code),
+            signal: outcome.signal,
+            timed_out: outcome.timed_out,
+            error,
+            duration: outcome.duration,
+        },
+        Finished::NotStarted(err) => RunEnd {
+            state: RunState::Exited,
+            exit_code: Some(protocol::EXIT_NOT_STARTED),
+            signal: None,
+            timed_out: false,
+            error: Some(err.to_string()),
+            duration: Duration::ZERO,
+        },
+        Finished::TaskFailed(err) => RunEnd {
+            state: RunState::Exited,
+            exit_code: Some(-1),
+            signal: None,
+            timed_out: false,
+            error: Some(format!("command task failed: {err}")),
+            duration: Duration::ZERO,
+        },
+    }
+}
+
+/// `POST /exec/stream` of a named run: its frames from the start.
+pub fn stream(state: &AppState, id: &RunId, job: Job) -> Result<Response, AppError> {
+    let (run, attachment) = claim_and_attach(state, id, job)?;
+    Ok(run_stream::response(run, [0, 0], attachment, state.keepalive))
+}
+
+/// `POST /exec` of a named run: waits for its end (attached meanwhile), then replies with what its log holds,
+/// cut to `--max-output` like any reply.
+pub async fn exec(state: &AppState, id: &RunId, job: Job) -> Result<Response, AppError> {
+    let (run, attachment) = claim_and_attach(state, id, job)?;
+    let end = wait_for_end(&run).await;
+    drop(attachment);
+    let (stdout, stderr) =
+        run.with_logs(|stdout, stderr, _| (kept(stdout, state.max_output), kept(stderr, state.max_output)));
+    let outcome = Outcome {
+        exit_code: end.exit_code.unwrap_or(protocol::EXIT_NOT_STARTED),
+        signal: end.signal,
+        timed_out: end.timed_out,
+        idle_timed_out: None,
+        cancelled: end.state == RunState::Cancelled,
+        duration: end.duration,
+        stdout,
+        stderr,
+    };
+    Finished::Stored { outcome, error: end.error }.into_reply(None)
+}
+
+/// The run's end, once it has one.
+pub async fn wait_for_end(run: &Run) -> RunEnd {
+    let mut changed = run.subscribe();
+    loop {
+        changed.borrow_and_update();
+        if let Some(end) = run.end() {
+            return end;
+        }
+        if changed.changed().await.is_err() {
+            // The run is gone with its sender: cannot happen while we hold it, but never wait forever.
+            return run.end().unwrap_or(RunEnd {
+                state: RunState::Cancelled,
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                error: Some("the run was lost".into()),
+                duration: Duration::ZERO,
+            });
+        }
+    }
+}
+
+/// What a reply keeps of a stream's log: all of it, or head and tail within `budget` (its own dropped middle
+/// counted in the cut).
+fn kept(log: &StreamLog, budget: usize) -> Captured {
+    let mut kept = HeadTail::new(budget);
+    let mut offset = 0;
+    loop {
+        match log.read(offset, READ_SIZE) {
+            Ok(Read::Bytes(bytes)) => {
+                offset += bytes.len() as u64;
+                kept.push(&bytes);
+            }
+            Ok(Read::Dropped(gap)) => {
+                offset += gap;
+                kept.skip(gap);
+            }
+            Ok(Read::End) => break,
+            Err(_) => {
+                kept.skip(log.total() - offset);
+                break;
+            }
+        }
+    }
+    let total = kept.total();
+    let (bytes, truncated) = kept.finish();
+    Captured { bytes, truncated, total }
+}

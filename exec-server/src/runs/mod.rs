@@ -1,0 +1,181 @@
+//! Named runs (issue 12): commands a client named with `run_id`, which outlive their connection for the reattach
+//! window, keep their output for replay (memory, then a spill file, then head + tail), and are kept for `--retain`
+//! after they end. The registry here is transport-free; `http::runs` serves it.
+
+mod log;
+mod retention;
+mod run;
+pub mod signals;
+mod state_dir;
+
+pub use log::{Read, StreamLog, MEMORY_PER_STREAM};
+pub use run::{Attachment, Run, RunEnd};
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use protocol::RunId;
+
+use state_dir::StateDir;
+
+/// The flags that shape named runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub reattach_window: Duration,
+    pub retain: Duration,
+    pub max_runs: usize,
+    pub run_log_max: u64,
+    pub state_dir: Option<PathBuf>,
+}
+
+/// Every named run this server keeps. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Runs {
+    inner: Arc<Registry>,
+}
+
+#[derive(Debug)]
+struct Registry {
+    settings: Settings,
+    state_dir: Mutex<Option<StateDir>>,
+    state_path: PathBuf,
+    runs: Mutex<HashMap<RunId, Arc<Run>>>,
+    /// Spill files get a fresh number each: a forgotten run's file may still be read while a new run takes its id.
+    next_file: AtomicU64,
+}
+
+/// What a request naming a run gets.
+pub enum Claim {
+    /// A new run, to be started by the caller.
+    New(Arc<Run>),
+    /// The run of that name, running or ended: attach to it, run nothing.
+    Existing(Arc<Run>),
+}
+
+/// Why a run could not be claimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimError {
+    /// The id names a run of another command or folder.
+    Conflict { id: RunId, argv: Vec<String>, cwd: PathBuf },
+    /// `--max-runs` runs are kept and all still run.
+    Full { max_runs: usize },
+}
+
+impl std::fmt::Display for ClaimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClaimError::Conflict { id, argv, cwd } => write!(
+                f,
+                "run_id {id} already names another command ({} in {}); choose a new id",
+                serde_json::to_string(argv).unwrap_or_default(),
+                cwd.display()
+            ),
+            ClaimError::Full { max_runs } => write!(
+                f,
+                "{max_runs} named runs are running (the limit set by --max-runs); retry once one has ended, or \
+                 DELETE one"
+            ),
+        }
+    }
+}
+
+impl Runs {
+    /// The registry, with its state folder made now. A sweeper forgets expired runs every second.
+    pub fn new(settings: Settings) -> std::io::Result<Self> {
+        let state_dir = StateDir::create(settings.state_dir.as_deref())?;
+        let state_path = state_dir.path().to_path_buf();
+        let runs = Runs {
+            inner: Arc::new(Registry {
+                settings,
+                state_dir: Mutex::new(Some(state_dir)),
+                state_path,
+                runs: Mutex::default(),
+                next_file: AtomicU64::new(0),
+            }),
+        };
+        let weak = Arc::downgrade(&runs.inner);
+        tokio::spawn(sweep(weak));
+        Ok(runs)
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.inner.state_path
+    }
+
+    /// The run `id` names if it is that of `argv` in `cwd`, or a new one (not started).
+    pub fn claim(&self, id: &RunId, argv: &[String], cwd: &Path) -> Result<Claim, ClaimError> {
+        let settings = &self.inner.settings;
+        let mut runs = self.inner.runs.lock().unwrap();
+        retention::forget_expired(&mut runs, settings.retain, Instant::now());
+        if let Some(run) = runs.get(id) {
+            if run.argv != argv || run.cwd != cwd {
+                return Err(ClaimError::Conflict { id: id.clone(), argv: run.argv.clone(), cwd: run.cwd.clone() });
+            }
+            return Ok(Claim::Existing(run.clone()));
+        }
+        if !retention::make_room(&mut runs, settings.max_runs) {
+            return Err(ClaimError::Full { max_runs: settings.max_runs });
+        }
+        let log = |stream: &str| {
+            let number = self.inner.next_file.fetch_add(1, Ordering::Relaxed);
+            let path = self.inner.state_path.join(format!("{id}.{number}.{stream}"));
+            StreamLog::new(settings.run_log_max, MEMORY_PER_STREAM, path)
+        };
+        let run = Arc::new(Run::new(id.clone(), argv.to_vec(), cwd.to_path_buf(), log("stdout"), log("stderr")));
+        runs.insert(id.clone(), run.clone());
+        Ok(Claim::New(run))
+    }
+
+    /// The run `id` names, if kept.
+    pub fn get(&self, id: &RunId) -> Option<Arc<Run>> {
+        let mut runs = self.inner.runs.lock().unwrap();
+        retention::forget_expired(&mut runs, self.inner.settings.retain, Instant::now());
+        runs.get(id).cloned()
+    }
+
+    /// Every kept run, newest first.
+    pub fn list(&self) -> Vec<Arc<Run>> {
+        let mut runs = self.inner.runs.lock().unwrap();
+        retention::forget_expired(&mut runs, self.inner.settings.retain, Instant::now());
+        let mut list: Vec<Arc<Run>> = runs.values().cloned().collect();
+        list.sort_by_key(|run| std::cmp::Reverse(run.started));
+        list
+    }
+
+    /// Forgets `id` (its spill files go once no reader holds it).
+    pub fn forget(&self, id: &RunId) {
+        self.inner.runs.lock().unwrap().remove(id);
+    }
+
+    /// How many runs are kept.
+    pub fn len(&self) -> usize {
+        self.inner.runs.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// At exit: forgets every run and removes the state folder (if it is ours).
+    pub fn close(&self) {
+        self.inner.runs.lock().unwrap().clear();
+        self.inner.state_dir.lock().unwrap().take();
+    }
+}
+
+/// Forgets expired runs once a second, until the registry is gone.
+async fn sweep(registry: Weak<Registry>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Some(registry) = registry.upgrade() else { return };
+        let mut runs = registry.runs.lock().unwrap();
+        retention::forget_expired(&mut runs, registry.settings.retain, Instant::now());
+    }
+}

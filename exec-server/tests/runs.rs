@@ -1,0 +1,474 @@
+//! Named runs (issue 12): they outlive their connection for the reattach window, are never started twice, keep
+//! their output for replay from any offset, and are bounded in number, memory and disk.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use protocol::{Frame, RunInfo, RunList, RunState};
+use serde_json::json;
+
+use crate::support::*;
+
+/// Frames read from a live SSE response as they come.
+struct Frames {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Frames {
+    fn new(response: reqwest::Response) -> Self {
+        assert_eq!(response.status(), 200);
+        Frames { response, buffer: Vec::new() }
+    }
+
+    /// The next frame, or `None` at the end of the body.
+    async fn next(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                if let Some(json) = event.strip_prefix(b"data: ") {
+                    return Some(Frame::from_json(&json[..json.len() - 2]).unwrap().unwrap());
+                }
+                continue;
+            }
+            let chunk = self.response.chunk().await.unwrap()?;
+            self.buffer.extend_from_slice(&chunk);
+        }
+    }
+
+    /// Frames until (and with) the first whose stdout holds `text`.
+    async fn until_stdout(&mut self, text: &str) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        loop {
+            let frame = self.next().await.unwrap_or_else(|| panic!("stream ended before {text:?}: {frames:?}"));
+            let found = matches!(&frame, Frame::Stdout(chunk) if chunk.data.contains(text));
+            frames.push(frame);
+            if found {
+                return frames;
+            }
+        }
+    }
+
+    async fn rest(&mut self) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        while let Some(frame) = self.next().await {
+            frames.push(frame);
+        }
+        frames
+    }
+}
+
+impl TestServer {
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        let request = self.client().get(format!("{}{path}", self.url));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    fn delete(&self, path: &str) -> reqwest::RequestBuilder {
+        let request = self.client().delete(format!("{}{path}", self.url));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    async fn open_stream(&self, request: serde_json::Value) -> Frames {
+        Frames::new(self.post("/exec/stream", request.to_string()).send().await.unwrap())
+    }
+
+    async fn run_info(&self, id: &str) -> (u16, Option<RunInfo>) {
+        let response = self.get(&format!("/runs/{id}")).send().await.unwrap();
+        let status = response.status().as_u16();
+        let body = response.bytes().await.unwrap();
+        (status, (status == 200).then(|| serde_json::from_slice(&body).unwrap()))
+    }
+
+    /// Waits (on the server's own answers) until `id`'s info satisfies `done`; panics after 20 s.
+    async fn wait_for_run(&self, id: &str, what: &str, done: impl Fn(&RunInfo) -> bool) -> RunInfo {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let (200, Some(info)) = self.run_info(id).await {
+                if done(&info) {
+                    return info;
+                }
+            }
+            assert!(std::time::Instant::now() < deadline, "run {id} never got {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// The offset of a stdout/stderr frame (named runs always carry it).
+fn offset_of(frame: &Frame) -> Option<u64> {
+    match frame {
+        Frame::Stdout(chunk) | Frame::Stderr(chunk) => Some(chunk.offset.expect("a named run's frame has an offset")),
+        _ => None,
+    }
+}
+
+fn exit_totals(frames: &[Frame]) -> (i32, Option<u64>, Option<u64>) {
+    match frames.last() {
+        Some(Frame::Exit { data, stdout_bytes, stderr_bytes, .. }) => (*data, *stdout_bytes, *stderr_bytes),
+        other => panic!("last frame is not exit: {other:?}"),
+    }
+}
+
+async fn json_of<T: serde::de::DeserializeOwned>(response: reqwest::Response) -> T {
+    serde_json::from_slice(&response.bytes().await.unwrap()).unwrap()
+}
+
+fn lines_in(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path).unwrap_or_default().lines().count()
+}
+
+/// No client comes back: the run is stopped by the policy once the window has passed, and nothing survives.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_nobody_reattaches_to_is_stopped_after_the_window() {
+    let server = server().arg("--reattach-window", "2").start().await;
+    let marker = marker();
+    let body = json!({"cmd": ["sh", "-c", format!("echo started; {}", sleeper(&marker))], "run_id": "window-1"});
+    let mut frames = server.open_stream(body).await;
+    frames.until_stdout("started").await;
+    wait_for_process(&marker);
+    drop(frames);
+    // The connection is gone; the run is not: it waits for a client, unattached.
+    let info = server.wait_for_run("window-1", "no client", |info| info.attached == 0).await;
+    assert_eq!(info.state, RunState::Running);
+    assert!(!processes_matching(&marker).is_empty(), "a named run must survive its connection");
+    // Window (2 s) + grace (0.5 s) + a generous margin for a loaded machine.
+    assert_no_survivors(&marker, Duration::from_secs(15));
+    let info = server.wait_for_run("window-1", "its end", |info| info.state != RunState::Running).await;
+    assert_eq!(info.state, RunState::Cancelled);
+    assert_eq!(info.error.as_deref(), Some("no client reattached within 2 s; the command was stopped"));
+    server.stop().await;
+}
+
+/// A reattach within the window stops the clock: the command runs on to its own end.
+#[tokio::test(flavor = "multi_thread")]
+async fn reattaching_within_the_window_keeps_the_run() {
+    let server = server().arg("--reattach-window", "2").start().await;
+    let gate = server.workspace.path().join("gate");
+    mkfifo(&gate);
+    let body = json!({"cmd": ["sh", "-c", "echo started; cat gate; echo finished"], "run_id": "window-2"});
+    let mut frames = server.open_stream(body).await;
+    frames.until_stdout("started").await;
+    drop(frames);
+    server.wait_for_run("window-2", "no client", |info| info.attached == 0).await;
+    let mut again = Frames::new(server.get("/runs/window-2/stream?stdout=8").send().await.unwrap());
+    server.wait_for_run("window-2", "a client", |info| info.attached == 1).await;
+    // Well past the window, still running.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(server.run_info("window-2").await.1.unwrap().state, RunState::Running);
+    tokio::task::spawn_blocking(move || std::fs::write(gate, "go\n")).await.unwrap().unwrap();
+    let rest = again.rest().await;
+    assert_eq!(rebuild(&rest, true), b"go\nfinished\n");
+    assert_eq!(offset_of(&rest[0]), Some(8));
+    assert_eq!(exit_totals(&rest), (0, Some(20), Some(0)));
+    server.stop().await;
+}
+
+/// Two requests with the same id while it runs: one command, and both clients get all of its output.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_post_while_running_attaches_to_the_same_command() {
+    let server = server().start().await;
+    let gate = server.workspace.path().join("gate");
+    mkfifo(&gate);
+    let counter = server.workspace.path().join("counter");
+    let body =
+        json!({"cmd": ["sh", "-c", "echo ran >> counter; echo first; cat gate; echo second"], "run_id": "twice"});
+    let mut one = server.open_stream(body.clone()).await;
+    let mut seen_one = one.until_stdout("first").await;
+    let mut two = server.open_stream(body.clone()).await;
+    let mut seen_two = two.until_stdout("first").await;
+    let blocking = server.post("/exec", body.to_string()).send();
+    tokio::task::spawn_blocking(move || std::fs::write(gate, "go\n")).await.unwrap().unwrap();
+    seen_one.extend(one.rest().await);
+    seen_two.extend(two.rest().await);
+    let reply: protocol::ExecReply = serde_json::from_slice(&blocking.await.unwrap().bytes().await.unwrap()).unwrap();
+    let expected = b"first\ngo\nsecond\n";
+    assert_eq!(rebuild(&seen_one, true), expected);
+    assert_eq!(rebuild(&seen_two, true), expected);
+    assert_eq!(reply.stdout_bytes().unwrap(), expected);
+    assert_eq!(exit_totals(&seen_one), (0, Some(16), Some(0)));
+    assert_eq!(lines_in(&counter), 1, "the command ran once");
+    server.stop().await;
+}
+
+/// After it ended (and while kept), the same request returns the stored result; another command under the id is
+/// refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_post_after_the_end_returns_the_stored_result() {
+    let server = server().start().await;
+    let counter = server.workspace.path().join("counter");
+    let body = json!({"cmd": ["sh", "-c", "echo ran >> counter; echo out; echo err >&2; exit 3"], "run_id": "stored"});
+    let first = server.exec(body.clone()).await;
+    assert_eq!((first.exit_code, first.output.as_str(), first.stderr.as_str()), (3, "out\n", "err\n"));
+    let again = server.exec(body.clone()).await;
+    assert_eq!((again.exit_code, again.output.as_str(), again.stderr.as_str()), (3, "out\n", "err\n"));
+    let frames = server.open_stream(body.clone()).await.rest().await;
+    assert_eq!((rebuild(&frames, true), rebuild(&frames, false)), (b"out\n".to_vec(), b"err\n".to_vec()));
+    assert_eq!(exit_totals(&frames), (3, Some(4), Some(4)));
+    assert_eq!(lines_in(&counter), 1, "the command ran once");
+
+    let other = json!({"cmd": ["sh", "-c", "echo other"], "run_id": "stored"});
+    let response = server.post("/exec", other.to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 409);
+    let error: protocol::ErrorBody = json_of(response).await;
+    assert!(error.error.contains("run_id stored already names another command") && error.error.contains("new id"));
+    assert_eq!(lines_in(&counter), 1);
+    server.stop().await;
+}
+
+/// Signals reach the whole group: a command that ignores TERM survives it, KILL ends it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_signal_endpoint_reaches_the_group() {
+    let server = server().start().await;
+    let marker = marker();
+    let script = format!("trap '' TERM; {} & echo ready; wait", sleeper(&marker));
+    let mut frames = server.open_stream(json!({"cmd": ["sh", "-c", script], "run_id": "sig"})).await;
+    frames.until_stdout("ready").await;
+    wait_for_process(&marker);
+    let signal = |name: &str| server.post("/runs/sig/signal", json!({"signal": name}).to_string()).send();
+    let response = signal("STOP").await.unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(response.text().await.unwrap().contains("TERM, INT, HUP, KILL, USR1, USR2"));
+    let response = signal("SIGTERM").await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(json_of::<RunInfo>(response).await.state, RunState::Running);
+    // TERM is ignored (the run goes on); KILL is not.
+    let response = signal("KILL").await.unwrap();
+    assert_eq!(response.status(), 200);
+    let rest = frames.rest().await;
+    assert_eq!(exit_frame(&rest), (137, false, Some(9)));
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    assert_eq!(signal("TERM").await.unwrap().status(), 409, "an ended run has nothing to signal");
+    server.stop().await;
+}
+
+/// The list shows every kept run newest first; DELETE cancels a running run by the policy, and forgets an ended
+/// one.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_are_listed_and_deleted() {
+    let server = server().start().await;
+    let marker = marker();
+    server.exec(json!({"cmd": ["echo", "one"], "run_id": "old"})).await;
+    let mut frames = server
+        .open_stream(json!({"cmd": ["sh", "-c", format!("echo up; {}", sleeper(&marker))], "run_id": "new"}))
+        .await;
+    frames.until_stdout("up").await;
+    let list: RunList = json_of(server.get("/runs").send().await.unwrap()).await;
+    let ids: Vec<&str> = list.runs.iter().map(|run| run.id.as_str()).collect();
+    assert_eq!(ids, ["new", "old"]);
+    assert_eq!(list.runs[0].state, RunState::Running);
+    assert_eq!((list.runs[1].state, list.runs[1].exit_code, list.runs[1].stdout_bytes), (RunState::Exited, Some(0), 4));
+
+    let response = server.delete("/runs/new").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let info: RunInfo = json_of(response).await;
+    assert_eq!(info.state, RunState::Cancelled);
+    assert_eq!(info.error.as_deref(), Some("cancelled by DELETE /runs/new"));
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    let rest = frames.rest().await;
+    assert!(matches!(&rest[..], [.., Frame::Error { data }, Frame::Exit { .. }] if data.contains("DELETE")));
+
+    assert_eq!(server.delete("/runs/old").send().await.unwrap().status(), 200);
+    let (status, _) = server.run_info("old").await;
+    assert_eq!(status, 404);
+    let error: protocol::ErrorBody = json_of(server.get("/runs/old").send().await.unwrap()).await;
+    assert_eq!(error.error, "run old is not known: it never existed or ended more than --retain ago");
+    assert_eq!(server.delete("/runs/old").send().await.unwrap().status(), 404);
+    server.stop().await;
+}
+
+/// A command that prints nothing for `idle_timeout` seconds is stopped as timed out, and the error says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_command_is_stopped() {
+    let server = server().start().await;
+    let marker = marker();
+    let script = format!("echo hi; {}", sleeper(&marker));
+    let reply = server.exec(json!({"cmd": ["sh", "-c", script], "idle_timeout": 1, "timeout": 600})).await;
+    assert_eq!((reply.exit_code, reply.timed_out, reply.output.as_str()), (124, true, "hi\n"));
+    assert_eq!(reply.error.as_deref(), Some("command produced no output for 1 s (idle_timeout); it was stopped"));
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    // Output keeps it going: a line every 0.2 s for 2 s outlives an idle timeout of 1 s.
+    let chatty = "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; sleep 0.2; done";
+    let reply = server.exec(json!({"cmd": ["sh", "-c", chatty], "idle_timeout": 1})).await;
+    assert_eq!((reply.exit_code, reply.timed_out), (0, false));
+    // A named run says it in its state and its error frame.
+    let frames =
+        server.stream(json!({"cmd": ["sh", "-c", sleeper(&marker)], "idle_timeout": 1, "run_id": "idle"})).await;
+    assert!(matches!(&frames[..], [Frame::Error { data }, Frame::Exit { data: 124, timed_out: true, .. }]
+        if data.contains("idle_timeout")));
+    assert_eq!(server.run_info("idle").await.1.unwrap().state, RunState::TimedOut);
+    server.stop().await;
+}
+
+/// Replaying from any offsets gives exactly the rest of each stream, binary included, and the frames say where
+/// they are.
+#[tokio::test(flavor = "multi_thread")]
+async fn replay_from_offsets_is_the_exact_rest_of_each_stream() {
+    let server = server().start().await;
+    let out = random_bytes(700_000, 7);
+    let mut err = "é line\n".repeat(20_000).into_bytes();
+    err.extend_from_slice(b"no newline at the end");
+    std::fs::write(server.workspace.path().join("out.bin"), &out).unwrap();
+    std::fs::write(server.workspace.path().join("err.txt"), &err).unwrap();
+    let body = json!({"cmd": ["sh", "-c", "cat out.bin; cat err.txt >&2"], "run_id": "replay"});
+    let direct = server.open_stream(body).await.rest().await;
+    assert!(rebuild(&direct, true) == out && rebuild(&direct, false) == err, "the direct stream is exact");
+    assert_eq!(exit_totals(&direct), (0, Some(out.len() as u64), Some(err.len() as u64)));
+    // Offsets count every byte, frame after frame.
+    let mut next = [0u64; 2];
+    for frame in &direct {
+        let (index, chunk) = match frame {
+            Frame::Stdout(chunk) => (0, chunk),
+            Frame::Stderr(chunk) => (1, chunk),
+            _ => continue,
+        };
+        assert_eq!(chunk.offset, Some(next[index]));
+        let mut bytes = Vec::new();
+        chunk.write_bytes(&mut bytes).unwrap();
+        next[index] += bytes.len() as u64;
+    }
+    for (from_out, from_err) in [(0, 0), (1, 3), (123_457, 7), (699_999, 140_001), (700_000, err.len())] {
+        let path = format!("/runs/replay/stream?stdout={from_out}&stderr={from_err}");
+        let frames = Frames::new(server.get(&path).send().await.unwrap()).rest().await;
+        assert!(rebuild(&frames, true) == out[from_out..], "stdout from {from_out}");
+        assert!(rebuild(&frames, false) == err[from_err..], "stderr from {from_err}");
+        let first_out = frames.iter().find(|f| matches!(f, Frame::Stdout(_))).and_then(offset_of);
+        assert!(first_out.is_none_or(|offset| offset == from_out as u64));
+    }
+    let response = server.get(&format!("/runs/replay/stream?stdout={}", out.len() + 1)).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(response.text().await.unwrap().contains("beyond the 700000 bytes"));
+    server.stop().await;
+}
+
+/// Beyond the memory bound a run's output goes to a file in the state folder, which goes when the run is
+/// forgotten; beyond --run-log-max the middle is dropped and announced; the folder goes at exit.
+#[tokio::test(flavor = "multi_thread")]
+async fn large_output_spills_to_disk_and_is_cleaned_up() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().join("state");
+    let server =
+        server().arg("--state-dir", &state_dir.display().to_string()).arg("--run-log-max", "600000").start().await;
+    let files = || -> Vec<(String, u64)> {
+        let mut files: Vec<(String, u64)> = std::fs::read_dir(&state_dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        files
+    };
+    assert!(files().is_empty());
+    // 500 000 bytes: spilled (beyond 256 KiB), all kept (under the cap).
+    let spilled = "seq 1 500000 | head -c 500000";
+    let reply = server.exec(json!({"cmd": ["sh", "-c", spilled], "run_id": "spill"})).await;
+    assert_eq!(reply.output.len(), 500_000);
+    let after_spill = files();
+    assert_eq!(after_spill.len(), 1, "{after_spill:?}");
+    assert!(after_spill[0].0.starts_with("spill.") && after_spill[0].1 == 500_000, "{after_spill:?}");
+    assert_eq!(std::fs::metadata(&state_dir).unwrap().permissions().mode() & 0o777, 0o700);
+
+    // 2 000 000 bytes over a cap of 600 000: head 300 000, tail 300 000, 1 400 000 dropped and announced.
+    let capped = "seq 1 1000000 | head -c 2000000";
+    // /exec of a named run: head and tail of the stored log, its own dropped middle counted in the cut.
+    let reply = server.exec(json!({"cmd": ["sh", "-c", capped], "run_id": "capped"})).await;
+    assert!(reply.output_truncated && reply.output.contains("bytes dropped"));
+    // Replayed once it ended (a live reader may get ahead of the cut, and see more of the middle).
+    let frames = Frames::new(server.get("/runs/capped/stream").send().await.unwrap()).rest().await;
+    let all: Vec<u8> = (1..=1_000_000).flat_map(|i: u32| format!("{i}\n").into_bytes()).take(2_000_000).collect();
+    let dropped: Vec<&Frame> = frames.iter().filter(|f| matches!(f, Frame::Dropped { .. })).collect();
+    assert!(matches!(dropped[..], [Frame::Dropped { offset: 300_000, bytes: 1_400_000, .. }]), "{dropped:?}");
+    let kept = rebuild(&frames, true);
+    assert!(kept[..300_000] == all[..300_000] && kept[300_000..] == all[1_700_000..]);
+    assert_eq!(exit_totals(&frames), (0, Some(2_000_000), Some(0)));
+    let info = server.run_info("capped").await.1.unwrap();
+    assert_eq!((info.stdout_bytes, info.dropped_bytes), (2_000_000, 1_400_000));
+    let sizes: Vec<u64> = files().iter().map(|(_, size)| *size).collect();
+    assert!(sizes.iter().all(|size| *size <= 600_000), "the cap bounds the file: {sizes:?}");
+
+    assert_eq!(server.delete("/runs/spill").send().await.unwrap().status(), 200);
+    assert!(files().iter().all(|(name, _)| !name.starts_with("spill.")), "forgetting removes the spill file");
+    assert!(!files().is_empty());
+    server.stop().await;
+    assert!(!state_dir.exists(), "the state folder is removed at exit");
+}
+
+/// The resident set of this process (the in-process server and the test), in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|line| line.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// 1000 short named runs, a tenth of them spilling: the registry and the state folder stay within --max-runs,
+/// and memory does not grow with the number of runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thousand_runs_stay_within_max_runs() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().join("state");
+    let server = server().arg("--state-dir", &state_dir.display().to_string()).arg("--max-runs", "20").start().await;
+    let mut rss = vec![rss_kib()];
+    let mut most_files = 0;
+    for i in 0..1000 {
+        let cmd = if i % 10 == 0 { "head -c 300000 /dev/zero" } else { "echo short" };
+        let reply = server.exec(json!({"cmd": ["sh", "-c", cmd], "run_id": format!("run-{i}")})).await;
+        assert_eq!(reply.exit_code, 0);
+        most_files = most_files.max(std::fs::read_dir(&state_dir).unwrap().count());
+        if i == 99 || i == 999 {
+            rss.push(rss_kib());
+        }
+    }
+    let list: RunList = json_of(server.get("/runs").send().await.unwrap()).await;
+    assert_eq!(list.runs.len(), 20, "--max-runs bounds the registry");
+    assert_eq!(list.runs[0].id.as_str(), "run-999");
+    assert!(most_files <= 2 * 20, "the state folder held {most_files} files");
+    eprintln!("RSS before: {} KiB, after 100 named runs: {} KiB, after 1000: {} KiB", rss[0], rss[1], rss[2]);
+    // Loose: other tests share this process. The registry bound above is the exact check.
+    assert!(rss[2] < rss[1] + 64 * 1024, "memory grew with the number of runs: {rss:?} KiB");
+    server.stop().await;
+    assert!(!state_dir.exists());
+}
+
+/// A run_id that is too long, empty, or could name a path is refused with the rule.
+#[tokio::test(flavor = "multi_thread")]
+async fn abusive_run_ids_are_refused() {
+    let server = server().token("secret").start().await;
+    for bad in ["a".repeat(65), "../x".to_string(), String::new(), "a/b".to_string(), " x".to_string()] {
+        for path in ["/exec", "/exec/stream"] {
+            let body = json!({"cmd": ["true"], "run_id": bad});
+            let response = server.post(path, body.to_string()).send().await.unwrap();
+            assert_eq!(response.status(), 400, "{bad:?} on {path}");
+            let error: protocol::ErrorBody = json_of(response).await;
+            assert!(error.error.contains("run_id") && error.error.contains("UUID"), "{}", error.error);
+        }
+    }
+    let long = "a".repeat(65);
+    assert_eq!(server.get(&format!("/runs/{long}")).send().await.unwrap().status(), 400);
+    assert_eq!(server.get("/runs/..%2Fx/stream").send().await.unwrap().status(), 400);
+    // Like /exec, the runs need the token.
+    let anonymous = server.client().get(format!("{}/runs", server.url)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    server.stop().await;
+}
+
+/// Requests without a run_id are as before: no offsets, no totals, no registry entry.
+#[tokio::test(flavor = "multi_thread")]
+async fn unnamed_requests_are_unchanged() {
+    let server = server().start().await;
+    let response = server.post("/exec/stream", json!({"cmd": ["echo", "hi"]}).to_string()).send().await.unwrap();
+    let body = response.text().await.unwrap();
+    assert!(body.starts_with("data: {\"type\":\"stdout\",\"data\":\"hi\"}\n\ndata: {\"type\":\"exit\",\"data\":0,"));
+    assert!(!body.contains("offset") && !body.contains("stdout_bytes"), "{body}");
+    let list: RunList = json_of(server.get("/runs").send().await.unwrap()).await;
+    assert!(list.runs.is_empty());
+    server.stop().await;
+}
