@@ -32,8 +32,8 @@ struct Shared {
     /// The cut signal of each live connection, by its number.
     live: Mutex<HashMap<u64, Arc<Notify>>>,
     random: Mutex<Option<RandomCuts>>,
-    /// New connections still to reset as soon as they are accepted, before anything reaches the upstream.
-    reset_on_accept: AtomicU64,
+    /// New connections whose request is still to be lost: read, thrown away, and the connection reset.
+    lose_requests: AtomicU64,
 }
 
 /// Random cuts still to make: each new connection gets a byte budget in `min..=max` until `left` cuts are done.
@@ -67,12 +67,17 @@ impl CutProxy {
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let number = accepting.connections.fetch_add(1, Ordering::SeqCst);
-                let reset =
-                    accepting.reset_on_accept.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-                if reset.is_ok() {
-                    let _ = client.set_zero_linger();
-                    drop(client);
-                    accepting.cuts.fetch_add(1, Ordering::SeqCst);
+                let lose =
+                    accepting.lose_requests.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+                if lose.is_ok() {
+                    let shared = accepting.clone();
+                    tokio::spawn(async move {
+                        let mut client = client;
+                        let _ = client.read(&mut [0u8; 64 * 1024]).await;
+                        let _ = client.set_zero_linger();
+                        drop(client);
+                        shared.cuts.fetch_add(1, Ordering::SeqCst);
+                    });
                     continue;
                 }
                 let cut = Arc::new(Notify::new());
@@ -121,9 +126,10 @@ impl CutProxy {
         *self.shared.random.lock().unwrap() = Some(RandomCuts { state: seed | 1, min, max, left: cuts });
     }
 
-    /// Resets the next `count` connections as soon as they are accepted: a request lost on its way to the server.
-    pub fn reset_on_accept(&self, count: u64) {
-        self.shared.reset_on_accept.store(count, Ordering::SeqCst);
+    /// Loses the request of each of the next `count` connections: its first bytes are read and thrown away, then the
+    /// connection is reset, and nothing reaches the upstream. A request lost on its way to the server.
+    pub fn lose_requests(&self, count: u64) {
+        self.shared.lose_requests.store(count, Ordering::SeqCst);
     }
 
     /// Connections accepted so far.
@@ -313,9 +319,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn reset_on_accept_loses_the_next_connections_whole() {
+    async fn lost_requests_never_reach_the_upstream() {
         let proxy = CutProxy::start(echo().await).await.unwrap();
-        proxy.reset_on_accept(2);
+        proxy.lose_requests(2);
         for _ in 0..2 {
             let (back, _) = round_trip(&proxy, b"lost").await;
             assert!(back.is_empty());
