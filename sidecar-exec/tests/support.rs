@@ -47,7 +47,8 @@ impl TestServer {
     }
 
     /// `sidecar-exec python sh -c '(sleep MARKER &); yes line' | head -1` in a shell: the client's stdout closes
-    /// while the command still writes.
+    /// while the command still writes. Streaming, the command's timeout is far away, so only the client can end it
+    /// in time; blocking, nothing is written before the reply, so the command ends by its 3 s timeout.
     pub async fn piped_to_head(&self, stream: bool, marker: &str) -> std::process::Output {
         let shell = format!("{BIN} python sh -c '({} &); yes line' | head -1", sleeper(marker));
         let output = tokio::process::Command::new("sh")
@@ -55,7 +56,7 @@ impl TestServer {
             .arg(&shell)
             .env("BUILD_SIDECARS", format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, self.url))
             .env("SIDECAR_STREAM", if stream { "1" } else { "0" })
-            .env("SIDECAR_TIMEOUT", "3")
+            .env("SIDECAR_TIMEOUT", if stream { "600" } else { "3" })
             .env("SIDECAR_CWD", self.workspace.path())
             .output();
         tokio::time::timeout(HANG, output).await.unwrap().unwrap()
