@@ -262,7 +262,9 @@ pub async fn follow(
 /// The exit frame: checked against what arrived, kept output written (blocking mode), the code worked out.
 fn finish(how: &Follow<'_>, run: &Run, output: &mut Output, errors: &Errors, exit: &Exit) -> ClientExit {
     let target = how.target;
-    if run.resumes > 0 && errors.last.as_deref().is_some_and(|error| error.contains(WINDOW_PASSED)) {
+    // Stopped for lack of a client while this one (or, for `--attach`, the one that started it) was away.
+    let was_away = run.resumes > 0 || how.body.is_none();
+    if was_away && errors.last.as_deref().is_some_and(|error| error.contains(WINDOW_PASSED)) {
         return window_passed(target, run);
     }
     if let Err((stream, got, total)) = output.complete(exit.stdout_bytes, exit.stderr_bytes) {

@@ -107,6 +107,10 @@ async fn a_run_the_server_no_longer_knows_means_the_window_passed() {
     let output = client(&stopped.url).stream(true).args(["go", "build"]).run().await;
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
+    // Attaching to a run its own client left too long: the same ending.
+    let output = client(&stopped.url).args(["--attach", "go", "r1"]).run().await;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
 }
 
 #[tokio::test(flavor = "multi_thread")]
