@@ -82,10 +82,12 @@ def http_bytes(method, path, body=b"", headers=()):
 
 
 def abuse(tmp):
-    """1000 mixed timeouts, cancels (client killed), disconnects and setsid escapes; then count what is left."""
+    """1000 mixed timeouts, cancels (client killed), disconnects and setsid escapes; then count what is left. The
+    client names its runs (issue 12), so a run whose client was killed with SIGKILL lives on for the reattach window:
+    1 s here, so that its end is part of what is counted."""
     workspace = os.path.join(tmp, "abuse")
     os.makedirs(workspace)
-    server = Server(workspace, "--grace", "0.3")
+    server = Server(workspace, "--grace", "0.3", "--reattach-window", "1")
     marker = f"4242.{os.getpid()}"
     sleeper = f"sleep {marker}"
     env = {"PATH": os.environ["PATH"], "BUILD_SIDECARS": json.dumps({"python": {"internal_url": server.url}}),
