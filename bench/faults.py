@@ -759,6 +759,58 @@ def observability_abuse(tmp):
           f"{unsafe_echoes} replies without one safe id, {echoed_hostile} echoing a hostile id, of {sent}")
 
 
+def named_runs_abuse(tmp):
+    """Named runs (issue 12) against their bounds: 1000 named runs, a tenth of them 1 MB (spilled to disk), keep the
+    registry and the state folder within --max-runs and the server's memory flat; 20 named runs whose clients
+    vanish are all stopped after the reattach window; 300 hostile run ids are all refused; the state folder goes
+    at exit."""
+    workspace = os.path.join(tmp, "named-runs")
+    state = os.path.join(tmp, "named-runs-state")
+    os.makedirs(workspace)
+    server = Server(workspace, "--max-runs", "20", "--state-dir", state, "--reattach-window", "1", "--grace", "0.5")
+    rss_before = server.status("VmRSS")
+    most_files, failed = 0, 0
+    for i in range(1000):
+        cmd = "head -c 1000000 /dev/zero" if i % 10 == 0 else "echo short"
+        status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", cmd], "run_id": f"faults-{i}"}))
+        if status != 200 or json.loads(body)["exit_code"] != 0:
+            failed += 1
+        most_files = max(most_files, len(os.listdir(state)))
+    rss_after = server.status("VmRSS")
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/runs")
+    kept = len(json.loads(conn.getresponse().read())["runs"])
+    check("1000 named runs stay within --max-runs", failed == 0 and kept <= 20 and most_files <= 40,
+          f"{failed} failed, {kept} kept (limit 20), at most {most_files} spill files (limit 40)")
+    check("1000 named runs keep memory flat", rss_after < rss_before + 32 * MiB,
+          f"RSS {rss_before / MiB:.1f} MiB before, {rss_after / MiB:.1f} MiB after 1000 runs (100 of 1 MB)")
+
+    marker = f"{os.getpid()}.{random.randrange(10**6):06d}4242"
+    for i in range(20):
+        body = json.dumps({"cmd": ["sh", "-c", f"echo up; sleep {marker}"], "run_id": f"abandoned-{i}"}).encode()
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        sock.sendall(http_bytes("POST", "/exec/stream", body))
+        sock.recv(4096)
+        sock.close()
+    started = time.monotonic()
+    while processes_with(marker) and time.monotonic() - started < 30:
+        time.sleep(0.1)
+    left = processes_with(marker)
+    check("named runs whose clients vanish are stopped after the window", not left,
+          f"{len(left)} of 20 left {time.monotonic() - started:.1f} s after their clients went (window 1 s, grace 0.5 s)")
+
+    hostile = ["", "x" * 65, "x" * 100000, "../x", "..", "/etc/passwd", "a/b", "a\\b", " x", "x\u0000", "ü", "-x",
+               ".hidden", "a b", "a\nb"]
+    refused = 0
+    for i in range(300):
+        run_id = hostile[i % len(hostile)]
+        status, _ = server.post("/exec", json.dumps({"cmd": ["true"], "run_id": run_id}))
+        refused += status == 400
+    check("hostile run ids are refused", refused == 300, f"{refused} of 300 refused with 400")
+    server.stop()
+    check("the state folder is removed at exit", not os.path.exists(state), f"{state} exists: {os.path.exists(state)}")
+
+
 class CuttingProxy:
     """A loopback TCP proxy to `port` that resets each connection after a seeded random count of bytes sent towards
     the client, until `cuts` resets are done (then connections pass whole). Counts connections and cuts."""
@@ -871,6 +923,7 @@ SCENARIOS = [
     unread_replies,
     connection_limits,
     observability_abuse,
+    named_runs_abuse,
     flaky_network,
 ]
 

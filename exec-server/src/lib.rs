@@ -61,16 +61,19 @@ pub async fn run(
     let base_env = Arc::new(http::inherited_env());
     let stop = CancellationToken::new();
 
-    let runs = runs::Runs::new(runs::Settings {
-        reattach_window: config.reattach_window,
-        retain: config.retain,
-        max_runs: config.max_runs as usize,
-        run_log_max: config.run_log_max,
-        state_dir: config.state_dir.clone(),
-    })?;
+    // Named runs are HTTP's: a file-protocol-only server makes no state folder.
+    let mut named_runs = None;
     let http_task = if listeners.is_empty() {
         None
     } else {
+        let runs = runs::Runs::new(runs::Settings {
+            reattach_window: config.reattach_window,
+            retain: config.retain,
+            max_runs: config.max_runs as usize,
+            run_log_max: config.run_log_max,
+            state_dir: config.state_dir.clone(),
+        })?;
+        named_runs = Some(runs.clone());
         let token = config.resolve_token().map_err(std::io::Error::other)?;
         let max_concurrent = config.max_concurrent as usize;
         let state = http::AppState {
@@ -86,7 +89,7 @@ pub async fn run(
             keepalive: config.keepalive,
             base_env: base_env.clone(),
             metrics_open: config.metrics_open,
-            runs: runs.clone(),
+            runs,
         };
         let limits = connection_limits(&config);
         let addr = listeners.iter().find_map(http::socket::Listener::tcp_addr);
@@ -155,7 +158,9 @@ pub async fn run(
     let http_result = finish(http_task, http_early, deadline).await;
     let ipc_result = finish(ipc_task, ipc_early, deadline).await;
     engine.finish_shutdown().await;
-    runs.close();
+    if let Some(runs) = named_runs {
+        runs.close();
+    }
     http_result.and(ipc_result)
 }
 

@@ -112,7 +112,7 @@ pub struct RunInfo {
     pub cwd: String,
     pub started_unix_ms: u64,
     pub state: RunState,
-    /// `null` while running, and for a run that never started.
+    /// `null` while running; -1 for a run whose command never started (as in the `/exec` reply).
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub error: Option<String>,

@@ -347,7 +347,8 @@ impl Engine {
             let Some(idle) = job.idle_timeout else { return std::future::pending().await };
             // Sleeps until the idle limit counted from the last output; output since then moves the limit on.
             loop {
-                let until = last_output.at() + idle;
+                // An idle timeout too far off to count is none.
+                let Some(until) = last_output.at().checked_add(idle) else { return std::future::pending().await };
                 if until <= Instant::now() {
                     return;
                 }

@@ -10,7 +10,7 @@ use crate::metrics::CONTENT_TYPE;
 
 /// The routes, as the `endpoint` label names them; any other path is `other`, so that clients cannot grow the
 /// series by inventing paths. Replies written on the connection itself are `connection` (see `listener`).
-const ROUTES: [&str; 6] = ["/health", "/info", "/exec", "/exec/stream", "/metrics", "/openapi.json"];
+const ROUTES: [&str; 7] = ["/health", "/info", "/exec", "/exec/stream", "/runs", "/metrics", "/openapi.json"];
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], state.engine.metrics().encode())
@@ -25,5 +25,14 @@ pub async fn count_requests(State(state): State<AppState>, request: Request, nex
 }
 
 pub(super) fn endpoint_of(path: &str) -> &'static str {
-    ROUTES.into_iter().find(|route| *route == path).unwrap_or("other")
+    if let Some(route) = ROUTES.into_iter().find(|route| *route == path) {
+        return route;
+    }
+    // A run's routes by their pattern: the id is the client's, and would grow the series.
+    match path.strip_prefix("/runs/").map(|rest| rest.split_once('/')) {
+        Some(None) => "/runs/{id}",
+        Some(Some((_, "stream"))) => "/runs/{id}/stream",
+        Some(Some((_, "signal"))) => "/runs/{id}/signal",
+        _ => "other",
+    }
 }

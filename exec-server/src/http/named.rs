@@ -31,6 +31,15 @@ pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<R
             let permit = match state.permit() {
                 Ok(permit) => permit,
                 Err(err) => {
+                    // A request for the same id may have attached meanwhile: it gets this end, not a wait forever.
+                    run.finish(RunEnd {
+                        state: RunState::Exited,
+                        exit_code: Some(protocol::EXIT_NOT_STARTED),
+                        signal: None,
+                        timed_out: false,
+                        error: Some(format!("the command was not started: {}", err.message)),
+                        duration: Duration::ZERO,
+                    });
                     state.runs.forget(id);
                     return Err(err);
                 }

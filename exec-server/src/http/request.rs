@@ -106,12 +106,12 @@ fn prepare(
         env,
         stdin,
         timeout: Duration::from_secs(timeout_secs),
-        // Like `timeout`: ≤ 0 means none.
+        // Like `timeout`: ≤ 0 means none; beyond the granted timeout it could never fire, so it is cut to that.
         idle_timeout: request
             .idle_timeout
             .and_then(|secs| u64::try_from(secs).ok())
             .filter(|secs| *secs > 0)
-            .map(Duration::from_secs),
+            .map(|secs| Duration::from_secs(secs.min(timeout_secs))),
         group: None,
     };
     Ok((Ok(job), request.run_id))

@@ -168,8 +168,17 @@ impl StreamLog {
         let mut out = vec![0; len];
         match &self.store {
             Store::Memory(memory) => {
-                let start = usize::try_from(position).unwrap_or(0);
-                out.copy_from_slice(&memory[start..start + len]);
+                // Short only when a spill failed and the bytes were counted but not kept: an error, not a panic.
+                let start = usize::try_from(position).unwrap_or(usize::MAX);
+                let kept = memory.get(start..).unwrap_or_default();
+                if kept.is_empty() {
+                    return Err(std::io::Error::other(
+                        "these bytes were not kept: the spill file could not be written",
+                    ));
+                }
+                let kept = &kept[..kept.len().min(len)];
+                out.truncate(kept.len());
+                out.copy_from_slice(kept);
             }
             Store::File(file, _) => file.read_exact_at(&mut out, position)?,
         }
@@ -246,6 +255,16 @@ mod tests {
         assert_eq!(log.spill_file().is_some(), total.min(cap) > memory);
         drop(log);
         assert!(!dir.exists(), "the spill file goes with the log");
+    }
+
+    #[test]
+    fn a_spill_that_fails_is_an_error_for_writer_and_reader_never_a_panic() {
+        let mut log = StreamLog::new(1000, 10, PathBuf::from("/nonexistent-folder/x.stdout"));
+        log.append(b"12345").unwrap();
+        assert!(log.append(b"6789012345").is_err());
+        assert_eq!(log.total(), 15, "the bytes still count");
+        assert_eq!(log.read(0, 100).unwrap(), Read::Bytes(b"12345".to_vec()));
+        assert!(log.read(5, 100).is_err());
     }
 
     #[test]
