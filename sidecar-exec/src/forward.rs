@@ -17,7 +17,7 @@ use crate::stream::Errors;
 
 /// Sends `body` (the request, already checked against the body limit) and reproduces what comes back. `run` is the
 /// run the body starts (named or not; see [`crate::resume`]): it says afterwards whether the client must cancel it.
-pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>, run: &mut Run) -> ClientExit {
+pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>, run: &mut Run) -> ClientExit {
     let client = match http_client(settings.stream, target.socket.as_deref()) {
         Ok(client) => client,
         Err(message) => return ClientExit::fail(message),
@@ -28,9 +28,11 @@ pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>, ru
         let mut errors = Errors { last: None, print: true };
         return resume::follow(&how, run, &mut Output::write(), &mut errors, Step::Post, None).await;
     }
+    // Kept only for a run that may be resumed (its POST may have to be sent again).
+    let sent = if run.resumable() { body.clone() } else { std::mem::take(&mut body) };
     let call = authorized(client.post(target.endpoint("/exec")), target, Some(settings))
         .header("content-type", "application/json")
-        .body(body.clone())
+        .body(sent)
         .timeout(settings.blocking_deadline());
     run.live = true;
     let lost = match call.send().await {

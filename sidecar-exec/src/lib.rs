@@ -3,7 +3,7 @@
 //! Two binaries live here: `sidecar-exec` forwards a command to a build sidecar over HTTP, `ssh-exec` runs it on a
 //! host over OpenSSH. They share the exit contract ([`exit_code`], [`interrupt`]), the argv handling ([`argv`]),
 //! the stdin policy ([`stdin`]) and the wrapper installer ([`wrappers`]), which picks one backend per command:
-//! native > sidecar > SSH.
+//! native > sidecar > SSH. sidecar-exec names its runs and resumes them across lost connections ([`resume`]).
 
 pub mod argv;
 pub mod body;
