@@ -889,7 +889,8 @@ def flaky_network(tmp):
     seed = int(os.environ.get("FAULTS_SEED", time.time_ns() % 1_000_000))
     figures = {}
     for resume in ("0", "1"):
-        proxy = CuttingProxy(server.port, seed, 256 * 1024, 4 * MiB, 30)
+        # At most 30 × 1 MiB of budgets: always within the ~47 MB the stream carries, so all 30 resets happen.
+        proxy = CuttingProxy(server.port, seed, 64 * 1024, MiB, 30)
         env = {"PATH": os.environ["PATH"], "SIDECAR_STREAM": "1", "SIDECAR_RESUME": resume, "SIDECAR_CWD": workspace,
                "BUILD_SIDECARS": json.dumps({"python": {"internal_url": proxy.url}})}
         started = time.time()
