@@ -15,8 +15,10 @@ import resource
 import signal
 import socket
 import subprocess
+import struct
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -80,10 +82,12 @@ def http_bytes(method, path, body=b"", headers=()):
 
 
 def abuse(tmp):
-    """1000 mixed timeouts, cancels (client killed), disconnects and setsid escapes; then count what is left."""
+    """1000 mixed timeouts, cancels (client killed), disconnects and setsid escapes; then count what is left. The
+    client names its runs (issue 12), so a run whose client was killed with SIGKILL lives on for the reattach window:
+    1 s here, so that its end is part of what is counted."""
     workspace = os.path.join(tmp, "abuse")
     os.makedirs(workspace)
-    server = Server(workspace, "--grace", "0.3")
+    server = Server(workspace, "--grace", "0.3", "--reattach-window", "1")
     marker = f"4242.{os.getpid()}"
     sleeper = f"sleep {marker}"
     env = {"PATH": os.environ["PATH"], "BUILD_SIDECARS": json.dumps({"python": {"internal_url": server.url}}),
@@ -823,6 +827,107 @@ def named_runs_abuse(tmp):
     check("the state folder is removed at exit", not os.path.exists(state), f"{state} exists: {os.path.exists(state)}")
 
 
+class CuttingProxy:
+    """A loopback TCP proxy to `port` that resets each connection after a seeded random count of bytes sent towards
+    the client, until `cuts` resets are done (then connections pass whole). Counts connections and cuts."""
+
+    def __init__(self, port, seed, low, high, cuts):
+        self.port, self.random, self.low, self.high, self.left = port, random.Random(seed), low, high, cuts
+        self.connections = self.cuts = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            budget = self.random.randint(self.low, self.high) if self.left > 0 else None
+            threading.Thread(target=self.forward, args=(client, budget), daemon=True).start()
+
+    def forward(self, client, budget):
+        server = socket.create_connection(("127.0.0.1", self.port))
+        threading.Thread(target=self.pump, args=(client, server), daemon=True).start()
+        cut = False
+        while True:
+            try:
+                data = server.recv(65536)
+            except OSError:
+                break
+            if not data:
+                break
+            if budget is not None and len(data) >= budget:
+                data, cut = data[:budget], True
+            try:
+                client.sendall(data)
+            except OSError:
+                break
+            if cut:
+                break
+            if budget is not None:
+                budget -= len(data)
+        if cut and self.left > 0:
+            self.left -= 1
+            self.cuts += 1
+            for sock in (client, server):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        for sock in (client, server):
+            # shutdown first: close() alone leaves the socket open while the pump thread is still in recv() on it.
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    @staticmethod
+    def pump(client, server):
+        try:
+            while data := client.recv(65536):
+                server.sendall(data)
+        except OSError:
+            pass
+
+    def close(self):
+        self.listener.close()
+
+
+def flaky_network(tmp):
+    """47 MB of `seq` (under the server's 64 MiB --run-log-max, so nothing is dropped) streamed through a proxy that resets the connection 30 times at seeded random points: with
+    named runs the client's stdout is byte-identical to `seq` run locally, exit 0, the command ran once (before,
+    i.e. SIDECAR_RESUME=0: the first reset ends the command and the client exits 1 with part of the output)."""
+    workspace = os.path.join(tmp, "flaky")
+    os.makedirs(workspace)
+    server = Server(workspace)
+    expected = subprocess.run(["seq", "1", "6000000"], capture_output=True, check=True).stdout
+    seed = int(os.environ.get("FAULTS_SEED", time.time_ns() % 1_000_000))
+    figures = {}
+    for resume in ("0", "1"):
+        # At most 30 × 1 MiB of budgets: always within the ~47 MB the stream carries, so all 30 resets happen.
+        proxy = CuttingProxy(server.port, seed, 64 * 1024, MiB, 30)
+        env = {"PATH": os.environ["PATH"], "SIDECAR_STREAM": "1", "SIDECAR_RESUME": resume, "SIDECAR_CWD": workspace,
+               "BUILD_SIDECARS": json.dumps({"python": {"internal_url": proxy.url}})}
+        started = time.time()
+        run = subprocess.run([CLIENT, "python", "sh", "-c", "echo run >> runs.count; seq 1 6000000"],
+                             capture_output=True, env=env, timeout=600)
+        took = time.time() - started
+        with open(os.path.join(workspace, "runs.count")) as f:
+            ran = len(f.readlines())
+        os.remove(os.path.join(workspace, "runs.count"))
+        figures[resume] = (run.returncode, run.stdout == expected, len(run.stdout), proxy.cuts,
+                           proxy.connections - 1, ran, took)
+        proxy.close()
+    before, after = figures["0"], figures["1"]
+    check("30 connection resets while streaming 47 MB", after[0] == 0 and after[1] and after[3] == 30 and after[5] == 1
+          and before[0] == 1 and not before[1],
+          f"seed {seed}; before (SIDECAR_RESUME=0): exit {before[0]}, {before[2]} of {len(expected)} bytes after "
+          f"{before[3]} reset; after: exit {after[0]}, output identical {after[1]}, {after[3]} resets, "
+          f"{after[4]} reconnects, ran {after[5]} time(s), {after[6]:.1f} s")
+    server.stop()
+
+
 SCENARIOS = [
     abuse,
     sequential,
@@ -836,6 +941,7 @@ SCENARIOS = [
     connection_limits,
     observability_abuse,
     named_runs_abuse,
+    flaky_network,
 ]
 
 

@@ -20,6 +20,9 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("TRACEPARENT", "W3C trace context sent as the traceparent header: the command gets it as TRACEPARENT"),
     ("SIDECAR_REQUEST_ID", "sent as X-Request-Id: the server's log lines of this call carry it"),
     ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded); at most 768 KiB"),
+    ("SIDECAR_IDLE_TIMEOUT", "seconds the command may go without printing anything before it is stopped as timed out (124); default none"),
+    ("SIDECAR_RESUME", "0: do not name runs, so a lost connection ends the command (default: named, resumed transparently)"),
+    ("SIDECAR_VERBOSE", "1: one stderr line for each resume after a lost connection"),
 ];
 
 /// A configuration mistake: printed as one `sidecar-exec: …` line, exit 1.
@@ -140,18 +143,18 @@ pub struct CallSettings {
     /// `traceparent` and `X-Request-Id` from TRACEPARENT and SIDECAR_REQUEST_ID, when set: the server checks them
     /// (and replaces or ignores what it does not accept), so they are sent as they are.
     pub trace_headers: Vec<(&'static str, String)>,
+    /// SIDECAR_IDLE_TIMEOUT: seconds without output after which the server stops the command; none when unset or 0.
+    pub idle_timeout_secs: Option<u64>,
+    /// Whether runs are named and resumed (everything but SIDECAR_RESUME=0; see [`crate::resume`]).
+    pub resume: bool,
+    /// SIDECAR_VERBOSE=1: a line on stderr for each resume.
+    pub verbose: bool,
 }
 
 impl CallSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
-        let timeout_secs = match std::env::var("SIDECAR_TIMEOUT") {
-            Err(_) => protocol::DEFAULT_TIMEOUT_SECS,
-            Ok(text) if text.trim().is_empty() => protocol::DEFAULT_TIMEOUT_SECS,
-            Ok(text) => text
-                .trim()
-                .parse::<u64>()
-                .map_err(|_| ConfigError(format!("SIDECAR_TIMEOUT must be a whole number of seconds, got {text:?}")))?,
-        };
+        let timeout_secs = seconds("SIDECAR_TIMEOUT")?.unwrap_or(protocol::DEFAULT_TIMEOUT_SECS);
+        let idle_timeout_secs = seconds("SIDECAR_IDLE_TIMEOUT")?.filter(|&secs| secs > 0);
         let from_env = std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty());
         let cwd_from_env = from_env.is_some();
         let cwd = match from_env {
@@ -189,12 +192,31 @@ impl CallSettings {
             env,
             forward_stdin_pipe: flag("SIDECAR_STDIN"),
             trace_headers: trace_headers(),
+            idle_timeout_secs,
+            resume: !matches!(
+                std::env::var("SIDECAR_RESUME").as_deref().map(str::trim),
+                Ok("0" | "false" | "no" | "off")
+            ),
+            verbose: flag("SIDECAR_VERBOSE"),
         })
     }
 
     /// How long a blocking call waits for its reply: the command's own timeout plus 30 s (the contract's rule).
     pub fn blocking_deadline(&self) -> Duration {
         Duration::from_secs(self.timeout_secs.saturating_add(30))
+    }
+}
+
+/// A whole number of seconds from `name`; `None` when unset or blank.
+fn seconds(name: &str) -> Result<Option<u64>, ConfigError> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(text) if text.trim().is_empty() => Ok(None),
+        Ok(text) => text
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| ConfigError(format!("{name} must be a whole number of seconds, got {text:?}"))),
     }
 }
 

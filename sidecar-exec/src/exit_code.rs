@@ -19,6 +19,26 @@ impl ClientExit {
     }
 }
 
+impl ClientExit {
+    /// The ending for a finished command's reported code, with the notes already gathered (none: no message).
+    pub fn finished(
+        target: &crate::config::Target,
+        code: i32,
+        timed_out: bool,
+        error: Option<&str>,
+        mut notes: Vec<String>,
+    ) -> Self {
+        let code = match exit_code_for(code, timed_out, error) {
+            Ok(code) => code,
+            Err(impossible) => {
+                notes.push(impossible.message(&target.url));
+                ImpossibleCode::EXIT
+            }
+        };
+        ClientExit { code, message: (!notes.is_empty()).then(|| notes.join("; ")) }
+    }
+}
+
 /// Exit code for stdout closed early (`| head -1`), as a native command killed by SIGPIPE reports.
 pub const EXIT_BROKEN_PIPE: i32 = 128 + 13;
 

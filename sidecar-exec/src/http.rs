@@ -29,6 +29,25 @@ pub fn http_client(stream: bool, socket: Option<&std::path::Path>) -> Result<req
     builder.build().map_err(|err| format!("cannot set up the HTTP client: {err}"))
 }
 
+/// `request` with what every call to a sidecar carries: the bearer token and, for a command's calls, the trace headers
+/// (`settings`).
+pub fn authorized(
+    mut request: reqwest::RequestBuilder,
+    target: &Target,
+    settings: Option<&CallSettings>,
+) -> reqwest::RequestBuilder {
+    if let Some(token) = &target.token {
+        request = request.bearer_auth(&token.value);
+    }
+    for (header, value) in settings.map(|s| s.trace_headers.as_slice()).unwrap_or_default() {
+        // A value no header can hold is left out rather than failing the call.
+        if let Ok(value) = reqwest::header::HeaderValue::from_str(value) {
+            request = request.header(*header, value);
+        }
+    }
+    request
+}
+
 pub fn transport_error(target: &Target, err: &reqwest::Error) -> String {
     use std::error::Error as _;
     let mut cause = String::new();

@@ -3,13 +3,16 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use sidecar_exec::config::{self, CallSettings, Sidecars};
+use sidecar_exec::config::{self, CallSettings, Sidecars, Target};
 use sidecar_exec::forward::{self, ClientExit};
 use sidecar_exec::interrupt::Interrupts;
-use sidecar_exec::{argv, request, status, stdin, wrappers};
+use sidecar_exec::resume::Run;
+use sidecar_exec::{argv, request, run_id, runs, status, stdin, wrappers};
 
 const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
        sidecar-exec --status
+       sidecar-exec --runs
+       sidecar-exec --attach <runtime> <run-id>
        sidecar-exec --install-wrappers [DIR]";
 
 fn help() -> String {
@@ -23,6 +26,10 @@ Everything after <runtime> is the command's own: `sidecar-exec node npm -v` runs
 
   --status                   each configured sidecar, its URL, whether /health answers, and its /info;
                              exit 1 unless every sidecar is healthy and accepts the token
+  --runs                     each configured sidecar's runs (running, and ended ones it still keeps):
+                             id, state, exit code, bytes so far, clients attached, age, command
+  --attach <runtime> <id>    print run <id>'s output (all it kept), follow it to its end and exit with
+                             its code; Ctrl-C cancels it, as for a command started here
   --install-wrappers [DIR]   write a #!/bin/sh wrapper into DIR (default {}) for each command that is
                              not already on PATH outside DIR: to its runtime's sidecar in BUILD_SIDECARS,
                              else to the SSH host when SSH_HOST is set (ssh-exec; also SSH_COMMANDS,
@@ -33,6 +40,10 @@ Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed
 could not start it; 1 for configuration or transport errors, or for a reported code no process can have
 (outside 0..255), always with a `sidecar-exec:` line on stderr;
 130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the remote command is cancelled too).
+
+Resume: every run is named (SIDECAR_RESUME=0: not), so a lost connection does not end the command: the client
+reconnects and continues exactly where its output stopped, nothing doubled or missing. If it cannot reconnect
+within the sidecar's reattach window, the sidecar stops the command and the client exits 1 saying so.
 
 Environment:
 ",
@@ -57,6 +68,11 @@ fn main() {
             0
         }
         Some("--status") => status(),
+        Some("--runs") => list_runs(),
+        Some("--attach") => match (args.get(1).and_then(|a| a.to_str()), args.get(2).and_then(|a| a.to_str())) {
+            (Some(runtime), Some(id)) if args.len() == 3 => attach(runtime, id),
+            _ => fail(&format!("--attach takes a runtime and a run id\n{USAGE}")),
+        },
         Some("--install-wrappers") => install_wrappers(args.get(1).map(PathBuf::from)),
         Some(option) if option.starts_with('-') => fail(&format!("unknown option {option}\n{USAGE}")),
         None => fail(&format!("missing runtime and command\n{USAGE}")),
@@ -86,6 +102,15 @@ fn run(args: &[OsString]) -> i32 {
         let target = Sidecars::from_env()?.target(&runtime_name)?;
         let settings = CallSettings::from_env()?;
         let stdin = stdin::read(settings.forward_stdin_pipe)?;
+        let run_id = if settings.resume {
+            Some(run_id::new_run_id().map_err(|err| {
+                config::ConfigError(format!(
+                    "cannot read /dev/urandom to name the run ({err}); set SIDECAR_RESUME=0 to run without a name"
+                ))
+            })?)
+        } else {
+            None
+        };
         let request = protocol::ExecRequest {
             cmd,
             cwd: Some(settings.cwd.clone()),
@@ -94,13 +119,14 @@ fn run(args: &[OsString]) -> i32 {
             stdin: None,
             // Always base64: 4 bytes for 3 whatever stdin holds, so the limit is one stated number.
             stdin_b64: stdin.bytes.as_deref().map(protocol::text::to_base64),
-            run_id: None,
-            idle_timeout: None,
+            run_id: run_id.clone(),
+            idle_timeout: settings.idle_timeout_secs.map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
         };
         let body = request::body(&request)?;
-        Ok::<_, config::ConfigError>((target, settings, stdin.unread_pipe, body))
+        let run = run_id.map_or_else(Run::unnamed, Run::named);
+        Ok::<_, config::ConfigError>((target, settings, stdin.unread_pipe, body, run))
     })();
-    let (target, settings, unread_pipe, body) = match prepared {
+    let (target, settings, unread_pipe, body, mut run) = match prepared {
         Ok(prepared) => prepared,
         Err(err) => return fail(&err.0),
     };
@@ -111,18 +137,68 @@ fn run(args: &[OsString]) -> i32 {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
     let exit = runtime().block_on(async {
-        let Ok(mut interrupts) = Interrupts::install() else {
-            return ClientExit::fail("cannot install signal handlers");
-        };
-        // A signal drops the forwarding future, which closes the connection; the server then cancels the command.
-        tokio::select! {
-            exit = forward::forward(&target, &settings, body) => exit,
-            interrupt = interrupts.recv() => ClientExit { code: interrupt.code(), message: None },
-        }
+        let exit = until_interrupted(forward::forward(&target, &settings, body, &mut run)).await;
+        release(&target, &run).await;
+        exit
     });
     if !hinted && unread_data() {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
+    if let Some(message) = &exit.message {
+        eprintln!("sidecar-exec: {message}");
+    }
+    exit.code
+}
+
+/// Runs `work` until it ends or a stopping signal comes; the signal drops `work`, which closes its connection (an
+/// unnamed run is then cancelled by the server) and ends with 128 + the signal.
+async fn until_interrupted(work: impl std::future::Future<Output = ClientExit>) -> ClientExit {
+    let Ok(mut interrupts) = Interrupts::install() else {
+        return ClientExit::fail("cannot install signal handlers");
+    };
+    tokio::select! {
+        exit = work => exit,
+        interrupt = interrupts.recv() => ClientExit { code: interrupt.code(), message: None },
+    }
+}
+
+/// A named run that may still be running when the client stops (a signal, a closed stdout, giving up) is cancelled
+/// with `DELETE /runs/{id}`: at once, not when the server's reattach window passes.
+async fn release(target: &Target, run: &Run) {
+    if let (true, Some(id)) = (run.needs_cancel(), &run.id) {
+        runs::cancel(target, id).await;
+    }
+}
+
+fn list_runs() -> i32 {
+    let sidecars = match Sidecars::from_env() {
+        Ok(sidecars) => sidecars,
+        Err(err) => return fail(&err.0),
+    };
+    if runtime().block_on(runs::list(&sidecars)) {
+        0
+    } else {
+        1
+    }
+}
+
+fn attach(runtime_name: &str, id: &str) -> i32 {
+    let prepared = (|| {
+        let target = Sidecars::from_env()?.target(runtime_name)?;
+        let settings = CallSettings::from_env()?;
+        let id = protocol::RunId::new(id).map_err(|err| config::ConfigError(format!("{err}")))?;
+        Ok::<_, config::ConfigError>((target, settings.verbose, id))
+    })();
+    let (target, verbose, id) = match prepared {
+        Ok(prepared) => prepared,
+        Err(err) => return fail(&err.0),
+    };
+    let mut run = Run::attach(id);
+    let exit = runtime().block_on(async {
+        let exit = until_interrupted(runs::attach(&target, &mut run, verbose)).await;
+        release(&target, &run).await;
+        exit
+    });
     if let Some(message) = &exit.message {
         eprintln!("sidecar-exec: {message}");
     }

@@ -6,6 +6,9 @@ use axum::Router;
 
 use crate::support::*;
 
+/// How often the stand-in was asked to run `quiet` (a command whose stream ends before any frame).
+static QUIET_POSTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// A stand-in for the contract's server: answers by the program name in `cmd[0]`.
 async fn old_server() -> String {
     async fn exec(body: String) -> ([(&'static str, &'static str); 1], &'static str) {
@@ -23,6 +26,9 @@ async fn old_server() -> String {
             "data: {\"type\":\"error\",\"data\":\"command timed out after 1s\"}\n\ndata: {\"type\":\"exit\",\"data\":-1}\n\n"
         } else if body.contains("\"cut\"") {
             "data: {\"type\":\"stdout\",\"data\":\"partial\"}\n\n"
+        } else if body.contains("\"quiet\"") {
+            QUIET_POSTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            ""
         } else {
             "data: {\"type\":\"stdout\",\"data\":\"one\"}\n\ndata: {\"type\":\"stderr\",\"data\":\"warn\"}\n\n\
              data: {\"type\":\"stdout\",\"data\":\"two\"}\n\ndata: {\"type\":\"progress\",\"data\":50}\n\n\
@@ -64,4 +70,11 @@ async fn the_basic_contract_still_works() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "partial\n");
     assert!(stderr(&output).starts_with("sidecar-exec: stream ended without an exit frame"), "{}", stderr(&output));
+
+    // The client names the run, but this server ignores the name: a stream lost before any frame is not resumed
+    // (the server has no runs endpoint) and the command is not sent again.
+    let output = client(&url).stream(true).args(["go", "quiet"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).starts_with("sidecar-exec: stream ended without an exit frame"), "{}", stderr(&output));
+    assert_eq!(QUIET_POSTS.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

@@ -31,6 +31,39 @@ async fn exit_codes_in_both_modes() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn sidecar_idle_timeout_stops_a_silent_command_but_not_a_talkative_one() {
+    let server = server().await;
+    for stream in [false, true] {
+        let marker = marker();
+        let silent = format!("echo started; {}", sleeper(&marker));
+        let output = server
+            .client()
+            .stream(stream)
+            .env("SIDECAR_IDLE_TIMEOUT", "1")
+            .args(["python", "sh", "-c", &silent])
+            .run()
+            .await;
+        assert_eq!((output.status.code(), stdout(&output)), (Some(124), "started\n".to_owned()), "stream={stream}");
+        assert!(stderr(&output).contains("idle_timeout"), "{}", stderr(&output));
+        assert_no_survivors(&marker, std::time::Duration::from_secs(10));
+        // Output every 0.2 s for 2 s keeps a 3 s idle timeout (a margin for a loaded machine) from firing.
+        let talkative = "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; sleep 0.2; done";
+        let output = server
+            .client()
+            .stream(stream)
+            .env("SIDECAR_IDLE_TIMEOUT", "3")
+            .args(["python", "sh", "-c", talkative])
+            .run()
+            .await;
+        assert_eq!(output.status.code(), Some(0), "stream={stream}: {}", stderr(&output));
+    }
+    let output = server.client().env("SIDECAR_IDLE_TIMEOUT", "soon").args(["python", "true"]).run().await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("SIDECAR_IDLE_TIMEOUT must be a whole number of seconds"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn output_is_byte_exact_in_both_modes() {
     let server = server().await;
     let blob = random_bytes(400_000, 11);
@@ -238,7 +271,12 @@ async fn help_names_every_variable() {
         "SIDECAR_TOKEN",
         "SIDECAR_TOKEN_FILE",
         "SIDECAR_STDIN",
+        "SIDECAR_IDLE_TIMEOUT",
+        "SIDECAR_RESUME",
+        "SIDECAR_VERBOSE",
         "--status",
+        "--runs",
+        "--attach",
         "--install-wrappers",
     ] {
         assert!(help.contains(name), "--help does not mention {name}");

@@ -5,6 +5,8 @@ mod compat;
 mod forwarding;
 mod hostile;
 mod raw_server;
+mod resume;
+mod resume_scripted;
 mod signals;
 mod ssh_exec;
 mod ssh_stop;

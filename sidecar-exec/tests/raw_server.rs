@@ -34,6 +34,12 @@ impl Reply {
         Reply { head, body: vec![Piece::Bytes(body)] }
     }
 
+    /// A 200 reply that announces `declared` body bytes and sends only `body`: a reply cut on its way.
+    pub fn cut(content_type: &str, declared: usize, body: impl Into<Vec<u8>>) -> Self {
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {declared}\r\n");
+        Reply { head, body: vec![Piece::Bytes(body.into())] }
+    }
+
     /// A 200 reply of `content_type` whose body ends when the connection does.
     pub fn until_close(content_type: &str, body: Vec<Piece>) -> Self {
         Reply { head: format!("HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nconnection: close\r\n"), body }

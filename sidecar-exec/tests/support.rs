@@ -35,6 +35,33 @@ impl TestServer {
             .current_dir(self.workspace.path())
     }
 
+    /// The client running a command that ignores SIGTERM and leaves a second sleeper in its group, both carrying
+    /// `marker` (in a forwarded variable, so the client's own argv does not): what only the whole group's end removes.
+    pub fn sleepers(&self, stream: bool, marker: &str) -> tokio::process::Child {
+        self.client()
+            .stream(stream)
+            .env("MARK", marker)
+            .env("SIDECAR_ENV_PASSTHROUGH", "MARK")
+            .args(["python", "sh", "-c", r#"trap '' TERM; (sleep "$MARK" &); sleep "$MARK""#])
+            .spawn()
+    }
+
+    /// `sidecar-exec python sh -c '(sleep MARKER &); yes line' | head -1` in a shell: the client's stdout closes
+    /// while the command still writes. Streaming, the command's timeout is far away, so only the client can end it
+    /// in time; blocking, nothing is written before the reply, so the command ends by its 3 s timeout.
+    pub async fn piped_to_head(&self, stream: bool, marker: &str) -> std::process::Output {
+        let shell = format!("{BIN} python sh -c '({} &); yes line' | head -1", sleeper(marker));
+        let output = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&shell)
+            .env("BUILD_SIDECARS", format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, self.url))
+            .env("SIDECAR_STREAM", if stream { "1" } else { "0" })
+            .env("SIDECAR_TIMEOUT", if stream { "600" } else { "3" })
+            .env("SIDECAR_CWD", self.workspace.path())
+            .output();
+        tokio::time::timeout(HANG, output).await.unwrap().unwrap()
+    }
+
     pub async fn stop(mut self) {
         self.server.take().unwrap().stop().await.unwrap();
     }

@@ -3,6 +3,7 @@
 //! waits on events, deterministic test data, and hostile files with a memory cap for the servers that meet them.
 
 mod binary_run;
+mod cut_proxy;
 mod running;
 
 use std::process::Stdio;
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub use binary_run::{stderr, stdout, BinaryRun, HANG};
+pub use cut_proxy::CutProxy;
 use process_group::procfs;
 pub use running::{catches, Running};
 

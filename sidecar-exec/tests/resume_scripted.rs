@@ -1,0 +1,142 @@
+//! The client's resume against a scripted server (issue 12): replays that overlap what the client has, dropped
+//! middles, exit totals that do not add up, a run the server no longer knows, and a blocking reply cut short. Each
+//! case is what exec-server may legitimately send, or what a broken one could, written out byte by byte.
+
+use crate::raw_server::{raw_server, RawServer, Reply};
+use crate::support::*;
+
+const SSE: &str = "text/event-stream";
+
+fn events(frames: &[&str]) -> Vec<u8> {
+    frames.iter().map(|frame| format!("data: {frame}\n\n")).collect::<String>().into_bytes()
+}
+
+/// The first stream of every case: 8 bytes of stdout, then the connection ends without an exit frame.
+fn first_stream() -> Reply {
+    Reply::full("200 OK", &[("content-type", SSE)], events(&[r#"{"type":"stdout","data":"one\ntwo","offset":0}"#]))
+}
+
+/// A server whose `POST /exec/stream` gives [`first_stream`] and whose reattach gives `resumed`.
+async fn scripted(resumed: impl Fn(&str) -> Reply + Send + Sync + 'static) -> RawServer {
+    raw_server(move |request| {
+        if request.starts_with("POST /exec/stream") {
+            first_stream()
+        } else if request.starts_with("GET /runs/") {
+            resumed(request)
+        } else {
+            Reply::full("404 Not Found", &[], "")
+        }
+    })
+    .await
+}
+
+fn client(url: &str) -> BinaryRun {
+    client_run()
+        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
+        .env("SIDECAR_CWD", "/workspace")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_overlapping_replay_is_trimmed_and_a_dropped_middle_is_marked() {
+    let server = scripted(|request| {
+        // The client asks for exactly what it has; the server may start a frame earlier.
+        assert!(request.contains("?stdout=8&stderr=0 "), "{request}");
+        Reply::full(
+            "200 OK",
+            &[("content-type", SSE)],
+            events(&[
+                r#"{"type":"stdout","data":"two\nthree","offset":4}"#,
+                r#"{"type":"dropped","stream":"stdout","offset":14,"bytes":100}"#,
+                r#"{"type":"stdout","data":"tail","offset":114}"#,
+                r#"{"type":"stderr","data":"warn","offset":0}"#,
+                r#"{"type":"exit","data":2,"stdout_bytes":119,"stderr_bytes":5}"#,
+            ]),
+        )
+    })
+    .await;
+    let output = client(&server.url).stream(true).env("SIDECAR_VERBOSE", "1").args(["go", "build"]).run().await;
+    assert_eq!(stdout(&output), "one\ntwo\nthree\n[… 100 bytes dropped …]\ntail\n");
+    assert_eq!(stderr(&output), "sidecar-exec: connection lost, resumed at stdout 8, stderr 0\nwarn\n");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn totals_that_do_not_add_up_and_holes_are_errors_not_silence() {
+    let short = scripted(|_| {
+        Reply::full("200 OK", &[("content-type", SSE)], events(&[r#"{"type":"exit","data":0,"stdout_bytes":20}"#]))
+    })
+    .await;
+    let output = client(&short.url).stream(true).args(["go", "build"]).run().await;
+    assert_eq!((output.status.code(), stdout(&output)), (Some(1), "one\ntwo\n".to_owned()));
+    assert!(stderr(&output).contains("reported 20 bytes of stdout") && stderr(&output).contains("incomplete"));
+
+    let hole = scripted(|_| {
+        Reply::full("200 OK", &[("content-type", SSE)], events(&[r#"{"type":"stdout","data":"x","offset":50}"#]))
+    })
+    .await;
+    let output = client(&hole.url).stream(true).args(["go", "build"]).run().await;
+    assert_eq!((output.status.code(), stdout(&output)), (Some(1), "one\ntwo\n".to_owned()));
+    assert!(stderr(&output).contains("from byte 50 on, but only 8"), "{}", stderr(&output));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_the_server_no_longer_knows_means_the_window_passed() {
+    let gone = scripted(|_| {
+        Reply::full(
+            "404 Not Found",
+            &[("content-type", "application/json")],
+            r#"{"error":"run x is not known: it never existed or ended more than --retain ago"}"#,
+        )
+    })
+    .await;
+    let output = client(&gone.url).stream(true).args(["go", "build"]).run().await;
+    assert_eq!((output.status.code(), stdout(&output)), (Some(1), "one\ntwo\n".to_owned()));
+    assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
+
+    let stopped = scripted(|_| {
+        Reply::full(
+            "200 OK",
+            &[("content-type", SSE)],
+            events(&[
+                r#"{"type":"error","data":"no client reattached within 30 s; the command was stopped"}"#,
+                r#"{"type":"exit","data":143,"signal":15,"stdout_bytes":8,"stderr_bytes":0}"#,
+            ]),
+        )
+    })
+    .await;
+    let output = client(&stopped.url).stream(true).args(["go", "build"]).run().await;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
+    // Attaching to a run its own client left too long: the same ending.
+    let output = client(&stopped.url).args(["--attach", "go", "r1"]).run().await;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blocking_reply_cut_short_is_replaced_by_the_runs_stream() {
+    let server = raw_server(|request| {
+        if request.starts_with("POST /exec ") {
+            Reply::cut("application/json", 1000, r#"{"exit_code":4,"output":"par"#)
+        } else if request.starts_with("GET /runs/") {
+            assert!(request.contains("?stdout=0&stderr=0 "), "{request}");
+            Reply::full(
+                "200 OK",
+                &[("content-type", SSE)],
+                events(&[
+                    r#"{"type":"stdout","data":"partial output","offset":0}"#,
+                    r#"{"type":"stderr","data":"e","nl":false,"offset":0}"#,
+                    r#"{"type":"error","data":"something to say"}"#,
+                    r#"{"type":"exit","data":4,"stdout_bytes":15,"stderr_bytes":1}"#,
+                ]),
+            )
+        } else {
+            Reply::full("404 Not Found", &[], "")
+        }
+    })
+    .await;
+    let output = client(&server.url).args(["go", "build"]).run().await;
+    assert_eq!(stdout(&output), "partial output\n");
+    assert_eq!(stderr(&output), "esidecar-exec: something to say\n");
+    assert_eq!(output.status.code(), Some(4));
+}
