@@ -27,3 +27,5 @@ if command -v podman >/dev/null && podman image exists localhost/sidecar-agent:l
 else
     echo "bench: no podman or no images here, so no sidecarctl section (run images/test.sh first)" >&2
 fi
+# A/B: the client's hand-written argv parsing against clap derive, same surface (replaces its own section).
+bench/ab-argv.sh --section
