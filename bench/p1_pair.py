@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """P1 side by side: `sidecar-exec python true` against two or more servers, runs interleaved.
 
-    python3 bench/p1_pair.py --client BIN [--runs 300] [--section] NAME=SERVER_BIN[,unix] NAME=SERVER_BIN[,unix] ...
+    python3 bench/p1_pair.py --client BIN [--runs 300] [--section] NAME=[CLIENT_BIN@]SERVER_BIN[,unix] ...
+
+An arm may name its own client (`CLIENT_BIN@`), so two builds can be compared whole: e.g. the binaries of two
+branches, `before=OLD/sidecar-exec@OLD/exec-server after=NEW/sidecar-exec@NEW/exec-server`.
 
 Each arm starts its own release exec-server on a throwaway workspace, over TCP (127.0.0.1) or, with `,unix`, over a
 UNIX socket (`--listen unix:PATH`, and BUILD_SIDECARS says `unix://PATH`). The arms run one call each in turn, so
@@ -57,6 +60,7 @@ def main():
     try:
         for arm in options.arms:
             name, spec = arm.split("=", 1)
+            client, _, spec = spec.rpartition("@")
             server, _, transport = spec.partition(",")
             workspace = os.path.join(tmp, name)
             os.makedirs(workspace)
@@ -64,7 +68,7 @@ def main():
             proc, url = start(server, workspace, socket)
             procs.append(proc)
             env = {"PATH": "/usr/bin:/bin", "BUILD_SIDECARS": json.dumps({"python": {"internal_url": url}})}
-            arms.append((name, [options.client, "python", "true"], env, workspace))
+            arms.append((name, [client or options.client, "python", "true"], env, workspace))
         samples = {name: [] for name, *_ in arms}
         for name, argv, env, cwd in arms:  # warm-up
             for _ in range(20):

@@ -43,9 +43,13 @@ static SPAWN: RwLock<()> = RwLock::new(());
 static OWNED: LazyLock<Mutex<HashMap<u32, u64>>> = LazyLock::new(Mutex::default);
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
-/// How often the reaper looks for adopted zombies when no SIGCHLD woke it (signals coalesce, and one may arrive
-/// while a pass is under way).
-const SWEEP: Duration = Duration::from_secs(1);
+/// How often the reaper looks for adopted zombies.
+///
+/// *Decision:* a timer, not SIGCHLD. Nearly every SIGCHLD is a command's leader exiting, which tokio reaps through
+/// its pidfd; listening for SIGCHLD as well cost every command a signal delivered to some thread of ours, a wake-up
+/// of the I/O driver and a look through `/proc`, all while its reply was being made (measured: see BENCHMARKS.md,
+/// P1). An adopted zombie holds only a process-table slot, and waits at most this long to be reaped.
+const SWEEP: Duration = Duration::from_millis(200);
 
 /// A leader's record as owned by tokio; removed when dropped.
 #[derive(Debug)]
@@ -90,23 +94,13 @@ pub fn reap_adopted() -> usize {
     reap_adopted_among(children())
 }
 
-/// Reaps adopted children for as long as the runtime runs: on every SIGCHLD, and every second in case a signal
-/// was coalesced. Only for processes that spawn every child through [`spawn_leader`](crate::spawn_leader).
+/// Reaps adopted children for as long as the runtime runs, every [`SWEEP`]. Only for processes that spawn every
+/// child through [`spawn_leader`](crate::spawn_leader).
 pub async fn reap_adopted_forever() {
-    use tokio::signal::unix::{signal, SignalKind};
-    // tokio's own child handling listens for SIGCHLD too; signal streams coexist, each is woken.
-    let mut sigchld = signal(SignalKind::child()).ok();
     let mut sweep = tokio::time::interval(SWEEP);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        match sigchld.as_mut() {
-            Some(sigchld) => tokio::select! {
-                _ = sigchld.recv() => {}
-                _ = sweep.tick() => {}
-            },
-            None => {
-                sweep.tick().await;
-            }
-        }
+        sweep.tick().await;
         reap_adopted();
     }
 }

@@ -82,7 +82,7 @@ fn main() {
     std::process::exit(code);
 }
 
-fn fail(message: &str) -> i32 {
+pub(crate) fn fail(message: &str) -> i32 {
     eprintln!("sidecar-exec: {message}");
     1
 }
@@ -92,7 +92,7 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime")
 }
 
-fn run(args: &[OsString]) -> i32 {
+pub(crate) fn run(args: &[OsString]) -> i32 {
     let runtime_name = args[0].to_string_lossy().into_owned();
     let cmd = match argv::command_args(&args[1..]) {
         Ok(cmd) => cmd,
@@ -205,7 +205,7 @@ fn attach(runtime_name: &str, id: &str) -> i32 {
     exit.code
 }
 
-fn status() -> i32 {
+pub(crate) fn status() -> i32 {
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => sidecars,
         Err(err) => return fail(&err.0),
@@ -224,7 +224,7 @@ fn status() -> i32 {
 /// configuration: an agent image's entrypoint runs this at every start, and an agent started without builders must
 /// still start (its commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid, or an
 /// invalid SSH_COMMANDS, is an error (exit 1).
-fn install_wrappers(dir: Option<PathBuf>) -> i32 {
+pub(crate) fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => Some(sidecars),

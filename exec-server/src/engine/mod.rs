@@ -8,7 +8,9 @@ mod output;
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -18,8 +20,7 @@ use nix::sys::signal::Signal;
 use process_group::{self as group, program, Members, Pgid, Tagged};
 use protocol::StreamKind;
 use tokio::io::{AsyncRead, AsyncWriteExt};
-use tokio::process::Command;
-use tokio::task::JoinHandle;
+use tokio::process::{ChildStderr, ChildStdout, Command};
 use tokio_util::sync::CancellationToken;
 
 pub use output::{Captured, LastOutput, Output, OutputChunk, READ_SIZE};
@@ -261,10 +262,24 @@ impl Engine {
         let started = Instant::now();
 
         let last_output = Arc::new(LastOutput::new());
-        let (mut running, readers) = self.spawn(id, &mut job, &program, output, &last_output)?;
-        let end = self.wait(&mut running.leader, &job, &last_output, &cancel).await;
+        let (mut running, mut readers) = self.spawn(id, &mut job, &program, output, &last_output)?;
+        // The pipes are read while the leader is waited for, in this same task (see `Readers`).
+        let mut read = None;
+        let end = {
+            let waiting = self.wait(&mut running.leader, &job, &last_output, &cancel);
+            tokio::pin!(waiting);
+            loop {
+                tokio::select! {
+                    end = &mut waiting => break end,
+                    both = &mut readers.reading, if read.is_none() => read = Some(both),
+                }
+            }
+        };
         let duration = started.elapsed();
-        let (stdout, stderr) = self.drain(readers).await;
+        let (stdout, stderr) = match read {
+            Some(both) => both,
+            None => self.drain(readers).await,
+        };
         self.clean_up_after(running, end.group_stopped);
 
         let (exit_code, signal) = match &end.status {
@@ -326,10 +341,9 @@ impl Engine {
             });
         }
         let stop = CancellationToken::new();
-        let stdout = read(leader.child().stdout.take(), StreamKind::Stdout, output.clone(), &stop, last_output);
-        // The last reader takes `output` itself: no stream sender is left behind to hold the stream open.
-        let stderr = read(leader.child().stderr.take(), StreamKind::Stderr, output, &stop, last_output);
-        Ok((Running { id, leader, guard }, Readers { stdout, stderr, stop }))
+        let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
+        let reading = Box::pin(read_both(stdout, stderr, output, stop.clone(), last_output.clone()));
+        Ok((Running { id, leader, guard }, Readers { reading, stop }))
     }
 
     /// Wait: for the leader to exit, or else its timeout, its idle timeout (no output for that long), its
@@ -375,14 +389,12 @@ impl Engine {
     /// Drain: pipes held open by a background descendant must not hold the result, so once the leader is gone
     /// they are read for the drain window at most, then no more.
     async fn drain(&self, readers: Readers) -> (Captured, Captured) {
-        let Readers { stdout, stderr, stop } = readers;
-        let both = async { (join_reader(stdout).await, join_reader(stderr).await) };
-        tokio::pin!(both);
+        let Readers { mut reading, stop } = readers;
         tokio::select! {
-            both = &mut both => both,
+            both = &mut reading => both,
             () = tokio::time::sleep(self.inner.policy.drain) => {
                 stop.cancel();
-                both.await
+                reading.await
             }
         }
     }
@@ -395,12 +407,26 @@ impl Engine {
         let grace = self.inner.policy.grace;
         // The leader (reaped) is let go only now, as before the split: after its pipes were drained.
         drop(leader);
-        tokio::spawn(async move {
-            if !group_stopped && !group::terminate(&mut pgid.clone(), grace).await {
-                tracing::warn!(%pgid, "process group still has members after SIGKILL; giving up on it");
-            }
+        let finished = move |guard: GroupGuard| {
             guard.engine.inner.sweeper.job_finished(id);
             guard.release();
+        };
+        // The common case, a group that ended with its leader, is settled here and now: the same first look as
+        // `terminate` (reap, then is it empty?), without a task whose start would wake another worker thread while
+        // the reply is being made.
+        let mut group = pgid;
+        if group_stopped || {
+            group.reap();
+            group.is_empty()
+        } {
+            finished(guard);
+            return;
+        }
+        tokio::spawn(async move {
+            if !group::terminate(&mut group, grace).await {
+                tracing::warn!(%pgid, "process group still has members after SIGKILL; giving up on it");
+            }
+            finished(guard);
         });
     }
 }
@@ -427,27 +453,42 @@ struct Running {
     guard: GroupGuard,
 }
 
-/// The readers of a command's pipes, and the switch that ends them early.
+/// The reading of a command's pipes, and the switch that ends it early.
+///
+/// *Decision:* the pipes are read by a future that the command's own task polls next to the wait for its leader,
+/// not by tasks of their own. A task per pipe cost every command two spawns and two join wake-ups, each of which
+/// can wake the other worker thread: measured, that was a large part of the time between a short command's exit
+/// and its reply (see BENCHMARKS.md, P1). Both pipes still progress independently (`join`), and in the stream mode
+/// a reader that waits on a slow client holds up neither the other pipe nor the wait.
 struct Readers {
-    stdout: Option<JoinHandle<Captured>>,
-    stderr: Option<JoinHandle<Captured>>,
+    reading: Pin<Box<dyn Future<Output = (Captured, Captured)> + Send>>,
     stop: CancellationToken,
 }
 
-/// Starts reading `pipe` (if the command has it) in its own task.
-fn read<R: AsyncRead + Unpin + Send + 'static>(
+/// Reads both pipes (those the command has) to their ends, together.
+async fn read_both(
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+    output: Output,
+    stop: CancellationToken,
+    last_output: Arc<LastOutput>,
+) -> (Captured, Captured) {
+    // Each reader owns its `output` and drops it when it ends: no stream sender is left behind to hold the stream
+    // open.
+    let stdout = read(stdout, StreamKind::Stdout, output.clone(), stop.clone(), last_output.clone());
+    let stderr = read(stderr, StreamKind::Stderr, output, stop, last_output);
+    tokio::join!(stdout, stderr)
+}
+
+async fn read<R: AsyncRead + Unpin>(
     pipe: Option<R>,
     kind: StreamKind,
     output: Output,
-    stop: &CancellationToken,
-    last_output: &Arc<LastOutput>,
-) -> Option<JoinHandle<Captured>> {
-    pipe.map(|pipe| tokio::spawn(output::read_pipe(pipe, kind, output, stop.clone(), last_output.clone())))
-}
-
-async fn join_reader(reader: Option<JoinHandle<Captured>>) -> Captured {
-    match reader {
-        Some(handle) => handle.await.unwrap_or_default(),
+    stop: CancellationToken,
+    last_output: Arc<LastOutput>,
+) -> Captured {
+    match pipe {
+        Some(pipe) => output::read_pipe(pipe, kind, output, stop, last_output).await,
         None => Captured::default(),
     }
 }
