@@ -28,10 +28,12 @@ impl StateDir {
             return Ok(StateDir { path: path.to_path_buf(), ours: made });
         }
         let base = std::env::temp_dir();
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         for attempt in 0..100u32 {
-            let name =
-                format!("exec-server-{}-{:x}", std::process::id(), seed.wrapping_add(u128::from(attempt) * 7919));
+            // Unguessable (a fresh SipHash key each time, seeded from the OS's random source), so another local
+            // user cannot take the names first and keep the server from starting; the folder is created exclusively
+            // at mode 0700 either way.
+            let random = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), attempt);
+            let name = format!("exec-server-{}-{random:016x}", std::process::id());
             let path = base.join(name);
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => return Ok(StateDir { path, ours: true }),
