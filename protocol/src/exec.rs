@@ -25,6 +25,18 @@ pub struct ExecRequest {
     /// Extension: exact bytes for stdin, base64 (wins over `stdin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin_b64: Option<String>,
+    /// Extension: the client reads `b64` (stream frames) and `output_b64`/`stderr_b64` (the reply), so output that
+    /// is not valid UTF-8 travels as base64 only, with an empty `data`/`output`/`stderr` instead of its lossy text
+    /// twin. The twin is what made binary output slow (U+FFFD and `\u00XX` escapes, up to 6 bytes a byte, on top
+    /// of the base64) and no client that reads the base64 needs it. The contract's clients never send it and get
+    /// today's frames and replies byte for byte. Never sent when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub b64_only: bool,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// A timeout as JSON has it: JSON has one number type, and JSON Schema's `integer` (the OpenAPI document's) counts
@@ -153,12 +165,12 @@ impl ExecReply {
     }
 
     /// The exact stdout bytes.
-    pub fn stdout_bytes(&self) -> Result<Vec<u8>, base64::DecodeError> {
+    pub fn stdout_bytes(&self) -> Result<std::borrow::Cow<'_, [u8]>, base64::DecodeError> {
         crate::text::decode(&self.output, self.output_b64.as_deref())
     }
 
     /// The exact stderr bytes.
-    pub fn stderr_bytes(&self) -> Result<Vec<u8>, base64::DecodeError> {
+    pub fn stderr_bytes(&self) -> Result<std::borrow::Cow<'_, [u8]>, base64::DecodeError> {
         crate::text::decode(&self.stderr, self.stderr_b64.as_deref())
     }
 }

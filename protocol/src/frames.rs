@@ -63,7 +63,7 @@ impl Chunk {
     /// Appends the exact bytes this chunk stands for (payload plus the implied newline) to `out`.
     pub fn write_bytes(&self, out: &mut Vec<u8>) -> Result<(), base64::DecodeError> {
         match &self.b64 {
-            Some(b64) => out.extend(crate::text::from_base64(b64)?),
+            Some(b64) => crate::text::append_from_base64(out, b64)?,
             None => out.extend_from_slice(self.data.as_bytes()),
         }
         if self.nl {
@@ -177,23 +177,30 @@ impl StreamKind {
     }
 }
 
-/// One stdout/stderr frame as an SSE event, written by hand: the payload is copied once, escaped on the way.
-fn chunk_event(kind: StreamKind, payload: &[u8], nl: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + 64);
+/// One stdout/stderr frame as an SSE event, written by hand: the payload is copied once, escaped (or base64-encoded)
+/// on the way. Without `lossy_twin`, bytes that are not valid UTF-8 get an empty `data` (see
+/// [`crate::ExecRequest::b64_only`]).
+fn chunk_event(kind: StreamKind, payload: &[u8], nl: bool, lossy_twin: bool) -> Vec<u8> {
+    let exact = std::str::from_utf8(payload);
+    let capacity = match exact {
+        Ok(_) => payload.len() + 64,
+        Err(_) => crate::reply_text::base64_len(payload.len()) + if lossy_twin { payload.len() * 2 } else { 0 } + 64,
+    };
+    let mut out = Vec::with_capacity(capacity);
     out.extend_from_slice(b"data: {\"type\":\"");
     out.extend_from_slice(kind.name());
     out.extend_from_slice(b"\",\"data\":");
-    let exact = std::str::from_utf8(payload);
     match exact {
         Ok(text) => crate::json::write_str(&mut out, text),
-        Err(_) => crate::json::write_str(&mut out, &String::from_utf8_lossy(payload)),
+        Err(_) if lossy_twin => crate::json::write_str(&mut out, &String::from_utf8_lossy(payload)),
+        Err(_) => out.extend_from_slice(b"\"\""),
     }
     if !nl {
         out.extend_from_slice(b",\"nl\":false");
     }
     if exact.is_err() {
         out.extend_from_slice(b",\"b64\":\"");
-        out.extend_from_slice(crate::text::to_base64(payload).as_bytes());
+        crate::text::append_base64(&mut out, payload);
         out.push(b'"');
     }
     out.extend_from_slice(b"}\n\n");
@@ -207,12 +214,21 @@ pub struct FrameEncoder {
     kind: StreamKind,
     pending: Vec<u8>,
     max_pending: usize,
+    /// Whether non-UTF-8 bytes also travel as lossy `data` (the contract's frames) or as `b64` alone.
+    lossy_twin: bool,
 }
 
 impl FrameEncoder {
     /// An encoder that holds at most `max_pending` bytes of an unfinished line before sending them as `nl: false`.
     pub fn new(kind: StreamKind, max_pending: usize) -> Self {
-        FrameEncoder { kind, pending: Vec::new(), max_pending: max_pending.max(4) }
+        FrameEncoder { kind, pending: Vec::new(), max_pending: max_pending.max(4), lossy_twin: true }
+    }
+
+    /// Frames for a client that reads `b64` ([`crate::ExecRequest::b64_only`]): bytes that are not valid UTF-8 go
+    /// as `b64` with an empty `data`, not with their lossy text too.
+    pub fn b64_only(mut self, b64_only: bool) -> Self {
+        self.lossy_twin = !b64_only;
+        self
     }
 
     /// Feeds bytes read from the pipe and appends the events that are ready to `out`.
@@ -221,7 +237,7 @@ impl FrameEncoder {
             // Fast path: no copy of the complete lines.
             match memchr::memrchr(b'\n', bytes) {
                 Some(last) => {
-                    out.push(chunk_event(self.kind, &bytes[..last], true));
+                    out.push(chunk_event(self.kind, &bytes[..last], true, self.lossy_twin));
                     self.pending.extend_from_slice(&bytes[last + 1..]);
                 }
                 None => self.pending.extend_from_slice(bytes),
@@ -229,13 +245,13 @@ impl FrameEncoder {
         } else {
             self.pending.extend_from_slice(bytes);
             if let Some(last) = memchr::memrchr(b'\n', &self.pending) {
-                out.push(chunk_event(self.kind, &self.pending[..last], true));
+                out.push(chunk_event(self.kind, &self.pending[..last], true, self.lossy_twin));
                 self.pending.drain(..=last);
             }
         }
         while self.pending.len() >= self.max_pending {
             let cut = utf8_safe_cut(&self.pending[..self.max_pending]);
-            out.push(chunk_event(self.kind, &self.pending[..cut], false));
+            out.push(chunk_event(self.kind, &self.pending[..cut], false, self.lossy_twin));
             self.pending.drain(..cut);
         }
     }
@@ -248,7 +264,7 @@ impl FrameEncoder {
     /// Sends the held unfinished line, if any, as an `nl: false` frame.
     pub fn flush(&mut self, out: &mut Vec<Vec<u8>>) {
         if !self.pending.is_empty() {
-            out.push(chunk_event(self.kind, &self.pending, false));
+            out.push(chunk_event(self.kind, &self.pending, false, self.lossy_twin));
             self.pending.clear();
         }
     }
@@ -346,6 +362,36 @@ mod tests {
         let pieces: Vec<&[u8]> = bytes.chunks(333).collect();
         let frames = encode_all(&pieces, 1000);
         assert_eq!(rebuild(&frames), bytes);
+        assert!(frames.iter().any(|f| matches!(f, Frame::Stdout(c) if c.b64.is_some())));
+    }
+
+    /// A client that reads `b64` gets the same bytes without the lossy twin; text frames are unchanged.
+    #[test]
+    fn b64_only_frames_leave_out_the_lossy_twin_and_keep_the_bytes() {
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(5000).chain(*b"\nplain line\n").collect();
+        let pieces: Vec<&[u8]> = bytes.chunks(333).collect();
+        let encode = |b64_only: bool| {
+            let mut encoder = FrameEncoder::new(StreamKind::Stdout, 1000).b64_only(b64_only);
+            let mut events = Vec::new();
+            for piece in &pieces {
+                encoder.push(piece, &mut events);
+            }
+            encoder.flush(&mut events);
+            events
+        };
+        let (twin, only) = (encode(false), encode(true));
+        assert_eq!(twin.len(), only.len());
+        let frames: Vec<Frame> = only.iter().map(|event| parse_event(event)).collect();
+        assert_eq!(rebuild(&frames), bytes);
+        for (with, without) in twin.iter().zip(&only) {
+            match parse_event(without) {
+                Frame::Stdout(Chunk { data, b64: Some(_), .. }) => {
+                    assert_eq!(data, "");
+                    assert!(without.len() < with.len());
+                }
+                _ => assert_eq!(with, without, "a frame of text is the same either way"),
+            }
+        }
         assert!(frames.iter().any(|f| matches!(f, Frame::Stdout(c) if c.b64.is_some())));
     }
 

@@ -8,6 +8,7 @@ pub mod exec;
 pub mod frames;
 pub mod json;
 pub mod reply_text;
+pub mod reply_view;
 pub mod runtimes;
 pub mod shell;
 pub mod sse;

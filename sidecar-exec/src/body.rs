@@ -1,5 +1,7 @@
 //! Reading a reply body with a bound: what a broken or hostile server can make the client hold.
 
+use protocol::reply_view::{ReadReply, ReplyReader};
+
 /// The largest `/exec` reply the client reads: 256 MiB. exec-server's `--max-output` (16 MiB by default) bounds each
 /// of stdout and stderr as the reply carries them (JSON-escaped, plus base64 when not UTF-8), so a default server's
 /// reply stays under 2 × 16 MiB plus a few hundred bytes of other fields, whatever the command prints (older
@@ -19,23 +21,25 @@ pub enum BodyError {
         limit: usize,
     },
     Transport(reqwest::Error),
+    /// stdout's text is not a valid JSON string (found while it arrived).
+    Unreadable(serde_json::Error),
 }
 
-/// The whole body, or [`BodyError::TooLarge`] as soon as it is known to exceed `limit`.
-pub async fn read_bounded(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
-    let announced = response.content_length().unwrap_or(0);
-    if announced > limit as u64 {
+/// The whole `/exec` reply, read as it arrives (stdout's text decoded on the way: see `protocol::reply_view`), or
+/// [`BodyError::TooLarge`] as soon as what is held would exceed `limit`.
+pub async fn read_reply(mut response: reqwest::Response, limit: usize) -> Result<ReadReply, BodyError> {
+    if response.content_length().unwrap_or(0) > limit as u64 {
         return Err(BodyError::TooLarge { limit });
     }
-    // Trust a Content-Length only as far as the bound for the initial allocation.
-    let mut body = Vec::with_capacity(announced as usize);
+    let mut reader = ReplyReader::default();
     while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
-        if body.len() + chunk.len() > limit {
+        // Decoded text is never longer than its JSON, so this bounds what is held.
+        if reader.held() + chunk.len() > limit {
             return Err(BodyError::TooLarge { limit });
         }
-        body.extend_from_slice(&chunk);
+        reader.feed(&chunk).map_err(BodyError::Unreadable)?;
     }
-    Ok(body)
+    Ok(reader.finish())
 }
 
 /// A small body (an error's, `/info`'s) as text, cut at [`MAX_SMALL_BODY_BYTES`] instead of refused: the start of a

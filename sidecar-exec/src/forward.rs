@@ -3,9 +3,10 @@
 use std::io::Write;
 
 use futures_util::StreamExt;
-use protocol::{ExecReply, Frame};
+use protocol::reply_view::OutputError;
+use protocol::Frame;
 
-use crate::body::{mib, read_bounded, small_text, BodyError, MAX_REPLY_BYTES};
+use crate::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
 use crate::config::{CallSettings, Target};
 pub use crate::exit_code::ClientExit;
 use crate::exit_code::{exit_code_for, ImpossibleCode, EXIT_BROKEN_PIPE};
@@ -64,7 +65,7 @@ pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) ->
 }
 
 async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqwest::Response) -> ClientExit {
-    let body = match read_bounded(response, MAX_REPLY_BYTES).await {
+    let body = match read_reply(response, MAX_REPLY_BYTES).await {
         Ok(body) => body,
         Err(BodyError::TooLarge { limit }) => {
             return ClientExit::fail(format!(
@@ -82,19 +83,28 @@ async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqw
             ))
         }
         Err(BodyError::Transport(err)) => return ClientExit::fail(transport_error(target, &err)),
+        Err(BodyError::Unreadable(err)) => {
+            return ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url))
+        }
     };
-    let reply: ExecReply = match serde_json::from_slice(&body) {
+    // stdout's text was decoded as it arrived; the rest is read in place (see protocol::reply_view).
+    let reply = match body.view() {
         Ok(reply) => reply,
         Err(err) => return ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url)),
     };
-    drop(body);
-    let (Ok(stdout), Ok(stderr)) = (reply.stdout_bytes(), reply.stderr_bytes()) else {
-        return ClientExit::fail(format!("sidecar at {} sent invalid base64 output", target.url));
-    };
-    if write_all(&mut std::io::stdout().lock(), &stdout).is_err() {
-        return ClientExit::code(EXIT_BROKEN_PIPE);
+    let invalid = || ClientExit::fail(format!("sidecar at {} sent invalid output (bad escape or base64)", target.url));
+    // Large pieces: stdout's own buffer is line-buffered, and a reply is often thousands of lines.
+    let mut stdout = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    match reply.write_stdout(&mut stdout).and_then(|()| stdout.flush().map_err(OutputError::Write)) {
+        Ok(()) => {}
+        Err(OutputError::Invalid) => return invalid(),
+        Err(OutputError::Write(_)) => return ClientExit::code(EXIT_BROKEN_PIPE),
     }
-    let _ = write_all(&mut std::io::stderr().lock(), &stderr);
+    let mut stderr = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr().lock());
+    if let Err(OutputError::Invalid) = reply.write_stderr(&mut stderr) {
+        return invalid();
+    }
+    let _ = stderr.flush();
     let mut notes = Vec::new();
     if reply.output_truncated {
         notes.push("stdout was cut at the server's output cap; set SIDECAR_STREAM=1 to get all of it".to_owned());

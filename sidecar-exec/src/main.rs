@@ -94,6 +94,8 @@ fn run(args: &[OsString]) -> i32 {
             stdin: None,
             // Always base64: 4 bytes for 3 whatever stdin holds, so the limit is one stated number.
             stdin_b64: stdin.bytes.as_deref().map(protocol::text::to_base64),
+            // This client reads `b64` and `output_b64`: binary output comes without its lossy twin.
+            b64_only: true,
         };
         let body = request::body(&request)?;
         Ok::<_, config::ConfigError>((target, settings, stdin.unread_pipe, body))

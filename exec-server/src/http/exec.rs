@@ -10,12 +10,15 @@ use super::request::RequestedJob;
 use super::{AppError, AppState};
 use crate::engine::Output;
 
-pub async fn exec(State(state): State<AppState>, RequestedJob(job): RequestedJob) -> Result<Response, AppError> {
+pub async fn exec(
+    State(state): State<AppState>,
+    RequestedJob(job, b64_only): RequestedJob,
+) -> Result<Response, AppError> {
     let job = match job {
         Ok(job) => job,
         Err(not_started) => {
             state.engine.not_started(&not_started);
-            return Finished::NotStarted(not_started).into_reply(None);
+            return Finished::NotStarted(not_started).into_reply(None, b64_only);
         }
     };
     let permit = state.permit()?;
@@ -31,5 +34,5 @@ pub async fn exec(State(state): State<AppState>, RequestedJob(job): RequestedJob
         Ok((ran, permit)) => (Ok(ran), Some(permit)),
         Err(err) => (Err(err), None),
     };
-    Finished::new(joined, timeout).into_reply(permit)
+    Finished::new(joined, timeout).into_reply(permit, b64_only)
 }

@@ -35,12 +35,13 @@ impl Finished {
     }
 
     /// The `/exec` reply; a command that ran keeps `permit` (its `--max-concurrent` slot) until its reply is sent.
-    pub fn into_reply(self, permit: Option<OwnedSemaphorePermit>) -> Result<Response, AppError> {
+    /// `b64_only`: the request's, see [`protocol::ExecRequest::b64_only`].
+    pub fn into_reply(self, permit: Option<OwnedSemaphorePermit>, b64_only: bool) -> Result<Response, AppError> {
         let json = [(header::CONTENT_TYPE, "application/json")];
         match self {
             Finished::Ran { outcome, timeout } => {
                 let error = ending_message(&outcome, timeout);
-                Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit))).into_response())
+                Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit, b64_only))).into_response())
             }
             Finished::NotStarted(err) => {
                 let reply = ExecReply {

@@ -20,8 +20,9 @@ use crate::workspace::{resolve_cwd, CwdError};
 /// as a command that did not start. Anything else wrong with the body is the extractor's rejection, a 4xx
 /// [`AppError`] that names what is wrong.
 ///
-/// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there.
-pub struct RequestedJob(pub Result<Job, StartError>);
+/// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there. The second field is
+/// the request's `b64_only`: how the reply or frames carry output that is not UTF-8 (a wire matter, not the job's).
+pub struct RequestedJob(pub Result<Job, StartError>, pub bool);
 
 impl FromRequest<AppState> for RequestedJob {
     type Rejection = AppError;
@@ -30,7 +31,8 @@ impl FromRequest<AppState> for RequestedJob {
         // Set by the `request_context` middleware on every request the router sees.
         let traceparent = request.extensions().get::<RequestContext>().and_then(|context| context.traceparent.clone());
         let body = Bytes::from_request(request, state).await.map_err(body_error)?;
-        prepare(state, &body, traceparent.as_deref()).map(RequestedJob)
+        let (job, b64_only) = prepare(state, &body, traceparent.as_deref())?;
+        Ok(RequestedJob(job, b64_only))
     }
 }
 
@@ -57,8 +59,12 @@ fn body_error(rejection: BytesRejection) -> AppError {
     AppError::new(status, format!("cannot read request body: {}", rejection.body_text()))
 }
 
-/// Turns a body into a job, or a 400 that names what is wrong.
-fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<Result<Job, StartError>, AppError> {
+/// Turns a body into a job (and its `b64_only`), or a 400 that names what is wrong.
+fn prepare(
+    state: &AppState,
+    body: &[u8],
+    traceparent: Option<&str>,
+) -> Result<(Result<Job, StartError>, bool), AppError> {
     // serde would also take a struct written as a JSON array (`[["ls"]]`): the contract's body is an object.
     if !body.trim_ascii_start().starts_with(b"{") {
         return Err(AppError::bad_request(
@@ -89,7 +95,9 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
     }
     let cwd = match resolve_cwd(&state.root, request.cwd.as_deref(), state.allow_any_cwd) {
         Ok(cwd) => cwd,
-        Err(CwdError::Missing { path, problem }) => return Ok(Err(StartError::WorkingDirectory { path, problem })),
+        Err(CwdError::Missing { path, problem }) => {
+            return Ok((Err(StartError::WorkingDirectory { path, problem }), request.b64_only))
+        }
         Err(err) => return Err(AppError::bad_request(err.to_string())),
     };
     let job = Job {
@@ -99,7 +107,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         stdin,
         timeout: Duration::from_secs(timeout_secs),
     };
-    Ok(Ok(job))
+    Ok((Ok(job), request.b64_only))
 }
 
 fn validate_cmd(cmd: &[String]) -> Result<(), AppError> {

@@ -28,7 +28,10 @@ const PARTIAL_LINE_WAIT: Duration = Duration::from_millis(20);
 /// Chunks and events in flight between the pipe and the socket; with 64 KiB reads this bounds memory per stream.
 const CHANNEL_DEPTH: usize = 4;
 
-pub async fn exec_stream(State(state): State<AppState>, RequestedJob(job): RequestedJob) -> Result<Response, AppError> {
+pub async fn exec_stream(
+    State(state): State<AppState>,
+    RequestedJob(job, b64_only): RequestedJob,
+) -> Result<Response, AppError> {
     let permit = match &job {
         Ok(_) => Some(state.permit()?),
         Err(_) => None,
@@ -36,7 +39,7 @@ pub async fn exec_stream(State(state): State<AppState>, RequestedJob(job): Reque
     let cancel = CancellationToken::new();
     let (events, rx) = mpsc::channel(CHANNEL_DEPTH);
     let pump = Pump { events, keepalive: state.keepalive };
-    let run = pump.run(state.engine.clone(), job, permit, cancel.clone());
+    let run = pump.run(state.engine.clone(), job, b64_only, permit, cancel.clone());
     tokio::spawn(run.in_current_span());
     // The SSE body: events from the pump, each already `data: <json>` and a blank line (JSON never holds a raw CR
     // or LF, so an event is exactly one `data:` line). It owns the guard: dropping it (client gone) cancels the
@@ -65,6 +68,7 @@ impl Pump {
         self,
         engine: Engine,
         job: Result<Job, StartError>,
+        b64_only: bool,
         permit: Option<OwnedSemaphorePermit>,
         cancel: CancellationToken,
     ) {
@@ -88,8 +92,8 @@ impl Pump {
             .in_current_span(),
         );
 
-        let mut stdout = FrameEncoder::new(StreamKind::Stdout, READ_SIZE);
-        let mut stderr = FrameEncoder::new(StreamKind::Stderr, READ_SIZE);
+        let mut stdout = FrameEncoder::new(StreamKind::Stdout, READ_SIZE).b64_only(b64_only);
+        let mut stderr = FrameEncoder::new(StreamKind::Stderr, READ_SIZE).b64_only(b64_only);
         let mut events = Vec::new();
         let mut flush_at: Option<Instant> = None;
         let mut quiet_until = Instant::now() + self.keepalive;

@@ -1,0 +1,305 @@
+//! An `/exec` reply read as it arrives, without copying its output into Strings.
+//!
+//! Read into [`crate::ExecReply`] after the whole body, a reply of 200 MiB of text was parsed into serde_json's
+//! scratch buffer, copied into a String, and copied again before it was written: most of the client's time in a
+//! large blocking call, and none of it overlapped with the transfer. [`ReplyReader`] decodes stdout's text while
+//! the body arrives when the reply starts as exec-server's (and serde's) layout does, `{"exit_code":N,"output":"`;
+//! any other contract reply (fields in another order, spaces) is kept and read whole at the end, its output fields
+//! borrowed from the body (serde_json's `RawValue`) and decoded from there.
+
+use std::borrow::Cow;
+use std::io::Write;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::json::{unescape_into, StringDecoder};
+
+/// How far into a body its layout is decided: `{"exit_code":-2147483648,"output":"` is 37 bytes.
+const LAYOUT_WITHIN: usize = 64;
+
+/// The fields of an [`crate::ExecReply`], the output ones borrowed from the body.
+#[derive(Debug, Deserialize)]
+pub struct ReplyView<'a> {
+    pub exit_code: i32,
+    #[serde(borrow, default)]
+    output: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    stderr: Option<&'a RawValue>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub timed_out: bool,
+    #[serde(default)]
+    pub signal: Option<i32>,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub output_truncated: bool,
+    #[serde(default)]
+    pub stderr_truncated: bool,
+    #[serde(borrow, default)]
+    output_b64: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    stderr_b64: Option<Cow<'a, str>>,
+    /// stdout's text, decoded while the body arrived (then `output` is absent).
+    #[serde(skip)]
+    decoded_output: Option<&'a [u8]>,
+}
+
+/// Why a reply's output could not be written.
+#[derive(Debug)]
+pub enum OutputError {
+    /// A text field that is not a JSON string, or base64 that does not decode.
+    Invalid,
+    /// Writing failed (a closed stdout).
+    Write(std::io::Error),
+}
+
+impl ReplyView<'_> {
+    /// Writes the exact stdout bytes to `out` (the base64 twin wins when present).
+    pub fn write_stdout(&self, out: &mut impl Write) -> Result<(), OutputError> {
+        match (&self.output_b64, self.decoded_output) {
+            (None, Some(text)) => out.write_all(text).map_err(OutputError::Write),
+            _ => write_exact(self.output, self.output_b64.as_deref(), out),
+        }
+    }
+
+    /// Writes the exact stderr bytes to `out`.
+    pub fn write_stderr(&self, out: &mut impl Write) -> Result<(), OutputError> {
+        write_exact(self.stderr, self.stderr_b64.as_deref(), out)
+    }
+}
+
+fn write_exact(text: Option<&RawValue>, b64: Option<&str>, out: &mut impl Write) -> Result<(), OutputError> {
+    let bytes = match (b64, text) {
+        (Some(b64), _) => crate::text::from_base64(b64).map_err(|_| OutputError::Invalid)?,
+        (None, Some(text)) => {
+            let mut bytes = Vec::with_capacity(text.get().len());
+            unescape_into(text.get().as_bytes(), &mut bytes).map_err(|_| OutputError::Invalid)?;
+            bytes
+        }
+        // Absent (or `null`): no output.
+        (None, None) => return Ok(()),
+    };
+    out.write_all(&bytes).map_err(OutputError::Write)
+}
+
+/// Reads a reply body piece by piece; [`ReplyReader::finish`] gives what [`ReplyReader::view`] reads.
+#[derive(Debug, Default)]
+pub struct ReplyReader {
+    /// The body so far, less stdout's string while it is decoded: `{"exit_code":N` then what follows the string.
+    body: Vec<u8>,
+    /// Where stdout's string was cut out of `body`, once the layout is known.
+    layout: Layout,
+    decoder: StringDecoder,
+    output: Vec<u8>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Not known yet: `body` holds the start.
+    #[default]
+    Undecided,
+    /// `{"exit_code":N,"output":"`: stdout's text is being decoded into `output`.
+    InOutput,
+    /// stdout's string has ended; the rest goes to `body`.
+    AfterOutput,
+    /// Another layout: `body` is the whole body.
+    Whole,
+}
+
+/// A reply that [`ReplyReader`] has read whole.
+#[derive(Debug)]
+pub struct ReadReply {
+    body: Vec<u8>,
+    output: Option<Vec<u8>>,
+}
+
+impl ReplyReader {
+    /// Bytes held so far: the bound a caller checks (stdout's decoded text counts, not its escapes).
+    pub fn held(&self) -> usize {
+        self.body.len() + self.output.len()
+    }
+
+    /// Feeds the next piece of the body. A string that is not valid JSON is an error now; anything else wrong is
+    /// found by [`ReadReply::view`].
+    pub fn feed(&mut self, mut piece: &[u8]) -> Result<(), serde_json::Error> {
+        while !piece.is_empty() {
+            match self.layout {
+                Layout::Undecided => {
+                    let take = piece.len().min(LAYOUT_WITHIN - self.body.len());
+                    self.body.extend_from_slice(&piece[..take]);
+                    piece = &piece[take..];
+                    match output_start(&self.body) {
+                        Some(start) => {
+                            // `body` keeps `{"exit_code":N`; the bytes after the quote are stdout's text.
+                            let text = self.body.split_off(start);
+                            self.body.truncate(start - b",\"output\":\"".len());
+                            self.layout = Layout::InOutput;
+                            self.decode(&text)?;
+                        }
+                        None if self.body.len() >= LAYOUT_WITHIN || !could_be_ours(&self.body) => {
+                            self.layout = Layout::Whole;
+                        }
+                        None => {}
+                    }
+                }
+                Layout::InOutput => {
+                    let used = self.decode(piece)?;
+                    piece = &piece[used..];
+                }
+                Layout::AfterOutput | Layout::Whole => {
+                    self.body.extend_from_slice(piece);
+                    piece = &[];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes stdout's text from `piece`; how much of it was the string's (the rest follows it).
+    fn decode(&mut self, piece: &[u8]) -> Result<usize, serde_json::Error> {
+        use serde::de::Error as _;
+        let end = self
+            .decoder
+            .feed(piece, &mut self.output)
+            .map_err(|_| serde_json::Error::custom("`output` is not a valid JSON string"))?;
+        match end {
+            None => Ok(piece.len()),
+            Some(quote) => {
+                self.layout = Layout::AfterOutput;
+                self.body.extend_from_slice(&piece[quote + 1..]);
+                Ok(piece.len())
+            }
+        }
+    }
+
+    /// The body is complete.
+    pub fn finish(self) -> ReadReply {
+        match self.layout {
+            Layout::AfterOutput => ReadReply { body: self.body, output: Some(self.output) },
+            // Still undecided (a short body) or another layout: read whole. A body cut inside stdout's string is
+            // not JSON, and reading it says so.
+            Layout::Undecided | Layout::Whole => ReadReply { body: self.body, output: None },
+            Layout::InOutput => ReadReply { body: b"{\"output\":\"".to_vec(), output: None },
+        }
+    }
+}
+
+/// Where stdout's text starts when `body` starts `{"exit_code":N,"output":"`.
+fn output_start(body: &[u8]) -> Option<usize> {
+    let rest = body.strip_prefix(b"{\"exit_code\":")?;
+    let digits = rest.strip_prefix(b"-").unwrap_or(rest);
+    let count = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+    let after = digits[count..].strip_prefix(b",\"output\":\"")?;
+    (count > 0).then(|| body.len() - after.len())
+}
+
+/// Whether `body` (shorter than a decided layout) can still become `{"exit_code":N,"output":"`.
+fn could_be_ours(body: &[u8]) -> bool {
+    const HEAD: &[u8] = b"{\"exit_code\":";
+    let Some(rest) = body.strip_prefix(HEAD) else { return HEAD.starts_with(body) };
+    let digits = rest.strip_prefix(b"-").unwrap_or(rest);
+    let count = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+    b",\"output\":\"".starts_with(&digits[count..])
+}
+
+impl ReadReply {
+    /// The reply's fields.
+    pub fn view(&self) -> Result<ReplyView<'_>, serde_json::Error> {
+        use serde::de::Error as _;
+        let mut view: ReplyView<'_> = serde_json::from_slice(&self.body)?;
+        if let Some(output) = &self.output {
+            if view.output.is_some() {
+                return Err(serde_json::Error::custom("duplicate field `output`"));
+            }
+            view.decoded_output = Some(output);
+        }
+        Ok(view)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ExecReply;
+
+    fn read(json: &[u8], piece: usize) -> ReadReply {
+        let mut reader = ReplyReader::default();
+        for chunk in json.chunks(piece.max(1)) {
+            reader.feed(chunk).unwrap();
+        }
+        reader.finish()
+    }
+
+    fn both(reply: &ExecReply, json: &[u8]) {
+        for piece in [1, 2, 7, 64, usize::MAX] {
+            let read = read(json, piece.min(json.len()));
+            let view = read.view().unwrap();
+            let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+            view.write_stdout(&mut stdout).unwrap();
+            view.write_stderr(&mut stderr).unwrap();
+            assert_eq!(stdout, *reply.stdout_bytes().unwrap());
+            assert_eq!(stderr, *reply.stderr_bytes().unwrap());
+            assert_eq!(
+                (view.exit_code, view.error.as_ref(), view.timed_out, view.signal, view.duration_ms),
+                (reply.exit_code, reply.error.as_ref(), reply.timed_out, reply.signal, reply.duration_ms)
+            );
+            assert_eq!(
+                (view.output_truncated, view.stderr_truncated),
+                (reply.output_truncated, reply.stderr_truncated)
+            );
+        }
+    }
+
+    #[test]
+    fn reads_what_exec_reply_reads_however_it_arrives() {
+        let binary: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let (lossy, b64) = crate::text::encode(&binary);
+        let replies = [
+            ExecReply::default(),
+            ExecReply {
+                exit_code: -3,
+                output: "line \"one\"\n\ttwo\u{1}\n😀".into(),
+                stderr: lossy.clone(),
+                stderr_b64: b64.clone(),
+                error: Some("command timed out after 1s".into()),
+                timed_out: true,
+                signal: Some(9),
+                duration_ms: 5,
+                output_truncated: true,
+                ..Default::default()
+            },
+            ExecReply { exit_code: 0, output: lossy, output_b64: b64, ..Default::default() },
+        ];
+        for reply in &replies {
+            both(reply, &reply.to_json());
+        }
+        // Another server's layout: other order, spaces, escapes serde_json does not write, fields missing.
+        let others: [&[u8]; 4] = [
+            br#"{ "stderr" : "\u00e9\/", "output_truncated": false, "exit_code" : 0, "output": "a\ud83d\ude00" }"#,
+            br#"{"exit_code":-1}"#,
+            br#"{"exit_code":1, "output":"x"}"#,
+            br#"{"exit_code":7,"output":"a\"b","output":"again"}"#,
+        ];
+        for json in &others[..3] {
+            both(&serde_json::from_slice(json).unwrap(), json);
+        }
+        // A field twice is refused however the body is read.
+        assert!(serde_json::from_slice::<ExecReply>(others[3]).is_err());
+        assert!(read(others[3], 5).view().is_err());
+    }
+
+    #[test]
+    fn bad_output_is_an_error() {
+        let view = |json: &[u8]| read(json, 3).view().map(|_| ()).map_err(|_| ());
+        assert!(view(br#"{"exit_code":0,"output":"cut"#).is_err());
+        let mut reader = ReplyReader::default();
+        assert!(reader.feed(br#"{"exit_code":0,"output":"\x"}"#).is_err());
+        for json in [br#"{"exit_code":0,"output":5}"#.as_slice(), br#"{"exit_code":0,"output":"","output_b64":"!!"}"#] {
+            let reply = read(json, 4);
+            assert!(matches!(reply.view().unwrap().write_stdout(&mut Vec::new()), Err(OutputError::Invalid)));
+        }
+    }
+}
