@@ -4,11 +4,13 @@
 //!
 //! Frames: the serde_json side is what the server would do without `chunk_event`: build the `Frame` from the pipe
 //! bytes (text, or lossy text and base64, as Strings: the derived type holds them) and `serde_json::to_vec` it.
-//! Replies: one `ExecReply`, built once, encoded by `to_json` and by `serde_json::to_vec`.
+//! Replies: one `ExecReply`, built once, encoded by `to_json` and by `serde_json::to_vec`; and read back to stdout's
+//! bytes by `reply_view::ReplyReader` (the client's reader) and by `serde_json::from_slice::<ExecReply>`.
 
 use std::time::{Duration, Instant};
 
 use protocol::frames::Chunk;
+use protocol::reply_view::ReplyReader;
 use protocol::{ExecReply, Frame, FrameEncoder, StreamKind};
 
 const MIB: usize = 1024 * 1024;
@@ -87,8 +89,11 @@ fn serde_frames(payloads: &[Vec<u8>], b64_only: bool) -> Vec<Vec<u8>> {
     payloads
         .iter()
         .map(|payload| {
-            let (data, b64) = protocol::text::encode(payload);
-            let data = if b64.is_some() && b64_only { String::new() } else { data };
+            // With b64_only the lossy text is never built, as the server would not build it.
+            let (data, b64) = match std::str::from_utf8(payload) {
+                Err(_) if b64_only => (String::new(), Some(protocol::text::to_base64(payload))),
+                _ => protocol::text::encode(payload),
+            };
             Frame::Stdout(Chunk { data, nl: true, b64 }).to_event()
         })
         .collect()
@@ -98,6 +103,28 @@ fn reply_of(bytes: &[u8], b64_only: bool) -> ExecReply {
     let (output, output_b64) = protocol::text::encode(bytes);
     let output = if output_b64.is_some() && b64_only { String::new() } else { output };
     ExecReply { exit_code: 0, output, duration_ms: 1, output_b64, ..Default::default() }
+}
+
+/// stdout's bytes from a reply body, read by protocol::reply_view as the client reads it.
+fn read_ours(body: &[u8]) -> Vec<u8> {
+    let mut reader = ReplyReader::default();
+    for piece in body.chunks(FRAME) {
+        reader.feed(piece).unwrap();
+    }
+    let reply = reader.finish();
+    let mut stdout = Vec::new();
+    reply.view().unwrap().write_stdout(&mut stdout).unwrap();
+    stdout
+}
+
+/// stdout's bytes from a reply body, read by serde_json into an `ExecReply` (the pieces gathered first).
+fn read_serde(body: &[u8]) -> Vec<u8> {
+    let mut whole = Vec::new();
+    for piece in body.chunks(FRAME) {
+        whole.extend_from_slice(piece);
+    }
+    let reply: ExecReply = serde_json::from_slice(&whole).unwrap();
+    reply.stdout_bytes().unwrap().into_owned()
 }
 
 /// Median wall time of `rounds` runs of `work`.
@@ -139,6 +166,12 @@ fn main() {
             let ours = median(rounds, || reply.to_json().len());
             let serde = median(rounds, || serde_json::to_vec(&reply).unwrap_or_default().len());
             rows.push((format!("/exec reply{label}"), ours, serde));
+            // The client's side: the reply body (as it arrives, in 64 KiB pieces) to stdout's exact bytes.
+            let body = reply.to_json();
+            assert!(read_ours(&body) == read_serde(&body), "{name}: read replies differ");
+            let ours = median(rounds, || read_ours(&body).len());
+            let serde = median(rounds, || read_serde(&body).len());
+            rows.push((format!("reading the /exec reply{label}"), ours, serde));
         }
         for (what, ours, serde) in rows {
             let gap = serde.as_secs_f64() / ours.as_secs_f64() - 1.0;
@@ -154,4 +187,27 @@ fn main() {
     }
     println!();
     println!("Smallest gap: {:.0}% (a gap under 5% would mean switching to serde_json).", worst_gap * 100.0);
+    // The base64 crate's engine on the same binary workload, beside a plain copy: how far from memory speed.
+    let bytes = binary(size);
+    let copy = median(rounds, || std::hint::black_box(bytes.clone()).len());
+    let mut encoded = Vec::new();
+    let encode = median(rounds, || {
+        encoded.clear();
+        protocol::text::append_base64(&mut encoded, &bytes);
+        encoded.len()
+    });
+    let text = String::from_utf8(encoded.clone()).unwrap_or_default();
+    let mut decoded = Vec::new();
+    let decode = median(rounds, || {
+        decoded.clear();
+        protocol::text::append_from_base64(&mut decoded, text.as_bytes()).map_or(0, |()| decoded.len())
+    });
+    assert!(decoded == bytes, "base64 round trip");
+    println!(
+        "base64 (binary, {} MiB of bytes): encode {:.0} MiB/s, decode {:.0} MiB/s; a plain copy {:.0} MiB/s.",
+        size / MIB,
+        rate(size, encode),
+        rate(size, decode),
+        rate(size, copy)
+    );
 }

@@ -34,6 +34,11 @@ pub struct ExecRequest {
     pub b64_only: bool,
 }
 
+/// The `/exec` reply header that says the server honoured [`ExecRequest::b64_only`]: `output` and `stderr` are never
+/// lossy text then, so a client may write stdout's text while the reply still arrives instead of holding it until it
+/// knows no `output_b64` follows. (Without it, from an older server, the client holds the text.)
+pub const B64_ONLY_HEADER: &str = "x-b64-only";
+
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
 fn is_false(value: &bool) -> bool {
     !*value

@@ -61,9 +61,9 @@ fn is_true(value: &bool) -> bool {
 
 impl Chunk {
     /// Appends the exact bytes this chunk stands for (payload plus the implied newline) to `out`.
-    pub fn write_bytes(&self, out: &mut Vec<u8>) -> Result<(), base64::DecodeError> {
+    pub fn write_bytes(&self, out: &mut Vec<u8>) -> Result<(), crate::text::InvalidBase64> {
         match &self.b64 {
-            Some(b64) => crate::text::append_from_base64(out, b64)?,
+            Some(b64) => crate::text::append_from_base64(out, b64.as_bytes())?,
             None => out.extend_from_slice(self.data.as_bytes()),
         }
         if self.nl {

@@ -16,6 +16,24 @@ fn escape_marks(word: u64) -> u64 {
     (below_space | has_quote | has_backslash) & HIGH
 }
 
+/// How JSON escapes each byte: 0 not at all, `u` as `\u00XX`, else `\` and this letter (serde_json's table).
+const ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = b'u';
+        byte += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
 /// Appends `text` as a JSON string literal (quotes included) to `out`.
 pub fn write_str(out: &mut Vec<u8>, text: &str) {
     out.reserve(text.len() + 2);
@@ -42,29 +60,24 @@ pub fn write_escaped(out: &mut Vec<u8>, text: &str) {
             i += (marks.trailing_zeros() / 8) as usize;
         }
         let byte = bytes[i];
-        let escape: Option<&[u8]> = match byte {
-            b'"' => Some(b"\\\""),
-            b'\\' => Some(b"\\\\"),
-            b'\n' => Some(b"\\n"),
-            b'\r' => Some(b"\\r"),
-            b'\t' => Some(b"\\t"),
-            0x08 => Some(b"\\b"),
-            0x0c => Some(b"\\f"),
-            0..=0x1f => None,
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
+        let kind = ESCAPE[usize::from(byte)];
+        if kind == 0 {
+            i += 1;
+            continue;
+        }
         out.extend_from_slice(&bytes[start..i]);
-        match escape {
-            Some(escape) => out.extend_from_slice(escape),
-            None => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(byte >> 4)]);
-                out.push(HEX[usize::from(byte & 0xf)]);
-            }
+        if kind == b'u' {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ]);
+        } else {
+            out.extend_from_slice(&[b'\\', kind]);
         }
         i += 1;
         start = i;
@@ -80,10 +93,13 @@ pub fn escaped_len(text: &str) -> usize {
     while i < bytes.len() {
         if i + 8 <= bytes.len() {
             let word = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or([0; 8]));
-            if escape_marks(word) == 0 {
+            let marks = escape_marks(word);
+            if marks == 0 {
                 i += 8;
                 continue;
             }
+            // Straight to the first byte to escape, as `write_escaped` does.
+            i += (marks.trailing_zeros() / 8) as usize;
         }
         len += escape_extra(bytes[i]);
         i += 1;
@@ -93,10 +109,10 @@ pub fn escaped_len(text: &str) -> usize {
 
 /// The bytes an escape adds to one byte of text: 1 for the two-character escapes, 5 for `\u00XX`.
 fn escape_extra(byte: u8) -> usize {
-    match byte {
-        b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
-        0..=0x1f => 5,
-        _ => 0,
+    match ESCAPE[usize::from(byte)] {
+        0 => 0,
+        b'u' => 5,
+        _ => 1,
     }
 }
 

@@ -15,7 +15,7 @@ pub mod sse;
 pub mod text;
 pub mod token;
 
-pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart};
+pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart, B64_ONLY_HEADER};
 pub use frames::{Frame, FrameEncoder, StreamKind};
 pub use runtimes::{commands_for, RUNTIMES};
 

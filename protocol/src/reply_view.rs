@@ -38,13 +38,17 @@ pub struct ReplyView<'a> {
     pub output_truncated: bool,
     #[serde(default)]
     pub stderr_truncated: bool,
+    /// Raw, so that they are borrowed (an `Option<Cow<str>>` is always copied).
     #[serde(borrow, default)]
-    output_b64: Option<Cow<'a, str>>,
+    output_b64: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    stderr_b64: Option<Cow<'a, str>>,
+    stderr_b64: Option<&'a RawValue>,
     /// stdout's text, decoded while the body arrived (then `output` is absent).
     #[serde(skip)]
     decoded_output: Option<&'a [u8]>,
+    /// Part of that text was already written out ([`ReplyReader::write_output`]).
+    #[serde(skip)]
+    output_written: bool,
 }
 
 /// Why a reply's output could not be written.
@@ -61,28 +65,43 @@ impl ReplyView<'_> {
     pub fn write_stdout(&self, out: &mut impl Write) -> Result<(), OutputError> {
         match (&self.output_b64, self.decoded_output) {
             (None, Some(text)) => out.write_all(text).map_err(OutputError::Write),
-            _ => write_exact(self.output, self.output_b64.as_deref(), out),
+            // Text went out as stdout, and it was lossy after all: the server broke its word (B64_ONLY_HEADER).
+            (Some(_), _) if self.output_written => Err(OutputError::Invalid),
+            _ => write_exact(self.output, self.output_b64, out),
         }
     }
 
     /// Writes the exact stderr bytes to `out`.
     pub fn write_stderr(&self, out: &mut impl Write) -> Result<(), OutputError> {
-        write_exact(self.stderr, self.stderr_b64.as_deref(), out)
+        write_exact(self.stderr, self.stderr_b64, out)
     }
 }
 
-fn write_exact(text: Option<&RawValue>, b64: Option<&str>, out: &mut impl Write) -> Result<(), OutputError> {
+fn write_exact(text: Option<&RawValue>, b64: Option<&RawValue>, out: &mut impl Write) -> Result<(), OutputError> {
     let bytes = match (b64, text) {
-        (Some(b64), _) => crate::text::from_base64(b64).map_err(|_| OutputError::Invalid)?,
-        (None, Some(text)) => {
-            let mut bytes = Vec::with_capacity(text.get().len());
-            unescape_into(text.get().as_bytes(), &mut bytes).map_err(|_| OutputError::Invalid)?;
+        (Some(b64), _) => {
+            let mut bytes = Vec::new();
+            crate::text::append_from_base64(&mut bytes, &unescaped(b64)?).map_err(|_| OutputError::Invalid)?;
             bytes
         }
+        (None, Some(text)) => unescaped(text)?.into_owned(),
         // Absent (or `null`): no output.
         (None, None) => return Ok(()),
     };
     out.write_all(&bytes).map_err(OutputError::Write)
+}
+
+/// The text of a JSON string, borrowed when it holds no escape (base64 never needs one, though `\/` is allowed).
+fn unescaped(raw: &RawValue) -> Result<Cow<'_, [u8]>, OutputError> {
+    let literal = raw.get().as_bytes();
+    match literal.strip_prefix(b"\"").and_then(|inner| inner.strip_suffix(b"\"")) {
+        Some(inner) if !inner.contains(&b'\\') => Ok(Cow::Borrowed(inner)),
+        _ => {
+            let mut bytes = Vec::with_capacity(literal.len());
+            unescape_into(literal, &mut bytes).map_err(|_| OutputError::Invalid)?;
+            Ok(Cow::Owned(bytes))
+        }
+    }
 }
 
 /// Reads a reply body piece by piece; [`ReplyReader::finish`] gives what [`ReplyReader::view`] reads.
@@ -94,6 +113,7 @@ pub struct ReplyReader {
     layout: Layout,
     decoder: StringDecoder,
     output: Vec<u8>,
+    output_written: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +134,7 @@ enum Layout {
 pub struct ReadReply {
     body: Vec<u8>,
     output: Option<Vec<u8>>,
+    output_written: bool,
 }
 
 impl ReplyReader {
@@ -175,14 +196,26 @@ impl ReplyReader {
         }
     }
 
+    /// Writes stdout's text decoded so far to `out` and lets go of it: for a reply whose text is known not to be
+    /// lossy (the server sent [`crate::B64_ONLY_HEADER`]), so it need not be held until the end.
+    pub fn write_output(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if !self.output.is_empty() {
+            out.write_all(&self.output)?;
+            self.output.clear();
+            self.output_written = true;
+        }
+        Ok(())
+    }
+
     /// The body is complete.
     pub fn finish(self) -> ReadReply {
+        let written = self.output_written;
         match self.layout {
-            Layout::AfterOutput => ReadReply { body: self.body, output: Some(self.output) },
+            Layout::AfterOutput => ReadReply { body: self.body, output: Some(self.output), output_written: written },
             // Still undecided (a short body) or another layout: read whole. A body cut inside stdout's string is
             // not JSON, and reading it says so.
-            Layout::Undecided | Layout::Whole => ReadReply { body: self.body, output: None },
-            Layout::InOutput => ReadReply { body: b"{\"output\":\"".to_vec(), output: None },
+            Layout::Undecided | Layout::Whole => ReadReply { body: self.body, output: None, output_written: written },
+            Layout::InOutput => ReadReply { body: b"{\"output\":\"".to_vec(), output: None, output_written: written },
         }
     }
 }
@@ -216,6 +249,7 @@ impl ReadReply {
             }
             view.decoded_output = Some(output);
         }
+        view.output_written = self.output_written;
         Ok(view)
     }
 }
@@ -289,6 +323,29 @@ mod tests {
         // A field twice is refused however the body is read.
         assert!(serde_json::from_slice::<ExecReply>(others[3]).is_err());
         assert!(read(others[3], 5).view().is_err());
+    }
+
+    /// Text written out as it arrives is all of it; lossy text written out that way (a server that sent the
+    /// header and a twin anyway) is an error, not wrong output passed off as right.
+    #[test]
+    fn text_written_as_it_arrives_is_the_whole_text() {
+        let reply = ExecReply { output: "a\nb\u{1}\"c\n".repeat(50), stderr: "e".into(), ..Default::default() };
+        let json = reply.to_json();
+        let (mut reader, mut stdout) = (ReplyReader::default(), Vec::new());
+        for chunk in json.chunks(7) {
+            reader.feed(chunk).unwrap();
+            reader.write_output(&mut stdout).unwrap();
+        }
+        let read = reader.finish();
+        read.view().unwrap().write_stdout(&mut stdout).unwrap();
+        assert_eq!(stdout, reply.output.as_bytes());
+        let (lossy, b64) = crate::text::encode(&[0xff, b'a']);
+        let twin = ExecReply { output: lossy, output_b64: b64, ..Default::default() }.to_json();
+        let mut reader = ReplyReader::default();
+        reader.feed(&twin).unwrap();
+        reader.write_output(&mut Vec::new()).unwrap();
+        let read = reader.finish();
+        assert!(matches!(read.view().unwrap().write_stdout(&mut Vec::new()), Err(OutputError::Invalid)));
     }
 
     #[test]

@@ -23,14 +23,22 @@ pub enum BodyError {
     Transport(reqwest::Error),
     /// stdout's text is not a valid JSON string (found while it arrived).
     Unreadable(serde_json::Error),
+    /// Writing stdout's text as it arrived failed (a closed stdout).
+    Write(std::io::Error),
 }
 
 /// The whole `/exec` reply, read as it arrives (stdout's text decoded on the way: see `protocol::reply_view`), or
-/// [`BodyError::TooLarge`] as soon as what is held would exceed `limit`.
-pub async fn read_reply(mut response: reqwest::Response, limit: usize) -> Result<ReadReply, BodyError> {
+/// [`BodyError::TooLarge`] as soon as what is held would exceed `limit`. When the server says its text is never
+/// lossy ([`protocol::B64_ONLY_HEADER`]), stdout's text goes to `stdout` as it is decoded instead of being held.
+pub async fn read_reply(
+    mut response: reqwest::Response,
+    limit: usize,
+    stdout: &mut impl std::io::Write,
+) -> Result<ReadReply, BodyError> {
     if response.content_length().unwrap_or(0) > limit as u64 {
         return Err(BodyError::TooLarge { limit });
     }
+    let write_as_it_arrives = response.headers().contains_key(protocol::B64_ONLY_HEADER);
     let mut reader = ReplyReader::default();
     while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
         // Decoded text is never longer than its JSON, so this bounds what is held.
@@ -38,6 +46,9 @@ pub async fn read_reply(mut response: reqwest::Response, limit: usize) -> Result
             return Err(BodyError::TooLarge { limit });
         }
         reader.feed(&chunk).map_err(BodyError::Unreadable)?;
+        if write_as_it_arrives {
+            reader.write_output(stdout).map_err(BodyError::Write)?;
+        }
     }
     Ok(reader.finish())
 }

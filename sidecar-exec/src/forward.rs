@@ -65,7 +65,9 @@ pub async fn forward(target: &Target, settings: &CallSettings, body: Vec<u8>) ->
 }
 
 async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqwest::Response) -> ClientExit {
-    let body = match read_reply(response, MAX_REPLY_BYTES).await {
+    // Large pieces: stdout's own buffer is line-buffered, and a reply is often thousands of lines.
+    let mut stdout = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let body = match read_reply(response, MAX_REPLY_BYTES, &mut stdout).await {
         Ok(body) => body,
         Err(BodyError::TooLarge { limit }) => {
             return ClientExit::fail(format!(
@@ -86,6 +88,7 @@ async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqw
         Err(BodyError::Unreadable(err)) => {
             return ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url))
         }
+        Err(BodyError::Write(_)) => return ClientExit::code(EXIT_BROKEN_PIPE),
     };
     // stdout's text was decoded as it arrived; the rest is read in place (see protocol::reply_view).
     let reply = match body.view() {
@@ -93,8 +96,6 @@ async fn blocking_reply(target: &Target, settings: &CallSettings, response: reqw
         Err(err) => return ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url)),
     };
     let invalid = || ClientExit::fail(format!("sidecar at {} sent invalid output (bad escape or base64)", target.url));
-    // Large pieces: stdout's own buffer is line-buffered, and a reply is often thousands of lines.
-    let mut stdout = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
     match reply.write_stdout(&mut stdout).and_then(|()| stdout.flush().map_err(OutputError::Write)) {
         Ok(()) => {}
         Err(OutputError::Invalid) => return invalid(),

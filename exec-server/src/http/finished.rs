@@ -41,7 +41,12 @@ impl Finished {
         match self {
             Finished::Ran { outcome, timeout } => {
                 let error = ending_message(&outcome, timeout);
-                Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit, b64_only))).into_response())
+                let mut response =
+                    (json, Body::from_stream(ReplyBody::new(outcome, error, permit, b64_only))).into_response();
+                if b64_only {
+                    response.headers_mut().insert(protocol::B64_ONLY_HEADER, header::HeaderValue::from_static("1"));
+                }
+                Ok(response)
             }
             Finished::NotStarted(err) => {
                 let reply = ExecReply {

@@ -80,7 +80,8 @@ impl ReplyBody {
 
     /// The next piece of at least `PIECE` bytes (unless it is the last), or `None` at the end.
     fn next_piece(&mut self) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
+        // A piece ends past PIECE by at most one part's piece (escaped text of PIECE bytes: most often ~PIECE).
+        let mut out = Vec::with_capacity(2 * PIECE + 256);
         while out.len() < PIECE {
             let Some(part) = self.parts.front_mut() else { break };
             let done = match part {
