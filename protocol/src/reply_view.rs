@@ -49,6 +49,9 @@ pub struct ReplyView<'a> {
     /// Part of that text was already written out ([`ReplyReader::write_output`]).
     #[serde(skip)]
     output_written: bool,
+    /// `output_b64` was decoded while it arrived, into `decoded_output` (its field here is then empty).
+    #[serde(skip)]
+    b64_decoded: bool,
 }
 
 /// Why a reply's output could not be written.
@@ -64,6 +67,7 @@ impl ReplyView<'_> {
     /// Writes the exact stdout bytes to `out` (the base64 twin wins when present).
     pub fn write_stdout(&self, out: &mut impl Write) -> Result<(), OutputError> {
         match (&self.output_b64, self.decoded_output) {
+            (_, Some(bytes)) if self.b64_decoded => out.write_all(bytes).map_err(OutputError::Write),
             (None, Some(text)) => out.write_all(text).map_err(OutputError::Write),
             // Text went out as stdout, and it was lossy after all: the server broke its word (B64_ONLY_HEADER).
             (Some(_), _) if self.output_written => Err(OutputError::Invalid),
@@ -104,6 +108,10 @@ fn unescaped(raw: &RawValue) -> Result<Cow<'_, [u8]>, OutputError> {
     }
 }
 
+/// The key of stdout's base64 as exec-server writes it. It cannot occur inside a string (a quote there is always
+/// escaped, and this one follows `4`), so found in a flat reply it is the key.
+const OUTPUT_B64_KEY: &[u8] = b"\"output_b64\":\"";
+
 /// Reads a reply body piece by piece; [`ReplyReader::finish`] gives what [`ReplyReader::view`] reads.
 #[derive(Debug, Default)]
 pub struct ReplyReader {
@@ -112,8 +120,18 @@ pub struct ReplyReader {
     /// Where stdout's string was cut out of `body`, once the layout is known.
     layout: Layout,
     decoder: StringDecoder,
+    /// stdout's bytes decoded so far (its text, or its base64's bytes), not yet written out.
     output: Vec<u8>,
     output_written: bool,
+    /// The server sent [`crate::B64_ONLY_HEADER`]: stdout's base64 is decoded as it arrives too.
+    b64_only: bool,
+    /// stdout's text was not empty (then a base64 twin is a broken promise).
+    had_text: bool,
+    /// `body` up to here holds no [`OUTPUT_B64_KEY`].
+    searched: usize,
+    /// The last 0-3 characters of stdout's base64, waiting for the rest of their group of four.
+    b64_carry: Vec<u8>,
+    b64_decoded: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +143,9 @@ enum Layout {
     InOutput,
     /// stdout's string has ended; the rest goes to `body`.
     AfterOutput,
+    /// `"output_b64":"` (after stdout's empty text, from a server that sent [`crate::B64_ONLY_HEADER`]): its
+    /// base64 is being decoded into `output`.
+    InOutputB64,
     /// Another layout: `body` is the whole body.
     Whole,
 }
@@ -135,9 +156,16 @@ pub struct ReadReply {
     body: Vec<u8>,
     output: Option<Vec<u8>>,
     output_written: bool,
+    b64_decoded: bool,
 }
 
 impl ReplyReader {
+    /// A reader for a reply with [`crate::B64_ONLY_HEADER`] (`b64_only`), whose stdout base64 is decoded as it
+    /// arrives too, or for any other reply.
+    pub fn new(b64_only: bool) -> Self {
+        ReplyReader { b64_only, ..ReplyReader::default() }
+    }
+
     /// Bytes held so far: the bound a caller checks (stdout's decoded text counts, not its escapes).
     pub fn held(&self) -> usize {
         self.body.len() + self.output.len()
@@ -170,11 +198,68 @@ impl ReplyReader {
                     let used = self.decode(piece)?;
                     piece = &piece[used..];
                 }
+                Layout::AfterOutput if self.b64_only && !self.b64_decoded => {
+                    self.body.extend_from_slice(piece);
+                    piece = &[];
+                    let from = self.searched.saturating_sub(OUTPUT_B64_KEY.len());
+                    match memchr::memmem::find(&self.body[from..], OUTPUT_B64_KEY) {
+                        None => self.searched = self.body.len(),
+                        Some(at) => {
+                            if self.had_text {
+                                use serde::de::Error as _;
+                                return Err(serde_json::Error::custom(
+                                    "lossy `output` beside `output_b64` though the server sent x-b64-only",
+                                ));
+                            }
+                            let b64 = self.body.split_off(from + at + OUTPUT_B64_KEY.len());
+                            self.layout = Layout::InOutputB64;
+                            self.decode_b64(&b64)?;
+                        }
+                    }
+                }
+                Layout::InOutputB64 => {
+                    self.decode_b64(piece)?;
+                    piece = &[];
+                }
                 Layout::AfterOutput | Layout::Whole => {
                     self.body.extend_from_slice(piece);
                     piece = &[];
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Decodes stdout's base64 from `piece` into `output`, in whole groups of four; at its closing quote, `body`
+    /// gets an empty `output_b64` and what follows.
+    fn decode_b64(&mut self, piece: &[u8]) -> Result<(), serde_json::Error> {
+        use serde::de::Error as _;
+        let invalid = || serde_json::Error::custom("`output_b64` is not valid base64");
+        let end = memchr::memchr(b'"', piece);
+        let mut data = &piece[..end.unwrap_or(piece.len())];
+        if data.contains(&b'\\') {
+            return Err(invalid());
+        }
+        if !self.b64_carry.is_empty() {
+            let take = (4 - self.b64_carry.len()).min(data.len());
+            self.b64_carry.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.b64_carry.len() == 4 {
+                crate::text::append_from_base64(&mut self.output, &self.b64_carry).map_err(|_| invalid())?;
+                self.b64_carry.clear();
+            }
+        }
+        let whole = data.len() / 4 * 4;
+        crate::text::append_from_base64(&mut self.output, &data[..whole]).map_err(|_| invalid())?;
+        self.b64_carry.extend_from_slice(&data[whole..]);
+        if let Some(end) = end {
+            if !self.b64_carry.is_empty() {
+                return Err(invalid());
+            }
+            self.body.push(b'"');
+            self.body.extend_from_slice(&piece[end + 1..]);
+            self.layout = Layout::AfterOutput;
+            self.b64_decoded = true;
         }
         Ok(())
     }
@@ -190,6 +275,8 @@ impl ReplyReader {
             None => Ok(piece.len()),
             Some(quote) => {
                 self.layout = Layout::AfterOutput;
+                self.had_text = self.output_written || !self.output.is_empty();
+                self.searched = self.body.len();
                 self.body.extend_from_slice(&piece[quote + 1..]);
                 Ok(piece.len())
             }
@@ -209,14 +296,15 @@ impl ReplyReader {
 
     /// The body is complete.
     pub fn finish(self) -> ReadReply {
-        let written = self.output_written;
-        match self.layout {
-            Layout::AfterOutput => ReadReply { body: self.body, output: Some(self.output), output_written: written },
-            // Still undecided (a short body) or another layout: read whole. A body cut inside stdout's string is
-            // not JSON, and reading it says so.
-            Layout::Undecided | Layout::Whole => ReadReply { body: self.body, output: None, output_written: written },
-            Layout::InOutput => ReadReply { body: b"{\"output\":\"".to_vec(), output: None, output_written: written },
-        }
+        let (output_written, b64_decoded) = (self.output_written, self.b64_decoded);
+        let (body, output) = match self.layout {
+            Layout::AfterOutput => (self.body, Some(self.output)),
+            // Still undecided (a short body) or another layout: read whole.
+            Layout::Undecided | Layout::Whole => (self.body, None),
+            // Cut inside stdout's string: not JSON, and reading it says so.
+            Layout::InOutput | Layout::InOutputB64 => (b"{\"output\":\"".to_vec(), None),
+        };
+        ReadReply { body, output, output_written, b64_decoded }
     }
 }
 
@@ -250,6 +338,7 @@ impl ReadReply {
             view.decoded_output = Some(output);
         }
         view.output_written = self.output_written;
+        view.b64_decoded = self.b64_decoded;
         Ok(view)
     }
 }
@@ -260,7 +349,11 @@ mod tests {
     use crate::ExecReply;
 
     fn read(json: &[u8], piece: usize) -> ReadReply {
-        let mut reader = ReplyReader::default();
+        read_as(false, json, piece)
+    }
+
+    fn read_as(b64_only: bool, json: &[u8], piece: usize) -> ReadReply {
+        let mut reader = ReplyReader::new(b64_only);
         for chunk in json.chunks(piece.max(1)) {
             reader.feed(chunk).unwrap();
         }
@@ -268,8 +361,11 @@ mod tests {
     }
 
     fn both(reply: &ExecReply, json: &[u8]) {
-        for piece in [1, 2, 7, 64, usize::MAX] {
-            let read = read(json, piece.min(json.len()));
+        for (piece, b64_only) in [1, 2, 7, 64, usize::MAX].into_iter().flat_map(|p| [(p, false), (p, true)]) {
+            if b64_only && reply.output_b64.is_some() && !reply.output.is_empty() {
+                continue; // not what a server that sent the header sends (see text_written_as_it_arrives…)
+            }
+            let read = read_as(b64_only, json, piece.min(json.len()));
             let view = read.view().unwrap();
             let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
             view.write_stdout(&mut stdout).unwrap();
@@ -305,7 +401,16 @@ mod tests {
                 output_truncated: true,
                 ..Default::default()
             },
-            ExecReply { exit_code: 0, output: lossy, output_b64: b64, ..Default::default() },
+            ExecReply { exit_code: 0, output: lossy, output_b64: b64.clone(), ..Default::default() },
+            // What a server sends for b64_only: empty text, stdout in base64 (after stderr's, which has the key's
+            // words in it).
+            ExecReply {
+                exit_code: 0,
+                stderr: "\"output_b64\":\"x".into(),
+                stderr_b64: Some("AAAA".into()),
+                output_b64: crate::text::encode(&binary).1,
+                ..Default::default()
+            },
         ];
         for reply in &replies {
             both(reply, &reply.to_json());
@@ -346,6 +451,8 @@ mod tests {
         reader.write_output(&mut Vec::new()).unwrap();
         let read = reader.finish();
         assert!(matches!(read.view().unwrap().write_stdout(&mut Vec::new()), Err(OutputError::Invalid)));
+        // Read as from a server that promised b64_only: refused while it arrives.
+        assert!(ReplyReader::new(true).feed(&twin).is_err());
     }
 
     #[test]

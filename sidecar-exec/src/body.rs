@@ -39,7 +39,7 @@ pub async fn read_reply(
         return Err(BodyError::TooLarge { limit });
     }
     let write_as_it_arrives = response.headers().contains_key(protocol::B64_ONLY_HEADER);
-    let mut reader = ReplyReader::default();
+    let mut reader = ReplyReader::new(write_as_it_arrives);
     while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
         // Decoded text is never longer than its JSON, so this bounds what is held.
         if reader.held() + chunk.len() > limit {
