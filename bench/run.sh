@@ -27,3 +27,5 @@ if command -v podman >/dev/null && podman image exists localhost/sidecar-agent:l
 else
     echo "bench: no podman or no images here, so no sidecarctl section (run images/test.sh first)" >&2
 fi
+# The hand-written JSON encoder and reply reader against serde_json (issue 16's A/B; replaces its own section).
+bench/ab-json.sh --section

@@ -204,7 +204,7 @@ fn main() {
     });
     assert!(decoded == bytes, "base64 round trip");
     println!(
-        "base64 (binary, {} MiB of bytes): encode {:.0} MiB/s, decode {:.0} MiB/s; a plain copy {:.0} MiB/s.",
+        "base64 (binary, {} MiB of bytes): encode {:.0} MiB/s, decode {:.0} MiB/s; a copy into a new buffer {:.0} MiB/s.",
         size / MIB,
         rate(size, encode),
         rate(size, decode),

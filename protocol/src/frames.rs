@@ -177,8 +177,8 @@ impl StreamKind {
     }
 }
 
-/// One stdout/stderr frame as an SSE event, written by hand: the payload is copied once, escaped (or base64-encoded)
-/// on the way. Without `lossy_twin`, bytes that are not valid UTF-8 get an empty `data` (see
+/// One stdout/stderr frame as an SSE event, written by hand (against serde_json: `bench/ab-json.sh`, 45% faster on
+/// text): the payload is copied once, escaped (or base64-encoded) on the way. Without `lossy_twin`, bytes that are not valid UTF-8 get an empty `data` (see
 /// [`crate::ExecRequest::b64_only`]).
 fn chunk_event(kind: StreamKind, payload: &[u8], nl: bool, lossy_twin: bool) -> Vec<u8> {
     let exact = std::str::from_utf8(payload);

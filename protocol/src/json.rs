@@ -1,6 +1,10 @@
+//! Kept over serde_json on the A/B that `bench/ab-json.sh` reruns (BENCHMARKS.md, "Hand-written JSON against
+//! serde_json"): on 64 MiB of text serde_json took 29-45% longer to write frames and replies and twice as long to
+//! read a reply; its narrowest gap, binary frames with the lossy twin, was 6%.
+//!
 //! A JSON string writer fast enough for bulk output: stream frames carry every byte a command prints, and
 //! serde_json's byte-at-a-time escaping was the largest cost of streaming. And its reader for the one large string a
-//! blocking reply holds, written out in place instead of built as a String.
+//! blocking reply holds, decoded as it arrives instead of built as a String.
 
 const LOW: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
