@@ -2,12 +2,13 @@
 
 use protocol::reply_view::{ReadReply, ReplyReader};
 
-/// The largest `/exec` reply the client reads: 256 MiB. exec-server's `--max-output` (16 MiB by default) bounds each
-/// of stdout and stderr as the reply carries them (JSON-escaped, plus base64 when not UTF-8), so a default server's
-/// reply stays under 2 × 16 MiB plus a few hundred bytes of other fields, whatever the command prints (older
-/// servers counted raw bytes, so up to 2 × 6 × 16 MiB = 192 MiB of output full of `\u0001`). A server with
-/// a `--max-output` above about 128 MiB can exceed it; streaming (`SIDECAR_STREAM=1`) has no such bound.
-/// Holding the reply costs about twice its size while it is decoded, so this also bounds the client's memory.
+/// The most of an `/exec` reply the client holds: 256 MiB. exec-server's `--max-output` (16 MiB by default) bounds
+/// each of stdout and stderr as the reply carries them (JSON-escaped, plus base64 when not UTF-8), so a default
+/// server's reply stays under 2 × 16 MiB plus a few hundred bytes of other fields, whatever the command prints
+/// (older servers counted raw bytes, so up to 2 × 6 × 16 MiB = 192 MiB of output full of `\u0001`). What is held
+/// is the reply less what was already written out: stdout, from a server that sends `x-b64-only`
+/// ([`read_reply`]), goes out as it arrives and is not held, so only other servers' replies (or stderr above the
+/// bound) meet it. Streaming (`SIDECAR_STREAM=1`) holds one event at a time.
 pub const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;
 
 /// The largest error or `/info` body read. Only its first KiB is ever shown.
