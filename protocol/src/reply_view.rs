@@ -188,7 +188,9 @@ impl ReplyReader {
                             let text = self.body.split_off(start);
                             self.body.truncate(start - b",\"output\":\"".len());
                             self.layout = Layout::InOutput;
-                            self.decode(&text)?;
+                            let used = self.decode(&text)?;
+                            // What follows stdout's string goes the way of every later byte.
+                            self.feed(&text[used..])?;
                         }
                         None if self.body.len() >= LAYOUT_WITHIN || !could_be_ours(&self.body) => {
                             self.layout = Layout::Whole;
@@ -266,7 +268,7 @@ impl ReplyReader {
         Ok(())
     }
 
-    /// Decodes stdout's text from `piece`; how much of it was the string's (the rest follows it).
+    /// Decodes stdout's text from `piece`; how much of it was the string's, closing quote included.
     fn decode(&mut self, piece: &[u8]) -> Result<usize, serde_json::Error> {
         use serde::de::Error as _;
         let end = self
@@ -279,8 +281,7 @@ impl ReplyReader {
                 self.layout = Layout::AfterOutput;
                 self.had_text = self.output_written || !self.output.is_empty();
                 self.searched = self.body.len();
-                self.body.extend_from_slice(&piece[quote + 1..]);
-                Ok(piece.len())
+                Ok(quote + 1)
             }
         }
     }
