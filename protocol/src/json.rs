@@ -1,6 +1,6 @@
 //! Kept over serde_json on the A/B that `bench/ab-json.sh` reruns (BENCHMARKS.md, "Hand-written JSON against
-//! serde_json"): on 64 MiB of text serde_json took 29-45% longer to write frames and replies and twice as long to
-//! read a reply; its narrowest gap, binary frames with the lossy twin, was 6%.
+//! serde_json"): on 64 MiB of text serde_json took 30-50% longer to write frames and replies and twice as long to
+//! read a reply; the narrowest gap, 5-6%, is binary frames with the lossy twin, where both sides mostly build it.
 //!
 //! A JSON string writer fast enough for bulk output: stream frames carry every byte a command prints, and
 //! serde_json's byte-at-a-time escaping was the largest cost of streaming. And its reader for the one large string a

@@ -1,6 +1,6 @@
 //! An `/exec` reply read as it arrives, without copying its output into Strings. Kept over
 //! `serde_json::from_slice::<ExecReply>` on the A/B of `bench/ab-json.sh` (BENCHMARKS.md): serde_json read a reply
-//! of 64 MiB of text 2.2 times as slowly, of control-heavy text 13% more slowly.
+//! of 64 MiB of text about half as fast, of control-heavy text 10-13% slower.
 //!
 //! Read into [`crate::ExecReply`] after the whole body, a reply of 200 MiB of text was parsed into serde_json's
 //! scratch buffer, copied into a String, and copied again before it was written: most of the client's time in a
