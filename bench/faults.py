@@ -928,6 +928,76 @@ def flaky_network(tmp):
     server.stop()
 
 
+def b64_only_hostile_replies(tmp):
+    """A server that sends `x-b64-only` (issue 16: the client then writes stdout while the reply arrives) cannot make
+    the client hold its reply: 600 MiB of stdout pass through a client whose peak RSS stays small (before, the client
+    held every reply and refused one over 256 MiB). And one that sends the header with a lossy `output` beside
+    `output_b64` anyway gets an error exit, not the lossy text passed off as the output."""
+    total = 600 * MiB
+    piece = b"a" * MiB
+    twin = b'{"exit_code":0,"output":"\\ufffdA","output_b64":"/0E="}'
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+
+    def serve(conn):
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            lossy = b"twin" in rest
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-b64-only: 1\r\n"
+                         b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
+
+            def chunk(data):
+                conn.sendall(b"%x\r\n" % len(data) + data + b"\r\n")
+            if lossy:
+                chunk(twin)
+            else:
+                chunk(b'{"exit_code":0,"output":"')
+                for _ in range(total // MiB):
+                    chunk(piece)
+                chunk(b'","stderr":""}')
+            conn.sendall(b"0\r\n\r\n")
+
+    def accept_two():
+        for _ in range(2):
+            conn, _ = listener.accept()
+            try:
+                serve(conn)
+            except OSError:
+                pass  # a client that gave up (an older one refuses a reply over 256 MiB)
+
+    pool = ThreadPoolExecutor(1)
+    served = pool.submit(accept_two)
+    env = {"PATH": "/usr/bin:/bin", "BUILD_SIDECARS": json.dumps({"python": {"internal_url": f"http://127.0.0.1:{port}"}})}
+    # The client's own peak RSS, from a parent that has no other children.
+    measure = ("import resource, subprocess, sys; "
+               "p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE); "
+               "print(p.returncode, len(p.stdout), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    big = subprocess.run([sys.executable, "-c", measure, CLIENT, "python", "big"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    code, written, peak_kib = (big.stdout.split() + ["?", "0", "0"])[:3]
+    twin_run = subprocess.run([CLIENT, "python", "twin"], env=env, capture_output=True, timeout=60)
+    served.result(timeout=60)
+    pool.shutdown()
+    listener.close()
+    check("x-b64-only reply of 600 MiB: written through, not held",
+          code == "0" and int(written) == total and int(peak_kib) < 64 * 1024,
+          f"exit {code}, {int(written) // MiB} of {total // MiB} MiB on stdout, client peak RSS {int(peak_kib) // 1024} MiB "
+          "(before: refused over 256 MiB, after holding it)")
+    check("x-b64-only with a lossy twin anyway: an error exit", twin_run.returncode == 1
+          and b"sent an unreadable reply" in twin_run.stderr,
+          f"exit {twin_run.returncode}, {twin_run.stderr.decode(errors='replace').strip()[:120]!r}")
+
+
 SCENARIOS = [
     abuse,
     sequential,
@@ -942,6 +1012,7 @@ SCENARIOS = [
     observability_abuse,
     named_runs_abuse,
     flaky_network,
+    b64_only_hostile_replies,
 ]
 
 

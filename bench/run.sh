@@ -30,5 +30,6 @@ fi
 # P6: real builds (cargo, pytest, npm, go) through generated wrappers against the same builds natively (replaces its
 # own section; installs pytest into target/p6-venv and, as root, golang-go/npm when missing).
 bench/p6.sh
-# The A/Bs of the hand-written parts against their crates (bench/ab-*.sh; replaces its own section).
+# The A/Bs of the hand-written parts against their crates (bench/ab-*.sh, ab-json.sh among them; replaces its own
+# section).
 bench/ab.sh

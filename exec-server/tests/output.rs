@@ -25,6 +25,32 @@ async fn random_binary_output_is_byte_exact_on_both_endpoints() {
     server.stop().await;
 }
 
+/// A client that says it reads base64 (`b64_only`) gets the same bytes without the lossy twin: empty `data` and
+/// `output`/`stderr` where the bytes are not UTF-8, text unchanged where they are.
+#[tokio::test(flavor = "multi_thread")]
+async fn b64_only_leaves_out_the_lossy_twin_and_keeps_every_byte() {
+    let server = server().start().await;
+    let bytes = random_bytes(300_000, 11);
+    std::fs::write(server.workspace.path().join("blob"), &bytes).unwrap();
+    let request = json!({"cmd": ["sh", "-c", "cat blob; echo text >&2"], "b64_only": true});
+
+    let reply = server.exec(request.clone()).await;
+    assert!(reply.output.is_empty() && reply.output_b64.is_some(), "stdout still has its lossy twin");
+    assert!(reply.stdout_bytes().unwrap() == bytes, "stdout differs");
+    assert_eq!((reply.stderr.as_str(), reply.stderr_b64.as_deref()), ("text\n", None));
+
+    let frames = server.stream(request).await;
+    assert!(rebuild(&frames, true) == bytes, "streamed stdout differs");
+    assert_eq!(rebuild(&frames, false), b"text\n");
+    for frame in &frames {
+        if let Frame::Stdout(chunk) | Frame::Stderr(chunk) = frame {
+            assert!(chunk.b64.is_none() || chunk.data.is_empty(), "a b64 frame with its lossy twin");
+        }
+    }
+    assert!(frames.iter().any(|f| matches!(f, Frame::Stdout(c) if c.b64.is_some())));
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn crlf_and_a_missing_final_newline_are_kept() {
     let server = server().start().await;
@@ -97,7 +123,7 @@ async fn the_cap_counts_encoded_bytes_of_head_and_tail() {
     assert!(reply.output_b64.is_none());
     // Under the cap nothing changes: all of it, exactly, not flagged.
     let reply = server.exec(json!({"cmd": ["sh", "-c", "printf 'a\\001\\377'"]})).await;
-    assert!(reply.stdout_bytes().unwrap() == b"a\x01\xff" && !reply.output_truncated);
+    assert!(*reply.stdout_bytes().unwrap() == *b"a\x01\xff" && !reply.output_truncated);
     server.stop().await;
 }
 

@@ -191,7 +191,7 @@ async fn a_second_post_while_running_attaches_to_the_same_command() {
     let expected = b"first\ngo\nsecond\n";
     assert_eq!(rebuild(&seen_one, true), expected);
     assert_eq!(rebuild(&seen_two, true), expected);
-    assert_eq!(reply.stdout_bytes().unwrap(), expected);
+    assert_eq!(reply.stdout_bytes().unwrap().as_ref(), expected);
     assert_eq!(exit_totals(&seen_one), (0, Some(16), Some(0)));
     assert_eq!(lines_in(&counter), 1, "the command ran once");
     server.stop().await;
@@ -473,5 +473,85 @@ async fn unnamed_requests_are_unchanged() {
     assert!(!body.contains("offset") && !body.contains("stdout_bytes"), "{body}");
     let list: RunList = json_of(server.get("/runs").send().await.unwrap()).await;
     assert!(list.runs.is_empty());
+    server.stop().await;
+}
+
+/// `b64_only` belongs to the reader, not the run (issue 16 with issue 12): a named run's frames with offsets, its
+/// replay (`GET /runs/{id}/stream?b64_only=true`) and its stored `/exec` reply carry binary output as base64 alone
+/// for a reader that asked, and with its lossy twin for one that did not; offsets and bytes are the same either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn b64_only_is_each_readers_choice_on_a_named_run() {
+    let server = server().start().await;
+    let cmd = json!(["sh", "-c", "printf 'text\\n'; printf '\\377\\376bin\\n'; printf '\\377' >&2"]);
+    let expected = b"text\n\xff\xfebin\n".to_vec();
+    let only = server.open_stream(json!({"cmd": cmd, "run_id": "bin", "b64_only": true})).await.rest().await;
+    let replay_only = Frames::new(server.get("/runs/bin/stream?b64_only=true").send().await.unwrap()).rest().await;
+    let replay_twin = Frames::new(server.get("/runs/bin/stream?stdout=5").send().await.unwrap()).rest().await;
+    // The `data` of each frame that needed base64 (how the bytes split into frames depends on the pipe's reads).
+    let binary = |frames: &[Frame]| -> Vec<String> {
+        frames
+            .iter()
+            .filter_map(|frame| match frame {
+                Frame::Stdout(chunk) | Frame::Stderr(chunk) if chunk.b64.is_some() => Some(chunk.data.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    for frames in [&only, &replay_only] {
+        assert_eq!(rebuild(frames, true), expected);
+        assert_eq!(rebuild(frames, false), b"\xff");
+        let data = binary(frames);
+        assert!(data.len() >= 2 && data.iter().all(String::is_empty), "{frames:?}");
+        assert!(frames.iter().all(|frame| offset_of(frame).is_some() || matches!(frame, Frame::Exit { .. })));
+        assert_eq!(exit_totals(frames), (0, Some(11), Some(1)));
+    }
+    assert_eq!(rebuild(&replay_twin, true), &expected[5..]);
+    let data = binary(&replay_twin);
+    assert!(data.len() >= 2 && data.iter().all(|data| data.contains('\u{FFFD}')), "{replay_twin:?}");
+
+    // The stored reply: the same header and fields as a fresh one.
+    let request = json!({"cmd": cmd, "run_id": "bin", "b64_only": true}).to_string();
+    let response = server.post("/exec", request).send().await.unwrap();
+    assert_eq!(response.headers().get(protocol::B64_ONLY_HEADER).map(|v| v.as_bytes()), Some(&b"1"[..]));
+    let reply: protocol::ExecReply = json_of(response).await;
+    assert_eq!((reply.output.as_str(), reply.stderr.as_str()), ("", ""));
+    assert_eq!(
+        (reply.stdout_bytes().unwrap().as_ref(), reply.stderr_bytes().unwrap().as_ref()),
+        (&expected[..], &b"\xff"[..])
+    );
+
+    let response = server.get("/runs/bin/stream?b64_only=yes").send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let error: protocol::ErrorBody = json_of(response).await;
+    assert!(error.error.contains("b64_only=\"yes\""), "{}", error.error);
+    server.stop().await;
+}
+
+/// A `b64_only` reply whose stdout was cut (head, marker, tail) says where the head ends, and the head is exactly
+/// the command's first bytes: a client writing stdout as it arrives stops there, so a resume goes on from it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_b64_only_reply_says_where_its_head_ends() {
+    let server = server().arg("--max-output", "4096").start().await;
+    let script = "awk 'BEGIN { for (i = 1; i <= 2000; i++) printf \"line %06d\\n\", i }'";
+    let direct = std::process::Command::new("sh").args(["-c", script]).output().unwrap().stdout;
+    for run_id in [None, Some("cut")] {
+        let mut request = json!({"cmd": ["sh", "-c", script], "b64_only": true});
+        if let Some(id) = run_id {
+            request["run_id"] = json!(id);
+        }
+        let response = server.post("/exec", request.to_string()).send().await.unwrap();
+        let head: usize = response.headers()[protocol::OUTPUT_HEAD_HEADER].to_str().unwrap().parse().unwrap();
+        let reply: protocol::ExecReply = json_of(response).await;
+        assert!(reply.output_truncated);
+        let output = reply.output.as_bytes();
+        assert!(0 < head && head < output.len(), "head {head} of {}", output.len());
+        assert_eq!(&output[..head], &direct[..head], "run_id {run_id:?}");
+        assert!(output[head..].starts_with("\n[\u{2026} ".as_bytes()), "run_id {run_id:?}");
+    }
+    // Without b64_only, or uncut: no such header.
+    let response = server.post("/exec", json!({"cmd": ["sh", "-c", script]}).to_string()).send().await.unwrap();
+    assert!(response.headers().get(protocol::OUTPUT_HEAD_HEADER).is_none());
+    let response = server.post("/exec", json!({"cmd": ["echo", "hi"], "b64_only": true}).to_string()).send().await;
+    assert!(response.unwrap().headers().get(protocol::OUTPUT_HEAD_HEADER).is_none());
     server.stop().await;
 }

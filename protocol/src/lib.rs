@@ -8,6 +8,7 @@ pub mod exec;
 pub mod frames;
 pub mod json;
 pub mod reply_text;
+pub mod reply_view;
 pub mod runs;
 pub mod runtimes;
 pub mod shell;
@@ -15,7 +16,7 @@ pub mod sse;
 pub mod text;
 pub mod token;
 
-pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart};
+pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart, B64_ONLY_HEADER, OUTPUT_HEAD_HEADER};
 pub use frames::{Chunk, Frame, FrameEncoder, StreamKind};
 pub use runs::{RunId, RunIdError, RunInfo, RunList, RunState, SignalRequest};
 pub use runtimes::{commands_for, RUNTIMES};

@@ -7,6 +7,7 @@
 //! [`LossyText`] writes the text in pieces, so a reply is streamed from the kept bytes and never built whole.
 
 use crate::json::{escaped_len, write_escaped};
+use crate::text::utf8_chunks;
 
 /// U+FFFD, the text of one invalid sequence.
 const REPLACEMENT: &str = "\u{FFFD}";
@@ -18,8 +19,7 @@ pub fn base64_len(len: usize) -> usize {
 
 /// What `bytes` cost in a reply: their escaped lossy text, plus their base64 when they are not valid UTF-8.
 pub fn encoded_len(bytes: &[u8]) -> usize {
-    let text: usize = bytes
-        .utf8_chunks()
+    let text: usize = utf8_chunks(bytes)
         .map(|chunk| escaped_len(chunk.valid()) + if chunk.invalid().is_empty() { 0 } else { REPLACEMENT.len() })
         .sum();
     text + if std::str::from_utf8(bytes).is_ok() { 0 } else { base64_len(bytes.len()) }
@@ -122,7 +122,7 @@ impl BudgetedBytes {
         let fits = |text_cost: usize, len: usize, valid: bool| self.cost(text_cost, len, valid) <= self.budget;
         let (mut pos, mut text_cost, mut valid) = (self.decoded, self.text_cost, self.valid);
         let mut cut = None;
-        for chunk in self.bytes[self.decoded..].utf8_chunks() {
+        for chunk in utf8_chunks(&self.bytes[self.decoded..]) {
             let text = chunk.valid();
             let cost = escaped_len(text);
             if fits(text_cost + cost, pos + text.len(), valid) {
@@ -184,7 +184,7 @@ impl LossyText {
         let piece = &bytes[self.pos..end];
         let more = end < bytes.len();
         let mut used = 0;
-        for chunk in piece.utf8_chunks() {
+        for chunk in utf8_chunks(piece) {
             write_escaped(out, chunk.valid());
             used += chunk.valid().len();
             let invalid = chunk.invalid();

@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
-use protocol::ExecReply;
+use protocol::reply_view::OutputError;
 
-use crate::body::{mib, read_bounded, small_text, BodyError, MAX_REPLY_BYTES};
+use crate::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
 use crate::config::{CallSettings, Target};
 pub use crate::exit_code::ClientExit;
 use crate::exit_code::EXIT_BROKEN_PIPE;
@@ -35,7 +35,7 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
         .body(sent)
         .timeout(settings.blocking_deadline());
     run.live = true;
-    let lost = match call.send().await {
+    let (lost, stdout_written) = match call.send().await {
         Ok(response) if !response.status().is_success() => {
             let (status, location) = (response.status(), location(&response));
             let body = small_text(response).await;
@@ -50,12 +50,13 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
         },
         // Never connected (nothing started), or the command's own deadline passed: nothing to resume.
         Err(err) if err.is_connect() || err.is_timeout() => return ClientExit::fail(transport_error(target, &err)),
-        Err(err) => transport_error(target, &err),
+        Err(err) => (transport_error(target, &err), 0),
     };
     if !run.resumable() {
         return ClientExit::fail(lost);
     }
-    // The reply was lost on the way: follow the run's stream from the start, keep it, print it as the reply would.
+    // The reply was lost on the way: follow the run's stream from what was already written of stdout (the
+    // command's first bytes, see `body::read_reply`), keep it, print it as the reply would.
     let client = match http_client(true, target.socket.as_deref()) {
         Ok(client) => client,
         Err(message) => return ClientExit::fail(message),
@@ -63,16 +64,21 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
     let how =
         Follow { target, client: &client, settings: Some(settings), body: Some(&body), verbose: settings.verbose };
     let mut errors = Errors { last: None, print: false };
-    resume::follow(&how, run, &mut Output::collect(), &mut errors, Step::Reattach, Some(lost)).await
+    let mut output = Output::collect_after(stdout_written);
+    resume::follow(&how, run, &mut output, &mut errors, Step::Reattach, Some(lost)).await
 }
 
-/// The reply of `POST /exec`, reproduced; `Err` with the message when the connection was lost while reading it.
+/// The reply of `POST /exec`, reproduced; `Err` when the connection was lost while reading it: why, and how many
+/// bytes of stdout were written meanwhile (the command's first ones: see [`crate::body::read_reply`]).
 async fn blocking_reply(
     target: &Target,
     settings: &CallSettings,
     response: reqwest::Response,
-) -> Result<ClientExit, String> {
-    let body = match read_bounded(response, MAX_REPLY_BYTES).await {
+) -> Result<ClientExit, (String, u64)> {
+    // Large pieces: stdout's own buffer is line-buffered, and a reply is often thousands of lines.
+    let mut stdout = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let mut written = 0;
+    let body = match read_reply(response, MAX_REPLY_BYTES, &mut stdout, &mut written).await {
         Ok(body) => body,
         Err(BodyError::TooLarge { limit }) => {
             return Ok(ClientExit::fail(format!(
@@ -89,20 +95,34 @@ async fn blocking_reply(
                 settings.blocking_deadline().as_secs()
             )))
         }
-        Err(BodyError::Transport(err)) => return Err(transport_error(target, &err)),
+        Err(BodyError::Transport(err)) => {
+            // What was written counts as written: the resume goes on after it.
+            if stdout.flush().is_err() {
+                return Ok(ClientExit::code(EXIT_BROKEN_PIPE));
+            }
+            return Err((transport_error(target, &err), written));
+        }
+        Err(BodyError::Unreadable(err)) => {
+            return Ok(ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url)))
+        }
+        Err(BodyError::Write(_)) => return Ok(ClientExit::code(EXIT_BROKEN_PIPE)),
     };
-    let reply: ExecReply = match serde_json::from_slice(&body) {
+    // stdout's text was decoded as it arrived; the rest is read in place (see protocol::reply_view).
+    let reply = match body.view() {
         Ok(reply) => reply,
         Err(err) => return Ok(ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url))),
     };
-    drop(body);
-    let (Ok(stdout), Ok(stderr)) = (reply.stdout_bytes(), reply.stderr_bytes()) else {
-        return Ok(ClientExit::fail(format!("sidecar at {} sent invalid base64 output", target.url)));
-    };
-    if write_all(&mut std::io::stdout().lock(), &stdout).is_err() {
-        return Ok(ClientExit::code(EXIT_BROKEN_PIPE));
+    let invalid = || ClientExit::fail(format!("sidecar at {} sent invalid output (bad escape or base64)", target.url));
+    match reply.write_stdout(&mut stdout).and_then(|()| stdout.flush().map_err(OutputError::Write)) {
+        Ok(()) => {}
+        Err(OutputError::Invalid) => return Ok(invalid()),
+        Err(OutputError::Write(_)) => return Ok(ClientExit::code(EXIT_BROKEN_PIPE)),
     }
-    let _ = write_all(&mut std::io::stderr().lock(), &stderr);
+    let mut stderr = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr().lock());
+    if let Err(OutputError::Invalid) = reply.write_stderr(&mut stderr) {
+        return Ok(invalid());
+    }
+    let _ = stderr.flush();
     let mut notes = Vec::new();
     if reply.output_truncated {
         notes.push("stdout was cut at the server's output cap; set SIDECAR_STREAM=1 to get all of it".to_owned());
@@ -112,9 +132,4 @@ async fn blocking_reply(
     }
     notes.extend(reply.error.as_deref().map(shown));
     Ok(ClientExit::finished(target, reply.exit_code, reply.timed_out, reply.error.as_deref(), notes))
-}
-
-fn write_all(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
-    out.write_all(bytes)?;
-    out.flush()
 }

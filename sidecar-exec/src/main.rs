@@ -121,6 +121,8 @@ pub(crate) fn run(args: &[OsString]) -> i32 {
             stdin_b64: stdin.bytes.as_deref().map(protocol::text::to_base64),
             run_id: run_id.clone(),
             idle_timeout: settings.idle_timeout_secs.map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
+            // This client reads `b64` and `output_b64`: binary output comes without its lossy twin.
+            b64_only: true,
         };
         let body = request::body(&request)?;
         let run = run_id.map_or_else(Run::unnamed, Run::named);

@@ -82,6 +82,15 @@ impl Output {
         Output::new(Mode::Collect { stdout: Vec::new(), stderr: Vec::new() })
     }
 
+    /// Output kept until the end (blocking mode), after the first `stdout_written` bytes of stdout were already
+    /// written (a blocking reply written as it arrived, then lost): they count as stdout's position, so the resumed
+    /// stream brings only what follows them.
+    pub fn collect_after(stdout_written: u64) -> Self {
+        let mut output = Output::collect();
+        output.position[0] = stdout_written;
+        output
+    }
+
     fn new(mode: Mode) -> Self {
         Output {
             mode,

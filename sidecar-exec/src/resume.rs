@@ -4,8 +4,9 @@
 //! - The client names every run (`run_id`, [`crate::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
 //!   connection on the server for the server's reattach window.
 //! - When the connection fails before the exit frame (reset, EOF, read timeout), the client reconnects with
-//!   [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M`, N and M being what it has
-//!   ([`Output::position`]); replayed bytes below them are trimmed, so nothing is doubled or missing.
+//!   [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`, N and M
+//!   being what it has ([`Output::position`]); replayed bytes below them are trimmed, so nothing is doubled or
+//!   missing. Blocking mode counts what it wrote of a reply before it was lost the same way.
 //! - It resumes only a server that showed it keeps runs: a frame carried an `offset`, or the runs endpoint
 //!   answered (200, or 404 saying the run is not known). Output frames without offsets, or a server without the
 //!   endpoint, mean the run id was ignored: the client fails as it always did (cancel on disconnect).
@@ -177,7 +178,10 @@ pub async fn follow(
                     .body(body.to_vec())
             }
             (_, _, Some(id)) => authorized(
-                how.client.get(target.endpoint(&format!("/runs/{id}/stream?stdout={stdout_at}&stderr={stderr_at}"))),
+                // b64_only as the POST asked: binary output without its lossy twin (the server's choice is per reader).
+                how.client.get(
+                    target.endpoint(&format!("/runs/{id}/stream?stdout={stdout_at}&stderr={stderr_at}&b64_only=true")),
+                ),
                 target,
                 how.settings,
             ),

@@ -260,3 +260,37 @@ async fn runs_lists_them_and_attach_follows_one_to_its_end() {
     assert!(stderr(&unknown).contains("is not known"), "{}", stderr(&unknown));
     server.stop().await;
 }
+
+/// Blocking mode writes a reply's stdout as it arrives (issue 16). A reply lost after part of it was written
+/// resumes the run's stream after what was written, counted as stream offsets, so nothing is doubled or missing:
+/// here the reply's stdout was cut at the server's cap (head, marker, tail) and the connection is lost inside the
+/// tail, after the marker. What was written must stop at the head (the command's own first bytes); the rest comes
+/// from the run's stream, and the output is byte-identical to a direct run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blocking_reply_lost_after_its_head_was_written_resumes_without_doubling() {
+    let server = server_with(&["--max-output", "65536"], None).await;
+    let proxy = proxy_to(&server).await;
+    let script = "echo run >> runs.count; awk 'BEGIN { for (i = 1; i <= 50000; i++) printf \"line %09d\\n\", i }'; \
+                  exit 3";
+    let scratch = tempfile::tempdir().unwrap();
+    let direct = std::process::Command::new("sh").args(["-c", script]).current_dir(scratch.path()).output().unwrap();
+    assert_eq!(direct.stdout.len(), 750_000);
+    // The reply: about 32 KiB of escaped head, the marker, about 32 KiB of tail. The cut falls in the tail.
+    proxy.cut_randomly(seed(), 48 * 1024, 48 * 1024, 1);
+    let output =
+        via(&proxy.url(), &server).stream(false).env("SIDECAR_VERBOSE", "1").args(["python", "sh", "-c", script]).run();
+    let output = tokio::time::timeout(HANG, output).await.unwrap();
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{message}");
+    assert_eq!(first_difference(&output.stdout, &direct.stdout), None, "{message}");
+    assert_eq!((proxy.cuts(), count_runs(&server)), (1, 1));
+    // Resumed after the head it had written, not from 0 and not from the cut.
+    let resumed_at: u64 = message
+        .strip_prefix("sidecar-exec: connection lost, resumed at stdout ")
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("one resume line: {message:?}"));
+    assert!((20_000..40_000).contains(&resumed_at), "resumed at stdout {resumed_at}");
+    drop(proxy);
+    server.stop().await;
+}

@@ -40,7 +40,7 @@ fn client(url: &str) -> BinaryRun {
 async fn an_overlapping_replay_is_trimmed_and_a_dropped_middle_is_marked() {
     let server = scripted(|request| {
         // The client asks for exactly what it has; the server may start a frame earlier.
-        assert!(request.contains("?stdout=8&stderr=0 "), "{request}");
+        assert!(request.contains("?stdout=8&stderr=0&b64_only=true "), "{request}");
         Reply::full(
             "200 OK",
             &[("content-type", SSE)],
@@ -119,7 +119,7 @@ async fn a_blocking_reply_cut_short_is_replaced_by_the_runs_stream() {
         if request.starts_with("POST /exec ") {
             Reply::cut("application/json", 1000, r#"{"exit_code":4,"output":"par"#)
         } else if request.starts_with("GET /runs/") {
-            assert!(request.contains("?stdout=0&stderr=0 "), "{request}");
+            assert!(request.contains("?stdout=0&stderr=0&b64_only=true "), "{request}");
             Reply::full(
                 "200 OK",
                 &[("content-type", SSE)],
@@ -139,4 +139,45 @@ async fn a_blocking_reply_cut_short_is_replaced_by_the_runs_stream() {
     assert_eq!(stdout(&output), "partial output\n");
     assert_eq!(stderr(&output), "esidecar-exec: something to say\n");
     assert_eq!(output.status.code(), Some(4));
+}
+
+/// A blocking reply from a server that sends `x-b64-only` is written as it arrives (issue 16); cut short, the
+/// resume asks the run's stream from what was written (never from 0, which would double it), and stops writing at
+/// `x-output-head` (past it the reply holds the cut's marker, which is no part of the run's stream).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blocking_reply_written_as_it_arrived_resumes_after_what_was_written() {
+    for (head, written) in [(None, 11), (Some("4"), 4)] {
+        let server = raw_server(move |request| {
+            if request.starts_with("POST /exec ") {
+                let reply = Reply::cut("application/json", 1000, r#"{"exit_code":4,"output":"partial out"#)
+                    .with_header("x-b64-only", "1");
+                match head {
+                    Some(head) => reply.with_header("x-output-head", head),
+                    None => reply,
+                }
+            } else if request.starts_with("GET /runs/") {
+                assert!(request.contains(&format!("?stdout={written}&stderr=0&b64_only=true ")), "{request}");
+                Reply::full(
+                    "200 OK",
+                    &[("content-type", SSE)],
+                    events(&[
+                        // A replay from an earlier offset than asked: trimmed, not doubled.
+                        r#"{"type":"stdout","data":"partial output","offset":0}"#,
+                        r#"{"type":"exit","data":4,"stdout_bytes":15,"stderr_bytes":0}"#,
+                    ]),
+                )
+            } else {
+                Reply::full("404 Not Found", &[], "")
+            }
+        })
+        .await;
+        let output = client(&server.url).env("SIDECAR_VERBOSE", "1").args(["go", "build"]).run().await;
+        assert_eq!(stdout(&output), "partial output\n", "head {head:?}");
+        assert_eq!(
+            stderr(&output),
+            format!("sidecar-exec: connection lost, resumed at stdout {written}, stderr 0\n"),
+            "head {head:?}"
+        );
+        assert_eq!(output.status.code(), Some(4));
+    }
 }

@@ -126,6 +126,14 @@ impl HeadTail {
         }
     }
 
+    /// Once the stream is cut: the length of the head, which [`HeadTail::finish`] puts before the marker.
+    pub fn head_len(&self) -> Option<usize> {
+        match &self.phase {
+            Phase::Whole(_) => None,
+            Phase::Cut { head, .. } => Some(head.len()),
+        }
+    }
+
     /// Every byte seen, kept or not.
     pub fn total(&self) -> u64 {
         self.total

@@ -41,6 +41,10 @@ pub struct Captured {
     pub truncated: bool,
     /// Every byte read, kept or not.
     pub total: u64,
+    /// When `bytes` are a head and a tail (a `/exec` reply's cut): the head's length, the bytes before the marker,
+    /// which are exactly the stream's first ones. A client writing a reply as it arrives counts only those as
+    /// stream offsets (`protocol::OUTPUT_HEAD_HEADER`).
+    pub head: Option<usize>,
 }
 
 /// When a command last wrote a byte to either pipe (its start, before it wrote any): what its idle timeout counts
@@ -142,6 +146,7 @@ pub async fn read_pipe<R: AsyncRead + Unpin>(
         }
     }
     if let Some(kept) = budgeted {
+        captured.head = kept.head_len();
         (captured.bytes, captured.truncated) = kept.finish();
     }
     captured

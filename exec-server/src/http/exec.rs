@@ -12,14 +12,14 @@ use crate::engine::Output;
 
 pub async fn exec(
     State(state): State<AppState>,
-    RequestedJob(job, run_id): RequestedJob,
+    RequestedJob(job, run_id, b64_only): RequestedJob,
 ) -> Result<Response, AppError> {
     let job = match (job, run_id) {
-        (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job).await,
+        (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job, b64_only).await,
         (Ok(job), None) => job,
         (Err(not_started), _) => {
             state.engine.not_started(&not_started);
-            return Finished::NotStarted(not_started).into_reply(None);
+            return Finished::NotStarted(not_started).into_reply(None, b64_only);
         }
     };
     let permit = state.permit()?;
@@ -35,5 +35,5 @@ pub async fn exec(
         Ok((ran, permit)) => (Ok(ran), Some(permit)),
         Err(err) => (Err(err), None),
     };
-    Finished::new(joined, timeout).into_reply(permit)
+    Finished::new(joined, timeout).into_reply(permit, b64_only)
 }

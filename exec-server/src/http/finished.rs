@@ -37,28 +37,39 @@ impl Finished {
     }
 
     /// The `/exec` reply; a command that ran keeps `permit` (its `--max-concurrent` slot) until its reply is sent.
-    pub fn into_reply(self, permit: Option<OwnedSemaphorePermit>) -> Result<Response, AppError> {
+    /// `b64_only`: the request's, see [`protocol::ExecRequest::b64_only`].
+    pub fn into_reply(self, permit: Option<OwnedSemaphorePermit>, b64_only: bool) -> Result<Response, AppError> {
         let json = [(header::CONTENT_TYPE, "application/json")];
-        match self {
+        let (outcome, error) = match self {
             Finished::Ran { outcome, timeout } => {
                 let error = ending_message(&outcome, timeout);
-                Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit))).into_response())
+                (outcome, error)
             }
-            Finished::Stored { outcome, error } => {
-                Ok((json, Body::from_stream(ReplyBody::new(outcome, error, permit))).into_response())
-            }
+            Finished::Stored { outcome, error } => (outcome, error),
             Finished::NotStarted(err) => {
                 let reply = ExecReply {
                     exit_code: protocol::EXIT_NOT_STARTED,
                     error: Some(err.to_string()),
                     ..Default::default()
                 };
-                Ok((json, reply.to_json()).into_response())
+                return Ok((json, reply.to_json()).into_response());
             }
             Finished::TaskFailed(err) => {
-                Err(AppError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("command task failed: {err}")))
+                return Err(AppError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("command task failed: {err}")))
             }
+        };
+        // A named run's stored reply (read back from its log) vouches the same as a fresh one. With it, where a cut
+        // stdout's head ends: a client writing stdout as it arrives stops there, so what it wrote is always the
+        // command's own first bytes (what a resume after a lost reply counts from).
+        let head = outcome.stdout.head.filter(|_| b64_only);
+        let mut response = (json, Body::from_stream(ReplyBody::new(outcome, error, permit, b64_only))).into_response();
+        if b64_only {
+            response.headers_mut().insert(protocol::B64_ONLY_HEADER, header::HeaderValue::from_static("1"));
         }
+        if let Some(head) = head {
+            response.headers_mut().insert(protocol::OUTPUT_HEAD_HEADER, header::HeaderValue::from(head));
+        }
+        Ok(response)
     }
 
     /// The last frames of `/exec/stream`: an error frame when there is something to say, then the exit frame.

@@ -112,15 +112,16 @@ fn end_of(finished: Finished) -> RunEnd {
     }
 }
 
-/// `POST /exec/stream` of a named run: its frames from the start.
-pub fn stream(state: &AppState, id: &RunId, job: Job) -> Result<Response, AppError> {
+/// `POST /exec/stream` of a named run: its frames from the start, in the form this request asked for (`b64_only`
+/// belongs to the reader, not the run: a re-POST or a `GET /runs/{id}/stream` chooses its own).
+pub fn stream(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Result<Response, AppError> {
     let (run, attachment) = claim_and_attach(state, id, job)?;
-    Ok(run_stream::response(run, [0, 0], attachment, state.keepalive))
+    Ok(run_stream::response(run, [0, 0], b64_only, attachment, state.keepalive))
 }
 
 /// `POST /exec` of a named run: waits for its end (attached meanwhile), then replies with what its log holds,
-/// cut to `--max-output` like any reply.
-pub async fn exec(state: &AppState, id: &RunId, job: Job) -> Result<Response, AppError> {
+/// cut to `--max-output` like any reply, in the form this request asked for (`b64_only`).
+pub async fn exec(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Result<Response, AppError> {
     let (run, attachment) = claim_and_attach(state, id, job)?;
     let end = wait_for_end(&run).await;
     drop(attachment);
@@ -136,7 +137,7 @@ pub async fn exec(state: &AppState, id: &RunId, job: Job) -> Result<Response, Ap
         stdout,
         stderr,
     };
-    Finished::Stored { outcome, error: end.error }.into_reply(None)
+    Finished::Stored { outcome, error: end.error }.into_reply(None, b64_only)
 }
 
 /// The run's end, once it has one.
@@ -183,7 +184,7 @@ fn kept(log: &StreamLog, budget: usize) -> Captured {
             }
         }
     }
-    let total = kept.total();
+    let (total, head) = (kept.total(), kept.head_len());
     let (bytes, truncated) = kept.finish();
-    Captured { bytes, truncated, total }
+    Captured { bytes, truncated, total, head }
 }

@@ -44,8 +44,9 @@ enum Which {
 }
 
 impl ReplyBody {
-    /// The reply for `outcome`, holding `permit` while it is sent.
-    pub fn new(outcome: Outcome, error: Option<String>, permit: Option<OwnedSemaphorePermit>) -> Self {
+    /// The reply for `outcome`, holding `permit` while it is sent. `b64_only` (the request's, see
+    /// [`protocol::ExecRequest::b64_only`]): output that is not UTF-8 goes as base64 with an empty text field.
+    pub fn new(outcome: Outcome, error: Option<String>, permit: Option<OwnedSemaphorePermit>, b64_only: bool) -> Self {
         // The small fields as they are; the output fields' places, filled from the kept bytes as they are sent.
         let layout = protocol::ExecReply {
             exit_code: outcome.exit_code,
@@ -59,13 +60,17 @@ impl ReplyBody {
             stderr_b64: std::str::from_utf8(&outcome.stderr.bytes).is_err().then(String::new),
             ..Default::default()
         };
+        let text = |which, b64: &Option<String>| match b64 {
+            Some(_) if b64_only => Part::Literal(Vec::new()),
+            _ => Part::Text(which, LossyText::default()),
+        };
         let parts = layout
             .parts()
             .into_iter()
             .map(|part| match part {
                 ReplyPart::Json(json) => Part::Literal(json),
-                ReplyPart::Output => Part::Text(Which::Stdout, LossyText::default()),
-                ReplyPart::Stderr => Part::Text(Which::Stderr, LossyText::default()),
+                ReplyPart::Output => text(Which::Stdout, &layout.output_b64),
+                ReplyPart::Stderr => text(Which::Stderr, &layout.stderr_b64),
                 ReplyPart::OutputB64 => Part::Base64(Which::Stdout, 0),
                 ReplyPart::StderrB64 => Part::Base64(Which::Stderr, 0),
             })
@@ -75,7 +80,8 @@ impl ReplyBody {
 
     /// The next piece of at least `PIECE` bytes (unless it is the last), or `None` at the end.
     fn next_piece(&mut self) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
+        // A piece ends past PIECE by at most one part's piece (escaped text of PIECE bytes: most often ~PIECE).
+        let mut out = Vec::with_capacity(2 * PIECE + 256);
         while out.len() < PIECE {
             let Some(part) = self.parts.front_mut() else { break };
             let done = match part {
@@ -96,7 +102,7 @@ impl ReplyBody {
                         Which::Stderr => &self.stderr,
                     };
                     let end = (*pos + BASE64_PIECE).min(bytes.len());
-                    out.extend_from_slice(protocol::text::to_base64(&bytes[*pos..end]).as_bytes());
+                    protocol::text::append_base64(&mut out, &bytes[*pos..end]);
                     *pos = end;
                     end == bytes.len()
                 }
@@ -146,8 +152,8 @@ mod tests {
             idle_timed_out: None,
             cancelled: false,
             duration: Duration::from_millis(42),
-            stdout: Captured { total: stdout.len() as u64, bytes: stdout, truncated: true },
-            stderr: Captured { total: stderr.len() as u64, bytes: stderr, truncated: false },
+            stdout: Captured { total: stdout.len() as u64, bytes: stdout, truncated: true, head: None },
+            stderr: Captured { total: stderr.len() as u64, bytes: stderr, truncated: false, head: None },
         }
     }
 
@@ -166,7 +172,7 @@ mod tests {
         for (stdout, stderr, signal, error) in cases {
             let (output, output_b64) = protocol::text::encode(&stdout);
             let (stderr_text, stderr_b64) = protocol::text::encode(&stderr);
-            let whole = protocol::ExecReply {
+            let mut whole = protocol::ExecReply {
                 exit_code: 3,
                 output,
                 stderr: stderr_text,
@@ -178,10 +184,23 @@ mod tests {
                 stderr_truncated: false,
                 output_b64,
                 stderr_b64,
+            };
+            let streamed =
+                collect(ReplyBody::new(outcome(stdout.clone(), stderr.clone(), signal), error.clone(), None, false));
+            assert!(
+                streamed == whole.to_json(),
+                "streamed reply differs ({} vs {} bytes)",
+                streamed.len(),
+                whole.to_json().len()
+            );
+            // A client that reads base64 gets the same reply less the lossy text of what is not UTF-8.
+            for (text, b64) in [(&mut whole.output, &whole.output_b64), (&mut whole.stderr, &whole.stderr_b64)] {
+                if b64.is_some() {
+                    text.clear();
+                }
             }
-            .to_json();
-            let streamed = collect(ReplyBody::new(outcome(stdout, stderr, signal), error, None));
-            assert!(streamed == whole, "streamed reply differs ({} vs {} bytes)", streamed.len(), whole.len());
+            let b64_only = collect(ReplyBody::new(outcome(stdout, stderr, signal), error, None, true));
+            assert!(b64_only == whole.to_json(), "b64-only reply differs");
         }
     }
 
@@ -189,13 +208,13 @@ mod tests {
     fn the_slot_is_given_back_when_the_last_piece_is_out() {
         let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
         let permit = permits.clone().try_acquire_owned().unwrap();
-        let mut body = ReplyBody::new(outcome(vec![1; 300_000], Vec::new(), None), None, Some(permit));
+        let mut body = ReplyBody::new(outcome(vec![1; 300_000], Vec::new(), None), None, Some(permit), false);
         assert!(body.next_piece().is_some());
         assert_eq!(permits.available_permits(), 0, "held while pieces remain");
         while body.next_piece().is_some() {}
         assert_eq!(permits.available_permits(), 1);
         let permit = permits.clone().try_acquire_owned().unwrap();
-        drop(ReplyBody::new(outcome(vec![1; 10], Vec::new(), None), None, Some(permit)));
+        drop(ReplyBody::new(outcome(vec![1; 10], Vec::new(), None), None, Some(permit), false));
         assert_eq!(permits.available_permits(), 1, "given back when dropped");
     }
 }

@@ -21,8 +21,9 @@ use crate::workspace::{resolve_cwd, CwdError};
 /// [`AppError`] that names what is wrong.
 ///
 /// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there. The second field is
-/// the run's name when the request gave one (a named run, issue 12).
-pub struct RequestedJob(pub Result<Job, StartError>, pub Option<RunId>);
+/// the run's name when the request gave one (a named run, issue 12); the third the request's `b64_only`: how the
+/// reply or frames carry output that is not UTF-8 (a wire matter, not the job's).
+pub struct RequestedJob(pub Result<Job, StartError>, pub Option<RunId>, pub bool);
 
 impl FromRequest<AppState> for RequestedJob {
     type Rejection = AppError;
@@ -31,7 +32,7 @@ impl FromRequest<AppState> for RequestedJob {
         // Set by the `request_context` middleware on every request the router sees.
         let traceparent = request.extensions().get::<RequestContext>().and_then(|context| context.traceparent.clone());
         let body = Bytes::from_request(request, state).await.map_err(body_error)?;
-        prepare(state, &body, traceparent.as_deref()).map(|(job, run_id)| RequestedJob(job, run_id))
+        prepare(state, &body, traceparent.as_deref())
     }
 }
 
@@ -58,13 +59,8 @@ fn body_error(rejection: BytesRejection) -> AppError {
     AppError::new(status, format!("cannot read request body: {}", rejection.body_text()))
 }
 
-/// Turns a body into a job, or a 400 that names what is wrong.
-#[allow(clippy::type_complexity)] // the job (or why it cannot start) and the run's name
-fn prepare(
-    state: &AppState,
-    body: &[u8],
-    traceparent: Option<&str>,
-) -> Result<(Result<Job, StartError>, Option<RunId>), AppError> {
+/// Turns a body into a job (with the run's name and the request's `b64_only`), or a 400 that names what is wrong.
+fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<RequestedJob, AppError> {
     // serde would also take a struct written as a JSON array (`[["ls"]]`): the contract's body is an object.
     if !body.trim_ascii_start().starts_with(b"{") {
         return Err(AppError::bad_request(
@@ -96,7 +92,11 @@ fn prepare(
     let cwd = match resolve_cwd(&state.root, request.cwd.as_deref(), state.allow_any_cwd) {
         Ok(cwd) => cwd,
         Err(CwdError::Missing { path, problem }) => {
-            return Ok((Err(StartError::WorkingDirectory { path, problem }), request.run_id))
+            return Ok(RequestedJob(
+                Err(StartError::WorkingDirectory { path, problem }),
+                request.run_id,
+                request.b64_only,
+            ))
         }
         Err(err) => return Err(AppError::bad_request(err.to_string())),
     };
@@ -114,7 +114,7 @@ fn prepare(
             .map(|secs| Duration::from_secs(secs.min(timeout_secs))),
         group: None,
     };
-    Ok((Ok(job), request.run_id))
+    Ok(RequestedJob(Ok(job), request.run_id, request.b64_only))
 }
 
 fn validate_cmd(cmd: &[String]) -> Result<(), AppError> {

@@ -19,9 +19,21 @@ use crate::engine::READ_SIZE;
 use crate::runs::{Attachment, Read, Run, RunEnd, StreamLog};
 
 /// The SSE response for `run` from `offsets` (stdout, stderr). `attachment` is held while the client reads.
-pub fn response(run: Arc<Run>, offsets: [u64; 2], attachment: Attachment, keepalive: Duration) -> Response {
+/// `b64_only`: this reader's choice (see [`protocol::ExecRequest::b64_only`]); the log keeps raw bytes, so each
+/// reader of the same run gets the frames it asked for.
+pub fn response(
+    run: Arc<Run>,
+    offsets: [u64; 2],
+    b64_only: bool,
+    attachment: Attachment,
+    keepalive: Duration,
+) -> Response {
     let (events, rx) = mpsc::channel(CHANNEL_DEPTH);
-    tokio::spawn(pump(run, offsets, events, keepalive, attachment));
+    let encoders = [
+        FrameEncoder::new(StreamKind::Stdout, READ_SIZE).with_offsets(offsets[0]).b64_only(b64_only),
+        FrameEncoder::new(StreamKind::Stderr, READ_SIZE).with_offsets(offsets[1]).b64_only(b64_only),
+    ];
+    tokio::spawn(pump(run, offsets, encoders, events, keepalive, attachment));
     let body = ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>);
     let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
     (headers, Body::from_stream(body)).into_response()
@@ -54,15 +66,12 @@ enum Pass {
 async fn pump(
     run: Arc<Run>,
     mut offsets: [u64; 2],
+    mut encoders: [FrameEncoder; 2],
     events: mpsc::Sender<Bytes>,
     keepalive: Duration,
     _attachment: Attachment,
 ) {
     let mut changed = run.subscribe();
-    let mut encoders = [
-        FrameEncoder::new(StreamKind::Stdout, READ_SIZE).with_offsets(offsets[0]),
-        FrameEncoder::new(StreamKind::Stderr, READ_SIZE).with_offsets(offsets[1]),
-    ];
     let mut out: Vec<Vec<u8>> = Vec::new();
     let mut flush_at: Option<Instant> = None;
     let mut quiet_until = Instant::now() + keepalive;

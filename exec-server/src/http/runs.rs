@@ -37,7 +37,9 @@ pub async fn show(State(state): State<AppState>, Path(id): Path<String>) -> Resu
     Ok(Json(run.info()).into_response())
 }
 
-/// `GET /runs/{id}/stream?stdout=N&stderr=M`: replay from those offsets, then follow to the exit frame.
+/// `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`: replay from those offsets, then follow to the exit
+/// frame. `b64_only` (default false) is this reader's, like the request field of the POSTs: a client that resumes
+/// reads the frames it asked for the first time, whoever started the run.
 pub async fn stream(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -56,6 +58,13 @@ pub async fn stream(
         }
     };
     let offsets = [offset("stdout")?, offset("stderr")?];
+    let b64_only = match pairs.iter().rev().find(|(key, _)| *key == "b64_only") {
+        None | Some((_, "false")) => false,
+        Some((_, "true")) => true,
+        Some((_, text)) => {
+            return Err(AppError::bad_request(format!("b64_only={text:?} is not a boolean: give true or false")))
+        }
+    };
     // Attach before checking, so that a run reaching its window's end meanwhile is not stopped under us.
     let attachment = run.attach(state.runs.settings().reattach_window);
     let totals = run.with_logs(|stdout, stderr, _| [stdout.total(), stderr.total()]);
@@ -66,7 +75,7 @@ pub async fn stream(
             )));
         }
     }
-    Ok(run_stream::response(run, offsets, attachment, state.keepalive))
+    Ok(run_stream::response(run, offsets, b64_only, attachment, state.keepalive))
 }
 
 /// `POST /runs/{id}/signal` `{"signal": "TERM"}`: to the run's whole process group.

@@ -30,11 +30,11 @@ pub(super) const CHANNEL_DEPTH: usize = 4;
 
 pub async fn exec_stream(
     State(state): State<AppState>,
-    RequestedJob(job, run_id): RequestedJob,
+    RequestedJob(job, run_id, b64_only): RequestedJob,
 ) -> Result<Response, AppError> {
     if let (Ok(_), Some(run_id)) = (&job, &run_id) {
         let Ok(job) = job else { unreachable!("matched above") };
-        return super::named::stream(&state, run_id, job);
+        return super::named::stream(&state, run_id, job, b64_only);
     }
     let permit = match &job {
         Ok(_) => Some(state.permit()?),
@@ -43,7 +43,7 @@ pub async fn exec_stream(
     let cancel = CancellationToken::new();
     let (events, rx) = mpsc::channel(CHANNEL_DEPTH);
     let pump = Pump { events, keepalive: state.keepalive };
-    let run = pump.run(state.engine.clone(), job, permit, cancel.clone());
+    let run = pump.run(state.engine.clone(), job, b64_only, permit, cancel.clone());
     tokio::spawn(run.in_current_span());
     // The SSE body: events from the pump, each already `data: <json>` and a blank line (JSON never holds a raw CR
     // or LF, so an event is exactly one `data:` line). It owns the guard: dropping it (client gone) cancels the
@@ -72,6 +72,7 @@ impl Pump {
         self,
         engine: Engine,
         job: Result<Job, StartError>,
+        b64_only: bool,
         permit: Option<OwnedSemaphorePermit>,
         cancel: CancellationToken,
     ) {
@@ -95,8 +96,8 @@ impl Pump {
             .in_current_span(),
         );
 
-        let mut stdout = FrameEncoder::new(StreamKind::Stdout, READ_SIZE);
-        let mut stderr = FrameEncoder::new(StreamKind::Stderr, READ_SIZE);
+        let mut stdout = FrameEncoder::new(StreamKind::Stdout, READ_SIZE).b64_only(b64_only);
+        let mut stderr = FrameEncoder::new(StreamKind::Stderr, READ_SIZE).b64_only(b64_only);
         let mut events = Vec::new();
         let mut flush_at: Option<Instant> = None;
         let mut quiet_until = Instant::now() + self.keepalive;
