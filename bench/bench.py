@@ -58,6 +58,11 @@ def ms(seconds):
     return f"{seconds * 1000:.2f} ms"
 
 
+UNNAMED_BLOCKING = "`sidecar-exec python true` (blocking, unnamed: SIDECAR_RESUME=0)"
+UNNAMED_STREAM = "`sidecar-exec python true` (SIDECAR_STREAM=1, unnamed: SIDECAR_RESUME=0)"
+UNNAMED_P2 = "unnamed /exec/stream (SIDECAR_STREAM=1, SIDECAR_RESUME=0)"
+
+
 def p1_overhead(tmp, results):
     """P1: native `true` vs forwarded `true` (blocking, streaming, through a generated wrapper)."""
     log("P1: per-call overhead")
@@ -79,6 +84,9 @@ def p1_overhead(tmp, results):
         "native `true`": ([true], env),
         "`sidecar-exec python true` (blocking)": ([CLIENT, "python", "true"], env),
         "`sidecar-exec python true` (SIDECAR_STREAM=1)": ([CLIENT, "python", "true"], dict(env, SIDECAR_STREAM="1")),
+        # The baseline for what naming a run costs (issue 12): the same calls without `run_id`.
+        UNNAMED_BLOCKING: ([CLIENT, "python", "true"], dict(env, SIDECAR_RESUME="0")),
+        UNNAMED_STREAM: ([CLIENT, "python", "true"], dict(env, SIDECAR_STREAM="1", SIDECAR_RESUME="0")),
         "generated wrapper `python3` (runs `true` remotely)": ([os.path.join(wrappers, "python3")], env),
     }
     runs = 60 if QUICK else 400
@@ -145,6 +153,7 @@ def p2_throughput(tmp, results):
             "native pipe `cat f \\| cat > out`": (["/bin/sh", "-c", f"cat {name} | cat"], env),
             "/exec/stream (SIDECAR_STREAM=1)": ([CLIENT, "python", "cat", name], dict(env, SIDECAR_STREAM="1")),
             "/exec (blocking)": ([CLIENT, "python", "cat", name], env),
+            UNNAMED_P2: ([CLIENT, "python", "cat", name], dict(env, SIDECAR_STREAM="1", SIDECAR_RESUME="0")),
         }
         times = {v: [] for v in variants}
         for _ in range(repeats):
@@ -381,7 +390,18 @@ def report(results):
     for name, median, p90, over in p1["rows"]:
         lines.append(f"| {name} | {ms(median)} | {ms(p90)} | {'—' if over == 0 else '+' + ms(over)} |")
     worst = max(over for _, _, _, over in p1["rows"])
-    lines += ["", f"Goal: within 3 ms of native at the median: {met(worst <= 0.003)} (largest: +{ms(worst)}).", "",
+    over = {name: over for name, _, _, over in p1["rows"]}
+    blocking = over["`sidecar-exec python true` (blocking)"]
+    naming = [(what, over[named] - over[unnamed]) for what, named, unnamed in [
+        ("blocking", "`sidecar-exec python true` (blocking)", UNNAMED_BLOCKING),
+        ("streaming", "`sidecar-exec python true` (SIDECAR_STREAM=1)", UNNAMED_STREAM)]]
+    lines += ["", f"Goal: within 3 ms of native at the median: {met(worst <= 0.003)} (largest: +{ms(worst)}).",
+              f"Goal (issue 16): a forwarded call (blocking) ≤ native + 1.0 ms: {met(blocking <= 0.001)} "
+              f"(+{ms(blocking)}).",
+              "Goal (issue 12): naming a run (the client's default, for resume) costs < 0.2 ms: "
+              + met(all(cost < 0.0002 for _, cost in naming)) + " ("
+              + ", ".join(f"{what} {'+' if cost >= 0 else '−'}{ms(abs(cost))}" for what, cost in naming)
+              + " against the same call with SIDECAR_RESUME=0).", "",
               "![per-call latency, native vs forwarded](bench/latency.svg)", "",
               "## P2: throughput", "",
               f"The client writes to a file; every output was checked byte for byte (SHA-256) against the input. "
@@ -398,6 +418,10 @@ def report(results):
              ("P2c blocking binary", ratio("binary.bin", "/exec (blocking"))]
     lines += [""] + [f"Goal: {what} ≥ 25% of the native pipe: {met(value >= 0.25)} ({value * 100:.0f}%)."
                      for what, value in goals]
+    named_cost = [(name, ratio(name, "/exec/stream") / ratio(name, UNNAMED_P2)) for name in ("text.txt", "binary.bin")]
+    lines.append("Goal (issue 12): naming a run costs the stream < 10%: "
+                 + met(all(share > 0.9 for _, share in named_cost)) + " ("
+                 + ", ".join(f"{name} named at {share * 100:.0f}% of unnamed" for name, share in named_cost) + ").")
     lines += ["", "sidecar-exec asks for `b64_only` (non-UTF-8 output as base64 alone, no lossy `data`/`output` "
               "twin); the curl rows show the server's side of both frame forms for the same binary input. "
               f"Peak server RSS during P2: {p2['peak_rss'] // MiB} MiB "
