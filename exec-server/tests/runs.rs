@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use protocol::{Frame, RunInfo, RunList, RunState};
+use protocol::{Frame, RunInfo, RunList, RunState, StoppedBy};
 use serde_json::json;
 
 use crate::support::*;
@@ -143,6 +143,10 @@ async fn a_run_nobody_reattaches_to_is_stopped_after_the_window() {
     let info = server.wait_for_run("window-1", "its end", |info| info.state != RunState::Running).await;
     assert_eq!(info.state, RunState::Cancelled);
     assert_eq!(info.error.as_deref(), Some("no client reattached within 2 s; the command was stopped"));
+    assert_eq!(info.stopped_by, Some(StoppedBy::ReattachWindow));
+    // A replay ends with the cause in its exit frame, for a client to match.
+    let replay = server.get("/runs/window-1/stream").send().await.unwrap().text().await.unwrap();
+    assert!(replay.contains(r#""stopped_by":"reattach_window""#), "{replay}");
     server.stop().await;
 }
 
@@ -270,15 +274,19 @@ async fn runs_are_listed_and_deleted() {
     let info: RunInfo = json_of(response).await;
     assert_eq!(info.state, RunState::Cancelled);
     assert_eq!(info.error.as_deref(), Some("cancelled by DELETE /runs/new"));
+    assert_eq!(info.stopped_by, Some(StoppedBy::Delete));
     assert_no_survivors(&marker, Duration::from_secs(10));
     let rest = frames.rest().await;
-    assert!(matches!(&rest[..], [.., Frame::Error { data }, Frame::Exit { .. }] if data.contains("DELETE")));
+    assert!(matches!(&rest[..], [.., Frame::Error { data }, Frame::Exit { stopped_by: Some(StoppedBy::Delete), .. }]
+        if data.contains("DELETE")));
+    assert_eq!(list.runs[1].stopped_by, None, "a run that ended by itself names no cause");
 
     assert_eq!(server.delete("/runs/old").send().await.unwrap().status(), 200);
     let (status, _) = server.run_info("old").await;
     assert_eq!(status, 404);
     let error: protocol::ErrorBody = json_of(server.get("/runs/old").send().await.unwrap()).await;
     assert_eq!(error.error, "run old is not known: it never existed or ended more than --retain ago");
+    assert_eq!(error.code, Some(protocol::ErrorCode::RunNotKnown));
     assert_eq!(server.delete("/runs/old").send().await.unwrap().status(), 404);
     server.stop().await;
 }
@@ -303,9 +311,11 @@ async fn an_idle_command_is_stopped() {
     // A named run says it in its state and its error frame.
     let frames =
         server.stream(json!({"cmd": ["sh", "-c", sleeper(&marker)], "idle_timeout": 1, "run_id": "idle"})).await;
-    assert!(matches!(&frames[..], [Frame::Error { data }, Frame::Exit { data: 124, timed_out: true, .. }]
+    assert!(matches!(&frames[..], [Frame::Error { data },
+        Frame::Exit { data: 124, timed_out: true, stopped_by: Some(StoppedBy::IdleTimeout), .. }]
         if data.contains("idle_timeout")));
-    assert_eq!(server.run_info("idle").await.1.unwrap().state, RunState::TimedOut);
+    let info = server.run_info("idle").await.1.unwrap();
+    assert_eq!((info.state, info.stopped_by), (RunState::TimedOut, Some(StoppedBy::IdleTimeout)));
     server.stop().await;
 }
 
@@ -554,4 +564,26 @@ async fn a_cut_b64_only_reply_says_where_its_head_ends() {
     let response = server.post("/exec", json!({"cmd": ["echo", "hi"], "b64_only": true}).to_string()).send().await;
     assert!(response.unwrap().headers().get(protocol::OUTPUT_HEAD_HEADER).is_none());
     server.stop().await;
+}
+
+/// The exit frame of a named run names what stopped it: its timeout here, the shutdown there, so a client can tell
+/// them apart without reading the message.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_exit_frame_names_the_timeout_and_the_shutdown() {
+    let server = server().start().await;
+    let marker = marker();
+    let frames = server.stream(json!({"cmd": ["sh", "-c", sleeper(&marker)], "timeout": 1, "run_id": "slow"})).await;
+    assert!(
+        matches!(frames.last(), Some(Frame::Exit { data: 124, stopped_by: Some(StoppedBy::Timeout), .. })),
+        "{frames:?}"
+    );
+    let mut frames = server
+        .open_stream(json!({"cmd": ["sh", "-c", format!("echo up; {}", sleeper(&marker))], "run_id": "last"}))
+        .await;
+    frames.until_stdout("up").await;
+    let stopping = tokio::spawn(server.stop());
+    let rest = frames.rest().await;
+    assert!(matches!(rest.last(), Some(Frame::Exit { stopped_by: Some(StoppedBy::Shutdown), .. })), "{rest:?}");
+    stopping.await.unwrap();
+    assert_no_survivors(&marker, Duration::from_secs(10));
 }

@@ -218,10 +218,20 @@ pub struct Info {
     pub running: Option<usize>,
 }
 
-/// Body of every 4xx/5xx reply: one message that names the problem and what to do.
+/// Body of every 4xx/5xx reply: one message that names the problem and what to do, and for the refusals a client
+/// acts on, a `code` it matches instead of the message (absent otherwise, so the contract's body is unchanged).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ErrorBody {
     pub error: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<crate::ErrorCode>,
+}
+
+impl ErrorBody {
+    /// A body with a message and no code.
+    pub fn message(error: impl Into<String>) -> Self {
+        ErrorBody { error: error.into(), code: None }
+    }
 }
 
 #[cfg(test)]

@@ -50,6 +50,9 @@ pub enum Frame {
         /// Named runs only: stderr's total length, dropped bytes included.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stderr_bytes: Option<u64>,
+        /// Named runs only: why the run was stopped, when something stopped it (absent when it ended by itself).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stopped_by: Option<crate::StoppedBy>,
     },
 }
 
@@ -142,6 +145,7 @@ impl Frame {
                     duration_ms: flat.duration_ms,
                     stdout_bytes: flat.stdout_bytes,
                     stderr_bytes: flat.stderr_bytes,
+                    stopped_by: flat.stopped_by,
                 },
                 _ => return Err(serde_json::Error::custom("an exit frame needs an integer `data`")),
             },
@@ -177,6 +181,8 @@ struct FlatFrame<'a> {
     stdout_bytes: Option<u64>,
     #[serde(default)]
     stderr_bytes: Option<u64>,
+    #[serde(default)]
+    stopped_by: Option<crate::StoppedBy>,
 }
 
 /// `data` is text in output and error frames and an integer in exit frames.
@@ -501,7 +507,8 @@ mod tests {
                 signal: None,
                 duration_ms: 0,
                 stdout_bytes: None,
-                stderr_bytes: None
+                stderr_bytes: None,
+                stopped_by: None
             }
         );
         assert_eq!(Frame::from_json(br#"{"type":"exit","data":3}"#).unwrap(), Some(exit));
@@ -549,6 +556,7 @@ mod tests {
             duration_ms: 5,
             stdout_bytes: None,
             stderr_bytes: None,
+            stopped_by: None,
         };
         assert_eq!(exit.to_event(), b"data: {\"type\":\"exit\",\"data\":0,\"timed_out\":false,\"duration_ms\":5}\n\n");
     }
@@ -568,8 +576,12 @@ mod tests {
             duration_ms: 5,
             stdout_bytes: Some(7),
             stderr_bytes: Some(0),
+            stopped_by: Some(crate::StoppedBy::ReattachWindow),
         };
+        assert!(exit.to_event().ends_with(b",\"stopped_by\":\"reattach_window\"}\n\n"));
         assert_eq!(parse_event(&exit.to_event()), exit);
+        let newer = Frame::from_json(br#"{"type":"exit","data":1,"stopped_by":"oom"}"#).unwrap();
+        assert!(matches!(newer, Some(Frame::Exit { stopped_by: Some(crate::StoppedBy::Other), .. })), "{newer:?}");
         assert!(Frame::from_json(br#"{"type":"dropped","stream":"stdin","offset":1,"bytes":2}"#).is_err());
         assert!(Frame::from_json(br#"{"type":"dropped","stream":"stdout","bytes":2}"#).is_err());
     }

@@ -4,6 +4,7 @@
 //! Everything here is a compatible superset of the build-sidecar HTTP contract: fields that older peers do not know
 //! are optional on the way in and additive on the way out.
 
+pub mod codes;
 pub mod exec;
 pub mod frames;
 pub mod json;
@@ -16,6 +17,7 @@ pub mod sse;
 pub mod text;
 pub mod token;
 
+pub use codes::{ErrorCode, StoppedBy};
 pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart, B64_ONLY_HEADER, OUTPUT_HEAD_HEADER};
 pub use frames::{Chunk, Frame, FrameEncoder, StreamKind};
 pub use runs::{RunId, RunIdError, RunInfo, RunList, RunState, SignalRequest};

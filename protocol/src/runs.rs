@@ -125,6 +125,9 @@ pub struct RunInfo {
     pub attached: u32,
     /// So far while running; the whole run once ended.
     pub duration_ms: u64,
+    /// Why it was stopped, once something stopped it (absent while running and when it ended by itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<crate::StoppedBy>,
 }
 
 /// `GET /runs`: newest first.
@@ -183,6 +186,7 @@ mod tests {
             dropped_bytes: 0,
             attached: 1,
             duration_ms: 4,
+            stopped_by: None,
         };
         let json = serde_json::to_string(&info).unwrap();
         assert_eq!(
@@ -191,7 +195,11 @@ mod tests {
         );
         assert_eq!(serde_json::from_str::<RunInfo>(&json).unwrap(), info);
         let list: RunList = serde_json::from_str(&format!(r#"{{"runs":[{json}]}}"#)).unwrap();
-        assert_eq!(list.runs, [info]);
+        assert_eq!(list.runs, std::slice::from_ref(&info));
+        let stopped = RunInfo { stopped_by: Some(crate::StoppedBy::Timeout), ..info };
+        let json = serde_json::to_string(&stopped).unwrap();
+        assert!(json.ends_with(r#""duration_ms":4,"stopped_by":"timeout"}"#), "{json}");
+        assert_eq!(serde_json::from_str::<RunInfo>(&json).unwrap(), stopped);
         let signal: SignalRequest = serde_json::from_str(r#"{"signal":"SIGTERM"}"#).unwrap();
         assert_eq!(signal.signal, "SIGTERM");
     }

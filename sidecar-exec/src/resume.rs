@@ -8,18 +8,22 @@
 //!   being what it has ([`Output::position`]); replayed bytes below them are trimmed, so nothing is doubled or
 //!   missing. Blocking mode counts what it wrote of a reply before it was lost the same way.
 //! - It resumes only a server that showed it keeps runs: a frame carried an `offset`, or the runs endpoint
-//!   answered (200, or 404 saying the run is not known). Output frames without offsets, or a server without the
+//!   answered (200, or 404 with `"code": "run_not_known"`). Output frames without offsets, or a server without the
 //!   endpoint, mean the run id was ignored: the client fails as it always did (cancel on disconnect).
-//! - `404 run … is not known` before the server ever acknowledged the run (the POST was lost on the way): the very
-//!   same body is POSTed again; the id makes that idempotent (a run already started is attached to, never started
-//!   twice). The same 404 after the run was acknowledged means it is gone: the window passed (or the server
-//!   restarted), exit 1 saying so. So does a replay ending with the server's `no client reattached` error.
+//! - A 404 with `"code": "run_not_known"` before the server ever acknowledged the run (the POST was lost on the way):
+//!   the very same body is POSTed again; the id makes that idempotent (a run already started is attached to, never
+//!   started twice). The same 404 after the run was acknowledged means it is gone: the window passed (or the server
+//!   restarted), exit 1 saying so. So does a replay whose exit frame says `"stopped_by": "reattach_window"`.
+//! - The decisions read the server's codes, never its messages: a 404 without the code is "no runs endpoint"
+//!   whatever its text says (a re-POST is safe only on the code's word), and a run's end without `stopped_by` is
+//!   reported as the command's own end, with the server's message shown. No text fallback: every exec-server that
+//!   keeps runs sends both fields, and a message is prose that any proxy's 404 may happen to contain.
 //! - Reconnecting stops after [`RECONNECT_FOR`] without an answer: the server is unreachable, and it stops the run
 //!   itself when its window passes.
 
 use std::time::{Duration, Instant};
 
-use protocol::RunId;
+use protocol::{ErrorCode, RunId, StoppedBy};
 
 use crate::config::{CallSettings, Target};
 use crate::exit_code::ClientExit;
@@ -33,12 +37,11 @@ use crate::stream::{self, Errors, Exit, Failure, StreamEnd};
 /// gone does not hang for long.
 pub const RECONNECT_FOR: Duration = Duration::from_secs(60);
 
-/// The text of exec-server's reply for a run it does not keep (`404 run X is not known: …`). Telling it from any
-/// other 404 (a server without the runs endpoint answers `no such endpoint`) is what makes a re-POST safe.
-const NOT_KNOWN: &str = "is not known";
-
-/// The error a server gives a run it stopped because nobody reattached in time.
-const WINDOW_PASSED: &str = "no client reattached";
+/// Whether a 404 body is exec-server's "this run is not kept here" (`code: run_not_known`). Telling it from any
+/// other 404 (a server without the runs endpoint, a proxy) is what makes a re-POST safe, so only the code counts.
+fn run_not_known(body: &str) -> bool {
+    serde_json::from_str::<protocol::ErrorBody>(body).is_ok_and(|body| body.code == Some(ErrorCode::RunNotKnown))
+}
 
 /// Waits between reconnects: 50 ms doubling to 2 s, back to 50 ms after a connection that worked.
 #[derive(Debug)]
@@ -237,7 +240,7 @@ pub async fn follow(
         let body = crate::body::small_text(response).await;
         let message = refusal(target, how.settings, status, location.as_deref(), &body);
         if step == Step::Reattach && status == reqwest::StatusCode::NOT_FOUND {
-            if !body.contains(NOT_KNOWN) {
+            if !run_not_known(&body) {
                 // No runs endpoint: the server ignored the id, and the run ended with its connection.
                 run.supported = Some(false);
                 return ClientExit::fail(lost.unwrap_or(message));
@@ -268,7 +271,7 @@ fn finish(how: &Follow<'_>, run: &Run, output: &mut Output, errors: &Errors, exi
     let target = how.target;
     // Stopped for lack of a client while this one (or, for `--attach`, the one that started it) was away.
     let was_away = run.resumes > 0 || how.body.is_none();
-    if was_away && errors.last.as_deref().is_some_and(|error| error.contains(WINDOW_PASSED)) {
+    if was_away && exit.stopped_by == Some(StoppedBy::ReattachWindow) {
         return window_passed(target, run);
     }
     if let Err((stream, got, total)) = output.complete(exit.stdout_bytes, exit.stderr_bytes) {
@@ -337,5 +340,13 @@ mod tests {
         run.supported = Some(false);
         assert!(!run.needs_cancel(), "the server ignored the id: the closed connection cancels it");
         assert!(Run::attach(RunId::new("r").unwrap()).needs_cancel());
+    }
+
+    #[test]
+    fn only_the_code_says_a_run_is_not_known() {
+        assert!(run_not_known(r#"{"error":"run x is not known","code":"run_not_known"}"#));
+        assert!(!run_not_known(r#"{"error":"run x is not known: it never existed"}"#), "text is not a code");
+        assert!(!run_not_known(r#"{"error":"gone","code":"quota_spent"}"#));
+        assert!(!run_not_known("404 page not found"));
     }
 }

@@ -28,6 +28,8 @@ pub struct Exit {
     pub timed_out: bool,
     pub stdout_bytes: Option<u64>,
     pub stderr_bytes: Option<u64>,
+    /// What stopped a named run, when the server says (see [`protocol::StoppedBy`]).
+    pub stopped_by: Option<protocol::StoppedBy>,
 }
 
 /// Why a stream cannot go on.
@@ -97,8 +99,8 @@ pub async fn read(target: &Target, response: reqwest::Response, output: &mut Out
                     errors.last = Some(data);
                     Ok(())
                 }
-                Frame::Exit { data, timed_out, stdout_bytes, stderr_bytes, .. } => {
-                    return StreamEnd::Exit(Exit { code: data, timed_out, stdout_bytes, stderr_bytes })
+                Frame::Exit { data, timed_out, stdout_bytes, stderr_bytes, stopped_by, .. } => {
+                    return StreamEnd::Exit(Exit { code: data, timed_out, stdout_bytes, stderr_bytes, stopped_by })
                 }
             };
             if let Err(err) = written {

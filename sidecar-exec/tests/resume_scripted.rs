@@ -79,13 +79,24 @@ async fn totals_that_do_not_add_up_and_holes_are_errors_not_silence() {
     assert!(stderr(&output).contains("from byte 50 on, but only 8"), "{}", stderr(&output));
 }
 
+/// The replay of a run the server stopped because no client reattached: its message, then its exit frame with
+/// `cause` added (the `stopped_by` field, or nothing as from a server that does not send it).
+fn window_passed_stream(cause: &str) -> Reply {
+    let exit = format!(r#"{{"type":"exit","data":143,"signal":15,"stdout_bytes":8,"stderr_bytes":0{cause}}}"#);
+    Reply::full(
+        "200 OK",
+        &[("content-type", SSE)],
+        events(&[r#"{"type":"error","data":"no client reattached within 30 s; the command was stopped"}"#, &exit]),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_the_server_no_longer_knows_means_the_window_passed() {
     let gone = scripted(|_| {
         Reply::full(
             "404 Not Found",
             &[("content-type", "application/json")],
-            r#"{"error":"run x is not known: it never existed or ended more than --retain ago"}"#,
+            r#"{"error":"run x is not known: it never existed or ended more than --retain ago","code":"run_not_known"}"#,
         )
     })
     .await;
@@ -93,17 +104,7 @@ async fn a_run_the_server_no_longer_knows_means_the_window_passed() {
     assert_eq!((output.status.code(), stdout(&output)), (Some(1), "one\ntwo\n".to_owned()));
     assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
 
-    let stopped = scripted(|_| {
-        Reply::full(
-            "200 OK",
-            &[("content-type", SSE)],
-            events(&[
-                r#"{"type":"error","data":"no client reattached within 30 s; the command was stopped"}"#,
-                r#"{"type":"exit","data":143,"signal":15,"stdout_bytes":8,"stderr_bytes":0}"#,
-            ]),
-        )
-    })
-    .await;
+    let stopped = scripted(|_| window_passed_stream(r#","stopped_by":"reattach_window""#)).await;
     let output = client(&stopped.url).stream(true).args(["go", "build"]).run().await;
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
@@ -111,6 +112,38 @@ async fn a_run_the_server_no_longer_knows_means_the_window_passed() {
     let output = client(&stopped.url).args(["--attach", "go", "r1"]).run().await;
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
+}
+
+/// Only the code says a run is not kept: a 404 without it, whatever its text, is a server (or a proxy) without the
+/// runs endpoint. The client then neither re-POSTs nor blames the window: it fails with the loss, as without resume.
+/// Likewise an end without `stopped_by` is the command's own, whatever its error says.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_404_without_the_code_means_no_runs_endpoint() {
+    let posts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = posts.clone();
+    let proxy = raw_server(move |request| {
+        if request.starts_with("POST /exec/stream") {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            first_stream()
+        } else {
+            Reply::full(
+                "404 Not Found",
+                &[("content-type", "application/json")],
+                r#"{"error":"run x is not known: it never existed or ended more than --retain ago"}"#,
+            )
+        }
+    })
+    .await;
+    let output = client(&proxy.url).stream(true).args(["go", "build"]).run().await;
+    assert_eq!((output.status.code(), stdout(&output)), (Some(1), "one\ntwo\n".to_owned()));
+    assert!(stderr(&output).contains("without an exit frame"), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("reattach window"), "{}", stderr(&output));
+    assert_eq!(posts.load(std::sync::atomic::Ordering::SeqCst), 1, "no re-POST on a 404 without the code");
+
+    let uncoded = scripted(|_| window_passed_stream("")).await;
+    let output = client(&uncoded.url).stream(true).args(["go", "build"]).run().await;
+    assert_eq!(output.status.code(), Some(143), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("lost for longer"), "{}", stderr(&output));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -126,9 +126,9 @@ async fn expire(connection: Connection, expiry: Expiry, timeouts: Timeouts) {
 /// would close such a connection without a word.
 async fn refuse_http2(connection: Connection) {
     let Some(stream) = connection.into_parts().io.into_inner().into_clean_stream() else { return };
-    let message = serde_json::to_vec(&protocol::ErrorBody {
-        error: "this server speaks HTTP/1.1 only: send the request without HTTP/2 prior knowledge".into(),
-    })
+    let message = serde_json::to_vec(&protocol::ErrorBody::message(
+        "this server speaks HTTP/1.1 only: send the request without HTTP/2 prior knowledge",
+    ))
     .unwrap_or_default();
     const SETTINGS: [u8; 9] = [0, 0, 0, 4, 0, 0, 0, 0, 0];
     const HTTP_1_1_REQUIRED: u32 = 0xd;

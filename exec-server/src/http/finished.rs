@@ -88,6 +88,7 @@ impl Finished {
                     duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
                     stdout_bytes: None,
                     stderr_bytes: None,
+                    stopped_by: None,
                 };
                 error.into_iter().chain([exit]).collect()
             }
@@ -100,6 +101,7 @@ impl Finished {
                     duration_ms: 0,
                     stdout_bytes: None,
                     stderr_bytes: None,
+                    stopped_by: None,
                 },
             ],
             Finished::TaskFailed(err) => vec![
@@ -111,6 +113,7 @@ impl Finished {
                     duration_ms: 0,
                     stdout_bytes: None,
                     stderr_bytes: None,
+                    stopped_by: None,
                 },
             ],
         }
@@ -159,6 +162,7 @@ mod tests {
             duration_ms: 7_010,
             stdout_bytes: None,
             stderr_bytes: None,
+            stopped_by: None,
         };
         assert_eq!(timed_out().into_frames(), [Frame::Error { data: "command timed out after 7s".into() }, exit]);
         let not_started = StartError::Other("nope".into());

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use protocol::{RunId, RunState};
+use protocol::{RunId, RunState, StoppedBy};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tracing::Instrument;
 
@@ -38,6 +38,7 @@ pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<R
                         signal: None,
                         timed_out: false,
                         error: Some(format!("the command was not started: {}", err.message)),
+                        stopped_by: None,
                         duration: Duration::ZERO,
                     });
                     state.runs.forget(id);
@@ -91,6 +92,7 @@ fn end_of(finished: Finished) -> RunEnd {
             signal: outcome.signal,
             timed_out: outcome.timed_out,
             error,
+            stopped_by: stopped_by(&outcome),
             duration: outcome.duration,
         },
         Finished::NotStarted(err) => RunEnd {
@@ -99,6 +101,7 @@ fn end_of(finished: Finished) -> RunEnd {
             signal: None,
             timed_out: false,
             error: Some(err.to_string()),
+            stopped_by: None,
             duration: Duration::ZERO,
         },
         Finished::TaskFailed(err) => RunEnd {
@@ -107,8 +110,23 @@ fn end_of(finished: Finished) -> RunEnd {
             signal: None,
             timed_out: false,
             error: Some(format!("command task failed: {err}")),
+            stopped_by: None,
             duration: Duration::ZERO,
         },
+    }
+}
+
+/// What stopped a command, as the engine tells it. A cancellation the engine saw is the shutdown's unless the run
+/// was cancelled by someone (DELETE, the reattach window): [`Run::finish`] puts their cause in its place.
+fn stopped_by(outcome: &Outcome) -> Option<StoppedBy> {
+    if outcome.idle_timed_out.is_some() {
+        Some(StoppedBy::IdleTimeout)
+    } else if outcome.timed_out {
+        Some(StoppedBy::Timeout)
+    } else if outcome.cancelled {
+        Some(StoppedBy::Shutdown)
+    } else {
+        None
     }
 }
 
@@ -156,6 +174,7 @@ pub async fn wait_for_end(run: &Run) -> RunEnd {
                 signal: None,
                 timed_out: false,
                 error: Some("the run was lost".into()),
+                stopped_by: None,
                 duration: Duration::ZERO,
             });
         }

@@ -49,6 +49,7 @@ pub fn final_frames(end: &RunEnd, totals: [u64; 2]) -> Vec<Frame> {
         duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
         stdout_bytes: Some(totals[0]),
         stderr_bytes: Some(totals[1]),
+        stopped_by: end.stopped_by,
     };
     error.into_iter().chain([exit]).collect()
 }

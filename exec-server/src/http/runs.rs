@@ -8,7 +8,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use protocol::{RunId, RunList, SignalRequest};
+use protocol::{RunId, RunList, SignalRequest, StoppedBy};
 
 use super::named::wait_for_end;
 use super::{run_stream, AppError, AppState};
@@ -19,10 +19,7 @@ fn find(state: &AppState, id: &str) -> Result<(RunId, Arc<Run>), AppError> {
     let id: RunId = id.parse().map_err(|err: protocol::RunIdError| AppError::bad_request(err.to_string()))?;
     match state.runs.get(&id) {
         Some(run) => Ok((id, run)),
-        None => Err(AppError::new(
-            StatusCode::NOT_FOUND,
-            format!("run {id} is not known: it never existed or ended more than --retain ago"),
-        )),
+        None => Err(AppError::run_not_known(&id)),
     }
 }
 
@@ -114,7 +111,7 @@ pub async fn signal(State(state): State<AppState>, Path(id): Path<String>, body:
 pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, AppError> {
     let (id, run) = find(&state, &id)?;
     if run.end().is_none() {
-        run.cancel_because(format!("cancelled by DELETE /runs/{id}"));
+        run.cancel_because(StoppedBy::Delete, format!("cancelled by DELETE /runs/{id}"));
         wait_for_end(&run).await;
         return Ok(Json(run.info()).into_response());
     }

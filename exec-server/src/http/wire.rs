@@ -143,7 +143,7 @@ fn automatic_reply(head: &[u8], max_head: usize) -> Option<Vec<u8>> {
         ),
         _ => return None,
     };
-    let body = serde_json::to_vec(&protocol::ErrorBody { error: message }).ok()?;
+    let body = serde_json::to_vec(&protocol::ErrorBody::message(message)).ok()?;
     let mut reply = format!(
         "HTTP/1.1 {status_line}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n",
         body.len()

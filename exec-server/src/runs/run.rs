@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use process_group::Pgid;
-use protocol::{RunId, RunInfo, RunState, StreamKind};
+use protocol::{RunId, RunInfo, RunState, StoppedBy, StreamKind};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -21,6 +21,8 @@ pub struct RunEnd {
     pub timed_out: bool,
     /// The message of the error frame and of the reply's `error`.
     pub error: Option<String>,
+    /// What stopped it, if something did: its exit frame's and `RunInfo`'s `stopped_by`.
+    pub stopped_by: Option<StoppedBy>,
     pub duration: Duration,
 }
 
@@ -51,8 +53,8 @@ struct Inner {
     attached: u32,
     /// Bumped at every attach: a window timer started before it no longer applies.
     epoch: u64,
-    /// Why it was cancelled, when someone cancelled it (the end's error then says so).
-    cancel_reason: Option<String>,
+    /// Who cancelled it and their message, when someone did (the end then says so).
+    cancel_reason: Option<(StoppedBy, String)>,
     /// A write to the log failed (disk full): said in the end's error.
     log_error: Option<String>,
 }
@@ -109,12 +111,13 @@ impl Run {
         self.notify();
     }
 
-    /// Records the end; a cancellation by someone carries their reason.
+    /// Records the end; a cancellation by someone carries their cause and message.
     pub fn finish(&self, mut end: RunEnd) {
         {
             let mut inner = self.inner.lock().unwrap();
             if end.state == RunState::Cancelled {
-                if let Some(reason) = inner.cancel_reason.clone() {
+                if let Some((by, reason)) = inner.cancel_reason.clone() {
+                    end.stopped_by = Some(by);
                     end.error = Some(reason);
                 }
             }
@@ -130,9 +133,9 @@ impl Run {
         self.notify();
     }
 
-    /// Cancels it by the policy, saying why (the first reason wins).
-    pub fn cancel_because(&self, reason: String) {
-        self.inner.lock().unwrap().cancel_reason.get_or_insert(reason);
+    /// Cancels it by the policy, saying who (`by`) and why (the first reason wins).
+    pub fn cancel_because(&self, by: StoppedBy, reason: String) {
+        self.inner.lock().unwrap().cancel_reason.get_or_insert((by, reason));
         self.cancel.cancel();
     }
 
@@ -181,10 +184,10 @@ impl Run {
             };
             if still_alone {
                 tracing::info!(run = %run.id, window_s = window.as_secs_f64(), "no client reattached: stopping the run");
-                run.cancel_because(format!(
-                    "no client reattached within {} s; the command was stopped",
-                    window.as_secs_f64()
-                ));
+                run.cancel_because(
+                    StoppedBy::ReattachWindow,
+                    format!("no client reattached within {} s; the command was stopped", window.as_secs_f64()),
+                );
             }
         };
         // Outside a runtime (a test dropping the last guard after its runtime) there is nothing left to stop.
@@ -212,6 +215,7 @@ impl Run {
             dropped_bytes: inner.stdout.dropped() + inner.stderr.dropped(),
             attached: inner.attached,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            stopped_by: end.and_then(|end| end.stopped_by),
         }
     }
 }
