@@ -175,6 +175,20 @@ async fn newest_run(server: &TestServer) -> String {
     stdout(&runs).lines().next().unwrap_or_default().to_owned()
 }
 
+/// The newest run's line once it no longer shows `running`: its processes can be gone a moment before the server
+/// has recorded its end (the stop policy settles the group first), so the state is waited for, never assumed.
+async fn newest_ended_run(server: &TestServer) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let line = newest_run(server).await;
+        if line.split_whitespace().nth(2) != Some("running") {
+            return line;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "still running after 20 s: {line}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_is_gone_for_longer_than_the_window_leaves_nothing_behind() {
     let server = server_with(&["--reattach-window", "2"], None).await;
@@ -186,7 +200,7 @@ async fn a_client_that_is_gone_for_longer_than_the_window_leaves_nothing_behind(
         child.start_kill().unwrap();
         child.wait().await.unwrap();
         assert_no_survivors(&marker, Duration::from_secs(30));
-        let line = newest_run(&server).await;
+        let line = newest_ended_run(&server).await;
         assert!(line.contains("cancelled") && line.contains("no client reattached"), "{line}");
     }
     server.stop().await;
