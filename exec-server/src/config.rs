@@ -159,7 +159,8 @@ pub struct Config {
     pub state_dir: Option<PathBuf>,
 
     /// Bytes of each stream a named run keeps at most: beyond, the first half and the last half are kept and the
-    /// middle is counted as dropped (announced to readers by a `dropped` frame).
+    /// middle is counted as dropped (announced to readers by a `dropped` frame). Never less than --max-output, so
+    /// a named run's /exec reply keeps all that an unnamed one would.
     #[arg(long, env = "EXEC_SERVER_RUN_LOG_MAX", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(2..), value_name = "BYTES")]
     pub run_log_max: u64,
 

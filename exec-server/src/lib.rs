@@ -70,7 +70,10 @@ pub async fn run(
             reattach_window: config.reattach_window,
             retain: config.retain,
             max_runs: config.max_runs as usize,
-            run_log_max: config.run_log_max,
+            // A named run's `/exec` reply is cut from its log: a log smaller than `--max-output` would cut a named
+            // reply where an unnamed one keeps everything (the budget counts encoded bytes, the log raw ones, so a
+            // log of `--max-output` bytes holds all a reply can carry). The log beyond memory is on disk.
+            run_log_max: config.run_log_max.max(config.max_output as u64),
             state_dir: config.state_dir.clone(),
         })?;
         named_runs = Some(runs.clone());

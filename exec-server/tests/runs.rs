@@ -226,6 +226,19 @@ async fn a_post_after_the_end_returns_the_stored_result() {
     server.stop().await;
 }
 
+/// A named run's reply keeps what an unnamed one keeps: its log is never smaller than --max-output, even when
+/// --run-log-max says less (a raised --max-output once cut named replies at the log's cap).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_reply_keeps_what_max_output_allows() {
+    let server = server().arg("--max-output", "4000000").arg("--run-log-max", "1000000").start().await;
+    let script = "head -c 3000000 /dev/zero | tr '\\0' a";
+    for body in [json!({"cmd": ["sh", "-c", script]}), json!({"cmd": ["sh", "-c", script], "run_id": "big"})] {
+        let reply = server.exec(body.clone()).await;
+        assert_eq!((reply.output.len(), reply.output_truncated), (3_000_000, false), "{body}");
+    }
+    server.stop().await;
+}
+
 /// Signals reach the whole group: a command that ignores TERM survives it, KILL ends it.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_signal_endpoint_reaches_the_group() {
