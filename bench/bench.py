@@ -404,6 +404,14 @@ def report(results):
               + met(all(cost < 0.0002 for _, cost in naming)) + " ("
               + ", ".join(f"{what} {'+' if cost >= 0 else '−'}{ms(abs(cost))}" for what, cost in naming)
               + " against the same call with SIDECAR_RESUME=0).", "",
+              "What was tried for the issue-16 goal (+1.0 ms): the pipes are read in the command's own task (two "
+              "task spawns and wake-ups less per command), adopted zombies are reaped on a 200 ms timer instead of on "
+              "every SIGCHLD, and the static client is built without httparse's CPU probe: about −0.12 to −0.25 ms "
+              "measured interleaved. What is left: the client's start and connect (+0.18 ms), the server's "
+              "keep-alive `/exec` of `true` (+0.46–0.51 ms over a native spawn and wait, of which the escapee sweep "
+              "reading every `/proc/<pid>/environ` is 9% of its CPU) and glibc's start-up CPU probe in both "
+              "processes; a musl client, a non-PIE client and a single worker thread were measured or weighed and "
+              "left (docs/testing.md: where a forwarded call's time goes).", "",
               "![per-call latency, native vs forwarded](bench/latency.svg)", "",
               "## P2: throughput", "",
               f"The client writes to a file; every output was checked byte for byte (SHA-256) against the input. "
@@ -429,7 +437,10 @@ def report(results):
     lines.append("Naming a blocking run (not a goal; shown so it is not hidden): "
                  + ", ".join(f"{name} named at {share * 100:.0f}% of unnamed" for name, share in blocking_cost)
                  + ". A named run's output goes through its log (memory, then the state folder) so that a lost reply "
-                 "can be resumed; an unnamed reply is built from memory.")
+                 "can be resumed; an unnamed reply is built from memory. What was tried: the log keeps 256 KiB per "
+                 "stream in memory and spills the rest to a file (page cache), and readers read it back from there; "
+                 "the extra write and read per byte is the gap on 2 cores. Not yet tried: serving readers that "
+                 "follow live from the chunks in memory, writing the file only for replay.")
     lines += ["", "sidecar-exec asks for `b64_only` (non-UTF-8 output as base64 alone, no lossy `data`/`output` "
               "twin); the curl rows show the server's side of both frame forms for the same binary input. "
               f"Peak server RSS during P2: {p2['peak_rss'] // MiB} MiB "
