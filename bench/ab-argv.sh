@@ -1,4 +1,5 @@
 #!/bin/sh
+# ab-title: argv parsing: sidecar-exec/src/argv.rs against clap derive (`bench/ab-argv.sh`)
 # A/B of sidecar-exec's hand-written command line (sidecar-exec/src/argv.rs and the `match` in main.rs) against clap
 # derive for the same surface (sidecar-exec/src/bin/ab_clap.rs, feature `ab-clap`): the same code behind both, so
 # the difference is what clap costs the client every wrapped call pays for. Both are built as shipped (release,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# ab-title: JSON: protocol's hand-written encoder and reply reader against serde_json (`bench/ab-json.sh`)
 # A/B of protocol's hand-written JSON (protocol/src/json.rs, frames.rs chunk_event, ExecReply::to_json and the
 # client's reply reader, protocol/src/reply_view.rs) against serde_json on the same workloads
 # (protocol/examples/ab_json.rs): prints a markdown table. --section also writes it as the "Hand-written JSON

@@ -15,6 +15,12 @@ trap 'rm -f "$out"' EXIT
         [ -e "$script" ] || continue
         echo "bench/ab: $script" >&2
         echo
+        # A script whose table has no heading of its own names it in a `# ab-title:` comment.
+        title="$(sed -n 's/^# ab-title: //p' "$script")"
+        if [ -n "$title" ]; then
+            echo "### $title"
+            echo
+        fi
         sh "$script"
     done
 } >"$out"
