@@ -380,7 +380,14 @@ async fn large_output_spills_to_disk_and_is_cleaned_up() {
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().join("state");
     let server =
-        server().arg("--state-dir", &state_dir.display().to_string()).arg("--run-log-max", "600000").start().await;
+        // --max-output as low as the cap: the log is never smaller than --max-output (a named reply keeps what an
+        // unnamed one would), so a cap below the default 16 MiB needs it lowered too.
+        server()
+            .arg("--state-dir", &state_dir.display().to_string())
+            .arg("--run-log-max", "600000")
+            .arg("--max-output", "600000")
+            .start()
+            .await;
     let files = || -> Vec<(String, u64)> {
         let mut files: Vec<(String, u64)> = std::fs::read_dir(&state_dir)
             .map(|entries| {
@@ -428,38 +435,26 @@ async fn large_output_spills_to_disk_and_is_cleaned_up() {
     assert!(!state_dir.exists(), "the state folder is removed at exit");
 }
 
-/// The resident set of this process (the in-process server and the test), in KiB.
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|line| line.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-/// 1000 short named runs, a tenth of them spilling: the registry and the state folder stay within --max-runs,
-/// and memory does not grow with the number of runs.
+/// 1000 short named runs, a tenth of them spilling: the registry and the state folder stay within --max-runs.
+/// Memory is measured where it can be (this server shares its process with the other tests running beside it, so
+/// its resident set says nothing): bench/faults.py `named_runs_abuse` runs 1000 named runs against a release server
+/// process of its own and checks that its RSS stays flat.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_thousand_runs_stay_within_max_runs() {
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().join("state");
     let server = server().arg("--state-dir", &state_dir.display().to_string()).arg("--max-runs", "20").start().await;
-    let mut rss = vec![rss_kib()];
     let mut most_files = 0;
     for i in 0..1000 {
         let cmd = if i % 10 == 0 { "head -c 300000 /dev/zero" } else { "echo short" };
         let reply = server.exec(json!({"cmd": ["sh", "-c", cmd], "run_id": format!("run-{i}")})).await;
         assert_eq!(reply.exit_code, 0);
         most_files = most_files.max(std::fs::read_dir(&state_dir).unwrap().count());
-        if i == 99 || i == 999 {
-            rss.push(rss_kib());
-        }
     }
     let list: RunList = json_of(server.get("/runs").send().await.unwrap()).await;
     assert_eq!(list.runs.len(), 20, "--max-runs bounds the registry");
     assert_eq!(list.runs[0].id.as_str(), "run-999");
     assert!(most_files <= 2 * 20, "the state folder held {most_files} files");
-    eprintln!("RSS before: {} KiB, after 100 named runs: {} KiB, after 1000: {} KiB", rss[0], rss[1], rss[2]);
-    // Loose: other tests share this process. The registry bound above is the exact check.
-    assert!(rss[2] < rss[1] + 64 * 1024, "memory grew with the number of runs: {rss:?} KiB");
     server.stop().await;
     assert!(!state_dir.exists());
 }
