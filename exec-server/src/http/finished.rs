@@ -92,30 +92,8 @@ impl Finished {
                 };
                 error.into_iter().chain([exit]).collect()
             }
-            Finished::NotStarted(err) => vec![
-                Frame::Error { data: err.to_string() },
-                Frame::Exit {
-                    data: protocol::EXIT_NOT_STARTED,
-                    timed_out: false,
-                    signal: None,
-                    duration_ms: 0,
-                    stdout_bytes: None,
-                    stderr_bytes: None,
-                    stopped_by: None,
-                },
-            ],
-            Finished::TaskFailed(err) => vec![
-                Frame::Error { data: format!("command task failed: {err}") },
-                Frame::Exit {
-                    data: -1,
-                    timed_out: false,
-                    signal: None,
-                    duration_ms: 0,
-                    stdout_bytes: None,
-                    stderr_bytes: None,
-                    stopped_by: None,
-                },
-            ],
+            Finished::NotStarted(err) => never_ran(err.to_string()),
+            Finished::TaskFailed(err) => never_ran(format!("command task failed: {err}")),
         }
     }
 }
@@ -131,6 +109,22 @@ pub(super) fn ending_message(outcome: &Outcome, timeout: Duration) -> Option<Str
     } else {
         None
     }
+}
+
+/// The frames of a command that did not run to an end of its own: the message, then exit -1 after no time.
+fn never_ran(message: String) -> Vec<Frame> {
+    vec![
+        Frame::Error { data: message },
+        Frame::Exit {
+            data: protocol::EXIT_NOT_STARTED,
+            timed_out: false,
+            signal: None,
+            duration_ms: 0,
+            stdout_bytes: None,
+            stderr_bytes: None,
+            stopped_by: None,
+        },
+    ]
 }
 
 #[cfg(test)]
