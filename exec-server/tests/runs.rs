@@ -226,6 +226,27 @@ async fn a_post_after_the_end_returns_the_stored_result() {
     server.stop().await;
 }
 
+/// --retain: an ended run is forgotten once it has been kept that long, its spill file with it; a 404 with the
+/// code then says so. (That it is kept until then is `a_post_after_the_end_returns_the_stored_result`'s part.)
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ended_run_is_forgotten_after_retain() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().join("state");
+    let server = server().arg("--state-dir", &state_dir.display().to_string()).arg("--retain", "1").start().await;
+    let reply = server.exec(json!({"cmd": ["sh", "-c", "head -c 300000 /dev/zero"], "run_id": "brief"})).await;
+    assert_eq!(reply.exit_code, 0);
+    let spilled = || std::fs::read_dir(&state_dir).unwrap().count();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server.run_info("brief").await.0 == 200 {
+        assert!(std::time::Instant::now() < deadline, "still kept 20 s after its end with --retain 1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let error: protocol::ErrorBody = json_of(server.get("/runs/brief").send().await.unwrap()).await;
+    assert_eq!(error.code, Some(protocol::ErrorCode::RunNotKnown));
+    assert_eq!(spilled(), 0, "forgetting removes the spill file");
+    server.stop().await;
+}
+
 /// A named run's reply keeps what an unnamed one keeps: its log is never smaller than --max-output, even when
 /// --run-log-max says less (a raised --max-output once cut named replies at the log's cap).
 #[tokio::test(flavor = "multi_thread")]
