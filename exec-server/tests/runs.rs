@@ -353,6 +353,32 @@ async fn an_idle_command_is_stopped() {
     server.stop().await;
 }
 
+/// A reader that stops reading for a while loses nothing, even when the command prints far more than the log's
+/// cap meanwhile: the command waits for its followers, as an unnamed stream's does for its client (before, it ran on
+/// and the reader found the middle dropped).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_that_pauses_loses_nothing_the_command_waits_for_it() {
+    let server = server().arg("--run-log-max", "600000").arg("--max-output", "600000").start().await;
+    // 20 888 897 bytes of numbered lines: 35 times the cap, more than any socket buffers hold.
+    let mut frames = server.open_stream(json!({"cmd": ["seq", "1", "3000000"], "run_id": "paced"})).await;
+    let first = frames.next().await.unwrap();
+    // The client stalls; the command cannot end meanwhile, however long that is.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // (It may be a few MB ahead of what this client took: the sockets' buffers hold that much.)
+    let info = server.run_info("paced").await.1.unwrap();
+    assert_eq!(info.state, RunState::Running, "the command ran ahead of its reader: {info:?}");
+    let mut all = vec![first];
+    all.extend(frames.rest().await);
+    assert!(!all.iter().any(|f| matches!(f, Frame::Dropped { .. })), "a follower lost bytes");
+    let expected: Vec<u8> = (1..=3_000_000).flat_map(|i: u32| format!("{i}\n").into_bytes()).collect();
+    assert!(rebuild(&all, true) == expected, "the stream is not exact");
+    assert_eq!(exit_totals(&all), (0, Some(expected.len() as u64), Some(0)));
+    // Nobody follows a replay of the ended run: it is read from the log (head and tail of the cap).
+    let replay = Frames::new(server.get("/runs/paced/stream").send().await.unwrap()).rest().await;
+    assert!(replay.iter().any(|f| matches!(f, Frame::Dropped { offset: 300_000, .. })));
+    server.stop().await;
+}
+
 /// Replaying from any offsets gives exactly the rest of each stream, binary included, and the frames say where
 /// they are.
 #[tokio::test(flavor = "multi_thread")]

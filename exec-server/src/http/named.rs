@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use protocol::{RunId, RunState, StoppedBy};
+use protocol::{RunId, RunState, StoppedBy, StreamKind};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tracing::Instrument;
 
@@ -15,7 +15,7 @@ use super::finished::{ending_message, Finished};
 use super::{run_stream, AppError, AppState};
 use crate::engine::head_tail::HeadTail;
 use crate::engine::{Captured, Engine, Job, Outcome, Output, OutputChunk, READ_SIZE};
-use crate::runs::{Attachment, Claim, ClaimError, Read, Run, RunEnd, StreamLog};
+use crate::runs::{Attachment, Claim, ClaimError, Read, Run, RunEnd, SpillWriter};
 
 /// The run `id` names for `job`: attached to, or claimed and started. The caller reads it while holding the
 /// attachment.
@@ -54,8 +54,9 @@ pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<R
     }
 }
 
-/// Runs `job` for `run` in its own task: its output goes to the run's log as fast as it comes (no client can slow
-/// it), and its end is recorded. The slot is held until the command has ended.
+/// Runs `job` for `run` in its own task: its output goes to the run's log at the pace of the readers following it
+/// (as an unnamed stream goes at its client's), or as fast as it comes while none does (see [`Run::paced`]), and
+/// its end is recorded. The slot is held until the command has ended.
 fn start(engine: Engine, run: Arc<Run>, mut job: Job, permit: OwnedSemaphorePermit) {
     job.group = Some(run.group.clone());
     let timeout = job.timeout;
@@ -65,8 +66,17 @@ fn start(engine: Engine, run: Arc<Run>, mut job: Job, permit: OwnedSemaphorePerm
         let cancel = run.cancel.clone();
         let command =
             tokio::spawn(async move { engine.run(job, Output::Stream(chunks_tx), cancel).await }.in_current_span());
+        let mut progress = run.follower_progress();
+        let mut writer: Option<SpillWriter> = None;
         while let Some(chunk) = chunks.recv().await {
-            run.append(chunk.kind, &chunk.bytes);
+            run.paced(&mut progress).await;
+            if let Some(pending) = run.append(chunk.kind, chunk.bytes.into()) {
+                writer.get_or_insert_with(|| SpillWriter::start(run.clone())).write(chunk.kind, pending).await;
+            }
+        }
+        // Every byte is in the log before the end is: a reader that sees the end has all there is.
+        if let Some(writer) = writer {
+            writer.finish().await;
         }
         run.finish(end_of(Finished::new(command.await, timeout)));
     };
@@ -144,7 +154,7 @@ pub async fn exec(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Res
     let end = wait_for_end(&run).await;
     drop(attachment);
     let (stdout, stderr) =
-        run.with_logs(|stdout, stderr, _| (kept(stdout, state.max_output), kept(stderr, state.max_output)));
+        (kept(&run, StreamKind::Stdout, state.max_output), kept(&run, StreamKind::Stderr, state.max_output));
     let outcome = Outcome {
         exit_code: end.exit_code.unwrap_or(protocol::EXIT_NOT_STARTED),
         signal: end.signal,
@@ -183,11 +193,11 @@ pub async fn wait_for_end(run: &Run) -> RunEnd {
 
 /// What a reply keeps of a stream's log: all of it, or head and tail within `budget` (its own dropped middle
 /// counted in the cut).
-fn kept(log: &StreamLog, budget: usize) -> Captured {
+fn kept(run: &Run, kind: StreamKind, budget: usize) -> Captured {
     let mut kept = HeadTail::new(budget);
     let mut offset = 0;
     loop {
-        match log.read(offset, READ_SIZE) {
+        match run.read(kind, offset, READ_SIZE) {
             Ok(Read::Bytes(bytes)) => {
                 offset += bytes.len() as u64;
                 kept.push(&bytes);
@@ -198,7 +208,7 @@ fn kept(log: &StreamLog, budget: usize) -> Captured {
             }
             Ok(Read::End) => break,
             Err(_) => {
-                kept.skip(log.total() - offset);
+                kept.skip(run.total(kind).saturating_sub(offset));
                 break;
             }
         }

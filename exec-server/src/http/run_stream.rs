@@ -16,7 +16,7 @@ use tokio_stream::StreamExt;
 
 use super::stream::{CHANNEL_DEPTH, KEEP_ALIVE, PARTIAL_LINE_WAIT};
 use crate::engine::READ_SIZE;
-use crate::runs::{Attachment, Read, Run, RunEnd, StreamLog};
+use crate::runs::{Attachment, Read, Run, RunEnd};
 
 /// The SSE response for `run` from `offsets` (stdout, stderr). `attachment` is held while the client reads.
 /// `b64_only`: this reader's choice (see [`protocol::ExecRequest::b64_only`]); the log keeps raw bytes, so each
@@ -73,24 +73,25 @@ async fn pump(
     _attachment: Attachment,
 ) {
     let mut changed = run.subscribe();
+    let follower = run.follow(offsets);
     let mut out: Vec<Vec<u8>> = Vec::new();
     let mut flush_at: Option<Instant> = None;
     let mut quiet_until = Instant::now() + keepalive;
     loop {
         changed.borrow_and_update();
-        let pass = run.with_logs(|stdout, stderr, end| {
-            let mut progress = false;
-            for (index, (log, kind)) in
-                [(stdout, StreamKind::Stdout), (stderr, StreamKind::Stderr)].into_iter().enumerate()
-            {
-                progress |= read_some(log, kind, &mut offsets[index], &mut encoders[index], &mut out);
-            }
-            match end {
-                _ if progress => Pass::Progress,
-                None => Pass::CaughtUp,
-                Some(end) => Pass::Ended(final_frames(end, [stdout.total(), stderr.total()])),
-            }
-        });
+        // The bytes are taken under the run's lock, encoded outside it: the command's output never waits for a
+        // reader's encoding.
+        let mut progress = false;
+        for (index, kind) in [StreamKind::Stdout, StreamKind::Stderr].into_iter().enumerate() {
+            progress |= read_some(&run, kind, &mut offsets[index], &mut encoders[index], &mut out);
+        }
+        let pass = match run.progress() {
+            _ if progress => Pass::Progress,
+            (_, None) => Pass::CaughtUp,
+            // Bytes may have come between the reads above and the end: read on until both are at their totals.
+            (totals, Some(_)) if offsets[0] < totals[0] || offsets[1] < totals[1] => Pass::Progress,
+            (totals, Some(end)) => Pass::Ended(final_frames(&end, totals)),
+        };
         match pass {
             Pass::Progress => {}
             Pass::Ended(frames) => {
@@ -128,6 +129,7 @@ async fn pump(
             }
             quiet_until = Instant::now() + keepalive;
         }
+        follower.at(offsets);
         if encoders.iter().any(FrameEncoder::has_pending) {
             flush_at.get_or_insert_with(|| Instant::now() + PARTIAL_LINE_WAIT);
         } else {
@@ -136,15 +138,15 @@ async fn pump(
     }
 }
 
-/// Reads the next piece of `log` (stream `kind`) from `offset` into frames; false when there was nothing.
+/// Reads the next piece of stream `kind` from `offset` into frames; false when there was nothing.
 fn read_some(
-    log: &StreamLog,
+    run: &Run,
     kind: StreamKind,
     offset: &mut u64,
     encoder: &mut FrameEncoder,
     out: &mut Vec<Vec<u8>>,
 ) -> bool {
-    let gap = match log.read(*offset, READ_SIZE) {
+    let gap = match run.read(kind, *offset, READ_SIZE) {
         Ok(Read::Bytes(bytes)) => {
             *offset += bytes.len() as u64;
             encoder.push(&bytes, out);
@@ -155,9 +157,12 @@ fn read_some(
         Err(err) => {
             // The spill file could not be read: what is left of it is reported as dropped, never made up.
             tracing::warn!(error = %err, "cannot read a named run's output");
-            log.total() - *offset
+            run.total(kind).saturating_sub(*offset)
         }
     };
+    if gap == 0 {
+        return false;
+    }
     encoder.flush(out);
     out.push(Frame::Dropped { stream: kind, offset: *offset, bytes: gap }.to_event());
     *offset += gap;

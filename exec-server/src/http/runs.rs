@@ -64,7 +64,7 @@ pub async fn stream(
     };
     // Attach before checking, so that a run reaching its window's end meanwhile is not stopped under us.
     let attachment = run.attach(state.runs.settings().reattach_window);
-    let totals = run.with_logs(|stdout, stderr, _| [stdout.total(), stderr.total()]);
+    let (totals, _) = run.progress();
     for ((name, offset), total) in ["stdout", "stderr"].iter().zip(offsets).zip(totals) {
         if offset > total {
             return Err(AppError::bad_request(format!(

@@ -7,9 +7,11 @@ mod retention;
 mod run;
 pub mod signals;
 mod state_dir;
+mod writer;
 
 pub use log::{Read, StreamLog, MEMORY_PER_STREAM};
-pub use run::{Attachment, Run, RunEnd};
+pub use run::{Attachment, Follower, Run, RunEnd, PACE_LAG};
+pub use writer::SpillWriter;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -4,12 +4,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use process_group::Pgid;
 use protocol::{RunId, RunInfo, RunState, StoppedBy, StreamKind};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::log::StreamLog;
+use super::log::{Found, Pending, Read, StreamLog, MEMORY_PER_STREAM};
 
 /// How a run ended.
 #[derive(Debug, Clone)]
@@ -40,6 +41,8 @@ pub struct Run {
     pub group: Arc<OnceLock<Pgid>>,
     /// Bumped on every change a reader may wait for (output, the end).
     changed: watch::Sender<u64>,
+    /// Bumped when a follower moves or leaves: the command may go on (see [`Run::paced`]).
+    followed: watch::Sender<u64>,
     inner: Mutex<Inner>,
 }
 
@@ -57,6 +60,31 @@ struct Inner {
     cancel_reason: Option<(StoppedBy, String)>,
     /// A write to the log failed (disk full): said in the end's error.
     log_error: Option<String>,
+    /// The readers following the stream, and the offsets they have taken (see [`Run::paced`]).
+    followers: Vec<(u64, [u64; 2])>,
+    next_follower: u64,
+}
+
+impl Inner {
+    fn log(&self, kind: StreamKind) -> &StreamLog {
+        match kind {
+            StreamKind::Stdout => &self.stdout,
+            StreamKind::Stderr => &self.stderr,
+        }
+    }
+
+    fn log_mut(&mut self, kind: StreamKind) -> &mut StreamLog {
+        match kind {
+            StreamKind::Stdout => &mut self.stdout,
+            StreamKind::Stderr => &mut self.stderr,
+        }
+    }
+
+    /// A write to the log failed: said once in the end's error.
+    fn keep_error(&mut self, id: &RunId, err: &std::io::Error) {
+        tracing::warn!(run = %id, error = %err, "cannot keep a named run's output");
+        self.log_error.get_or_insert_with(|| format!("the server could not keep all output: {err}"));
+    }
 }
 
 impl Run {
@@ -82,7 +110,10 @@ impl Run {
                 epoch: 0,
                 cancel_reason: None,
                 log_error: None,
+                followers: Vec::new(),
+                next_follower: 0,
             }),
+            followed: watch::Sender::new(0),
         }
     }
 
@@ -95,20 +126,91 @@ impl Run {
         self.changed.subscribe()
     }
 
-    /// Appends output to its stream's log.
-    pub fn append(&self, kind: StreamKind, bytes: &[u8]) {
-        {
+    /// Appends output to its stream's log and tells its readers (who take it from memory until it is written).
+    /// Returns the spill-file writes it needs, if the stream spilled: the run's [`super::SpillWriter`] makes them,
+    /// then [`Run::written`]. Called by the run's only writer, its task.
+    pub fn append(&self, kind: StreamKind, chunk: Bytes) -> Option<Pending> {
+        let pending = {
             let mut inner = self.inner.lock().unwrap();
-            let log = match kind {
-                StreamKind::Stdout => &mut inner.stdout,
-                StreamKind::Stderr => &mut inner.stderr,
+            if let Err(err) = inner.log_mut(kind).append(chunk) {
+                inner.keep_error(&self.id, &err);
+            }
+            inner.log_mut(kind).take_writes()
+        };
+        self.notify();
+        (!pending.is_empty()).then_some(pending)
+    }
+
+    /// The writes of `pending` were made (or failed: said in the end's error).
+    pub fn written(&self, kind: StreamKind, pending: &Pending, result: std::io::Result<()>) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.log_mut(kind).written(pending.end(), result.is_ok());
+        if let Err(err) = result {
+            inner.keep_error(&self.id, &err);
+        }
+    }
+
+    /// Waits while a reader following the run's stream is more than [`PACE_LAG`] behind it on either stream, so
+    /// that the command goes at the pace of its live readers, as an unnamed stream does (and none of them ever
+    /// loses bytes to the log's cap). Not once the run is cancelled (it must be able to drain and end), and not
+    /// while nobody follows it: then the log takes the output as fast as it comes.
+    pub async fn paced(&self, progress: &mut watch::Receiver<u64>) {
+        loop {
+            progress.borrow_and_update();
+            let behind = {
+                let inner = self.inner.lock().unwrap();
+                let totals = [inner.stdout.total(), inner.stderr.total()];
+                inner.followers.iter().any(|(_, at)| (0..2).any(|i| totals[i].saturating_sub(at[i]) > PACE_LAG))
             };
-            if let Err(err) = log.append(bytes) {
-                tracing::warn!(run = %self.id, error = %err, "cannot keep a named run's output");
-                inner.log_error.get_or_insert_with(|| format!("the server could not keep all output: {err}"));
+            if !behind || self.cancel.is_cancelled() {
+                return;
+            }
+            tokio::select! {
+                _ = progress.changed() => {}
+                () = self.cancel.cancelled() => return,
             }
         }
-        self.notify();
+    }
+
+    /// A receiver that wakes whenever a follower moves or leaves (for [`Run::paced`]).
+    pub fn follower_progress(&self) -> watch::Receiver<u64> {
+        self.followed.subscribe()
+    }
+
+    /// A reader that follows the run's stream from `offsets`: until the returned guard is dropped, the command
+    /// waits for it (see [`Run::paced`]).
+    pub fn follow(self: &Arc<Self>, offsets: [u64; 2]) -> Follower {
+        let mut inner = self.inner.lock().unwrap();
+        inner.next_follower += 1;
+        let id = inner.next_follower;
+        inner.followers.push((id, offsets));
+        Follower { run: self.clone(), id }
+    }
+
+    /// Up to `max` bytes of stream `kind` from `offset`, or the gap it is in; the spill file is read outside the
+    /// lock (and read again from the new place if the rolling tail overtook it meanwhile).
+    pub fn read(&self, kind: StreamKind, offset: u64, max: usize) -> std::io::Result<Read> {
+        loop {
+            let file = match self.inner.lock().unwrap().log(kind).read(offset, max)? {
+                Found::Now(read) => return Ok(read),
+                Found::File(file) => file,
+            };
+            let bytes = file.read()?;
+            if self.inner.lock().unwrap().log(kind).still_kept(offset) {
+                return Ok(Read::Bytes(bytes));
+            }
+        }
+    }
+
+    /// Bytes stream `kind` produced so far.
+    pub fn total(&self, kind: StreamKind) -> u64 {
+        self.inner.lock().unwrap().log(kind).total()
+    }
+
+    /// Both streams' totals and the end, if the run has one.
+    pub fn progress(&self) -> ([u64; 2], Option<RunEnd>) {
+        let inner = self.inner.lock().unwrap();
+        ([inner.stdout.total(), inner.stderr.total()], inner.end.clone())
     }
 
     /// Records the end; a cancellation by someone carries their cause and message.
@@ -129,6 +231,8 @@ impl Run {
             }
             inner.end = Some(end);
             inner.ended_at = Some(Instant::now());
+            inner.stdout.seal();
+            inner.stderr.seal();
         }
         self.notify();
     }
@@ -145,12 +249,6 @@ impl Run {
 
     pub fn ended_at(&self) -> Option<Instant> {
         self.inner.lock().unwrap().ended_at
-    }
-
-    /// Runs `read` on the two logs and the end, under the lock.
-    pub fn with_logs<T>(&self, read: impl FnOnce(&StreamLog, &StreamLog, Option<&RunEnd>) -> T) -> T {
-        let inner = self.inner.lock().unwrap();
-        read(&inner.stdout, &inner.stderr, inner.end.as_ref())
     }
 
     /// A reader arrives; the returned guard leaves when dropped. While any is attached the reattach window does
@@ -217,6 +315,38 @@ impl Run {
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             stopped_by: end.and_then(|end| end.stopped_by),
         }
+    }
+}
+
+/// How far a follower may be behind the stream before the command waits for it: with the next chunk (up to
+/// `READ_SIZE`, 64 KiB) it is then at most the memory a stream keeps of its latest chunks behind, so a follower is
+/// always served from memory, never from the spill file.
+pub const PACE_LAG: u64 = MEMORY_PER_STREAM - 64 * 1024;
+
+/// A reader following a run's stream (see [`Run::follow`]).
+#[derive(Debug)]
+pub struct Follower {
+    run: Arc<Run>,
+    id: u64,
+}
+
+impl Follower {
+    /// The reader has taken the stream up to `offsets`.
+    pub fn at(&self, offsets: [u64; 2]) {
+        {
+            let mut inner = self.run.inner.lock().unwrap();
+            if let Some((_, at)) = inner.followers.iter_mut().find(|(id, _)| *id == self.id) {
+                *at = offsets;
+            }
+        }
+        self.run.followed.send_modify(|generation| *generation += 1);
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.run.inner.lock().unwrap().followers.retain(|(id, _)| *id != self.id);
+        self.run.followed.send_modify(|generation| *generation += 1);
     }
 }
 
