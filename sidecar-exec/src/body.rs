@@ -38,6 +38,7 @@ pub async fn read_reply(
     limit: usize,
     stdout: &mut impl std::io::Write,
     written: &mut u64,
+    received: &mut u64,
 ) -> Result<ReadReply, BodyError> {
     if response.content_length().unwrap_or(0) > limit as u64 {
         return Err(BodyError::TooLarge { limit });
@@ -50,6 +51,7 @@ pub async fn read_reply(
         reader = reader.write_at_most(head.to_str().ok().and_then(|head| head.parse().ok()).unwrap_or(0));
     }
     while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        *received += chunk.len() as u64;
         // Decoded text is never longer than its JSON, so this bounds what is held.
         if reader.held() + chunk.len() > limit {
             return Err(BodyError::TooLarge { limit });

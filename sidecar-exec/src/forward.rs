@@ -42,8 +42,9 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
             return ClientExit::fail(refusal(target, Some(settings), status, location.as_deref(), &body));
         }
         Ok(response) => match blocking_reply(target, settings, response).await {
-            Ok(exit) => {
+            Ok((exit, ended_with)) => {
                 run.live = false;
+                run.ended_with = ended_with;
                 return exit;
             }
             Err(lost) => lost,
@@ -68,17 +69,30 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
     resume::follow(&how, run, &mut output, &mut errors, Step::Reattach, Some(lost)).await
 }
 
-/// The reply of `POST /exec`, reproduced; `Err` when the connection was lost while reading it: why, and how many
-/// bytes of stdout were written meanwhile (the command's first ones: see [`crate::body::read_reply`]).
+/// The reply of `POST /exec`, reproduced, with the reply's size when all of it was written (it stands for the
+/// output's: escaped JSON is at least as large; see [`Run::should_forget`]); `Err` when the connection was lost
+/// while reading it: why, and how many bytes of stdout were written meanwhile (the command's first ones: see
+/// [`crate::body::read_reply`]).
 async fn blocking_reply(
     target: &Target,
     settings: &CallSettings,
     response: reqwest::Response,
+) -> Result<(ClientExit, Option<u64>), (String, u64)> {
+    let mut written_all = None;
+    let exit = write_reply(target, settings, response, &mut written_all).await?;
+    Ok((exit, written_all))
+}
+
+async fn write_reply(
+    target: &Target,
+    settings: &CallSettings,
+    response: reqwest::Response,
+    written_all: &mut Option<u64>,
 ) -> Result<ClientExit, (String, u64)> {
     // Large pieces: stdout's own buffer is line-buffered, and a reply is often thousands of lines.
     let mut stdout = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-    let mut written = 0;
-    let body = match read_reply(response, MAX_REPLY_BYTES, &mut stdout, &mut written).await {
+    let (mut written, mut received) = (0, 0);
+    let body = match read_reply(response, MAX_REPLY_BYTES, &mut stdout, &mut written, &mut received).await {
         Ok(body) => body,
         Err(BodyError::TooLarge { limit }) => {
             return Ok(ClientExit::fail(format!(
@@ -131,5 +145,6 @@ async fn blocking_reply(
         notes.push("stderr was cut at the server's output cap; set SIDECAR_STREAM=1 to get all of it".to_owned());
     }
     notes.extend(reply.error.as_deref().map(shown));
+    *written_all = Some(received);
     Ok(ClientExit::finished(target, reply.exit_code, reply.timed_out, reply.error.as_deref(), notes))
 }

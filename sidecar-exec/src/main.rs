@@ -165,10 +165,13 @@ async fn until_interrupted(work: impl std::future::Future<Output = ClientExit>) 
 }
 
 /// A named run that may still be running when the client stops (a signal, a closed stdout, giving up) is cancelled
-/// with `DELETE /runs/{id}`: at once, not when the server's reattach window passes.
+/// with `DELETE /runs/{id}`: at once, not when the server's reattach window passes. One that ended with much output,
+/// all of it written here, is forgotten the same way (see [`sidecar_exec::resume::FORGET_ABOVE`]).
 async fn release(target: &Target, run: &Run) {
-    if let (true, Some(id)) = (run.needs_cancel(), &run.id) {
-        runs::cancel(target, id).await;
+    match &run.id {
+        Some(id) if run.needs_cancel() => runs::cancel(target, id).await,
+        Some(id) if run.should_forget() => runs::forget(target, id).await,
+        _ => {}
     }
 }
 

@@ -37,6 +37,13 @@ use crate::stream::{self, Errors, Exit, Failure, StreamEnd};
 /// gone does not hang for long.
 pub const RECONNECT_FOR: Duration = Duration::from_secs(60);
 
+/// A run whose output (both streams) was larger than this is forgotten on the server (`DELETE /runs/{id}`) once
+/// this client has read and written all of it: the sidecar would otherwise keep its log, in the state folder and the
+/// page cache, for its whole `--retain` (5 minutes by default) although only this client knows the id and it needs
+/// nothing more. Smaller runs stay kept in the server's memory (a few hundred KiB at most) and listed by `--runs`
+/// until then: forgetting them would cost every short command one more request.
+pub const FORGET_ABOVE: u64 = 1024 * 1024;
+
 /// Whether a 404 body is exec-server's "this run is not kept here" (`code: run_not_known`). Telling it from any
 /// other 404 (a server without the runs endpoint, a proxy) is what makes a re-POST safe, so only the code counts.
 fn run_not_known(body: &str) -> bool {
@@ -89,22 +96,24 @@ pub struct Run {
     supported: Option<bool>,
     /// Reconnects that worked.
     pub resumes: u32,
+    /// The output's size (both streams), once the run ended and this client has all of it written.
+    pub ended_with: Option<u64>,
 }
 
 impl Run {
     /// A named run this client is about to start.
     pub fn named(id: RunId) -> Self {
-        Run { id: Some(id), live: false, acknowledged: false, supported: None, resumes: 0 }
+        Run { id: Some(id), live: false, acknowledged: false, supported: None, resumes: 0, ended_with: None }
     }
 
     /// A run without a name: never resumed, never cancelled explicitly (its connection's end cancels it).
     pub fn unnamed() -> Self {
-        Run { id: None, live: false, acknowledged: false, supported: Some(false), resumes: 0 }
+        Run { id: None, live: false, acknowledged: false, supported: Some(false), resumes: 0, ended_with: None }
     }
 
     /// A run started elsewhere that this client reattaches to (`--attach`): it owns it from now on.
     pub fn attach(id: RunId) -> Self {
-        Run { id: Some(id), live: true, acknowledged: false, supported: Some(true), resumes: 0 }
+        Run { id: Some(id), live: true, acknowledged: false, supported: Some(true), resumes: 0, ended_with: None }
     }
 
     /// The id, for messages.
@@ -115,6 +124,14 @@ impl Run {
     /// Whether the client must cancel the run before it exits: it may still run, and the server may keep it.
     pub fn needs_cancel(&self) -> bool {
         self.id.is_some() && self.live && self.supported != Some(false)
+    }
+
+    /// Whether the client should forget the run on the server before it exits (see [`FORGET_ABOVE`]).
+    pub fn should_forget(&self) -> bool {
+        self.id.is_some()
+            && !self.live
+            && self.supported != Some(false)
+            && self.ended_with.is_some_and(|bytes| bytes > FORGET_ABOVE)
     }
 
     /// Whether a lost connection may be resumed: named, and the server has not shown it ignores names.
@@ -267,7 +284,7 @@ pub async fn follow(
 }
 
 /// The exit frame: checked against what arrived, kept output written (blocking mode), the code worked out.
-fn finish(how: &Follow<'_>, run: &Run, output: &mut Output, errors: &Errors, exit: &Exit) -> ClientExit {
+fn finish(how: &Follow<'_>, run: &mut Run, output: &mut Output, errors: &Errors, exit: &Exit) -> ClientExit {
     let target = how.target;
     // Stopped for lack of a client while this one (or, for `--attach`, the one that started it) was away.
     let was_away = run.resumes > 0 || how.body.is_none();
@@ -285,6 +302,7 @@ fn finish(how: &Follow<'_>, run: &Run, output: &mut Output, errors: &Errors, exi
     if let Err(err) = output.finish() {
         return failed(Failure::Output(err));
     }
+    run.ended_with = Some(exit.stdout_bytes.unwrap_or(0) + exit.stderr_bytes.unwrap_or(0));
     // Streaming mode printed each error frame already; blocking mode tells it once at the end, as its reply does.
     let notes = if errors.print { Vec::new() } else { errors.last.as_deref().map(shown).into_iter().collect() };
     ClientExit::finished(target, exit.code, exit.timed_out, errors.last.as_deref(), notes)
@@ -340,6 +358,20 @@ mod tests {
         run.supported = Some(false);
         assert!(!run.needs_cancel(), "the server ignored the id: the closed connection cancels it");
         assert!(Run::attach(RunId::new("r").unwrap()).needs_cancel());
+    }
+
+    #[test]
+    fn only_a_large_run_read_to_its_end_is_forgotten() {
+        let mut run = Run::named(RunId::new("r").unwrap());
+        run.ended_with = Some(FORGET_ABOVE + 1);
+        assert!(run.should_forget());
+        run.ended_with = Some(FORGET_ABOVE);
+        assert!(!run.should_forget(), "small output stays kept (and listed)");
+        run.ended_with = None;
+        assert!(!run.should_forget(), "not read to its end: kept for --attach");
+        let mut unnamed = Run::unnamed();
+        unnamed.ended_with = Some(FORGET_ABOVE + 1);
+        assert!(!unnamed.should_forget());
     }
 
     #[test]

@@ -308,3 +308,23 @@ async fn a_blocking_reply_lost_after_its_head_was_written_resumes_without_doubli
     drop(proxy);
     server.stop().await;
 }
+
+/// A run with more than 1 MiB of output, read to its end, is forgotten on the server as the client exits (its log
+/// would otherwise hold the sidecar's state folder for --retain); a small one stays kept and listed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_run_read_to_its_end_is_forgotten_a_small_one_is_kept() {
+    let server = server().await;
+    for stream in [true, false] {
+        let (big, small) = (marker(), marker());
+        let script = format!("head -c 2000000 /dev/zero | tr '\\0' x # {big}");
+        let output = server.client().stream(stream).args(["python", "sh", "-c", &script]).run().await;
+        assert_eq!((output.status.code(), output.stdout.len()), (Some(0), 2_000_000), "{}", stderr(&output));
+        let output = server.client().stream(stream).args(["python", "sh", "-c", &format!("echo hi # {small}")]).run();
+        assert_eq!(output.await.status.code(), Some(0));
+        let runs = server.client().args(["--runs"]).run().await;
+        let listed = stdout(&runs);
+        assert!(!listed.contains(&big), "stream={stream}: the large run is still kept:\n{listed}");
+        assert!(listed.contains(&small), "stream={stream}: the small run is not listed:\n{listed}");
+    }
+    server.stop().await;
+}
