@@ -642,3 +642,16 @@ async fn the_exit_frame_names_the_timeout_and_the_shutdown() {
     stopping.await.unwrap();
     assert_no_survivors(&marker, Duration::from_secs(10));
 }
+
+/// A named run's `/exec` reply says the server keeps it (`x-run-kept: 1`, so a client that has it all may forget
+/// it); an unnamed one does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_reply_says_the_run_is_kept_an_unnamed_one_does_not() {
+    let server = server().start().await;
+    let kept = |response: &reqwest::Response| response.headers().get(protocol::RUN_KEPT_HEADER).cloned();
+    let named = server.post("/exec", json!({"cmd": ["true"], "run_id": "kept"}).to_string()).send().await.unwrap();
+    assert_eq!(kept(&named).as_ref().map(|v| v.as_bytes()), Some(&b"1"[..]));
+    let unnamed = server.post("/exec", json!({"cmd": ["true"]}).to_string()).send().await.unwrap();
+    assert_eq!(kept(&unnamed), None);
+    server.stop().await;
+}

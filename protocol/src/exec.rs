@@ -47,6 +47,11 @@ pub struct ExecRequest {
 /// knows no `output_b64` follows. (Without it, from an older server, the client holds the text.)
 pub const B64_ONLY_HEADER: &str = "x-b64-only";
 
+/// The `/exec` reply header that says the request's `run_id` named a run the server keeps (value `1`): a client that
+/// has written the whole reply may `DELETE /runs/{id}` to have it forgotten. A server that ignores `run_id` (one
+/// from before runs) does not send it, and is sent no DELETE.
+pub const RUN_KEPT_HEADER: &str = "x-run-kept";
+
 /// The `/exec` reply header that says where a cut stdout's head ends, sent with [`B64_ONLY_HEADER`] when the reply
 /// cut stdout (head, marker, tail): its value N says the reply's first N bytes of stdout are the command's first N,
 /// and the marker follows them. A client that writes stdout as it arrives stops there and holds the rest until the

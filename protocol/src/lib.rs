@@ -18,7 +18,9 @@ pub mod text;
 pub mod token;
 
 pub use codes::{ErrorCode, StoppedBy};
-pub use exec::{ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart, B64_ONLY_HEADER, OUTPUT_HEAD_HEADER};
+pub use exec::{
+    ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart, B64_ONLY_HEADER, OUTPUT_HEAD_HEADER, RUN_KEPT_HEADER,
+};
 pub use frames::{Chunk, Frame, FrameEncoder, StreamKind};
 pub use runs::{RunId, RunIdError, RunInfo, RunList, RunState, SignalRequest};
 pub use runtimes::{commands_for, RUNTIMES};

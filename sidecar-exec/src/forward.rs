@@ -41,14 +41,21 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
             let body = small_text(response).await;
             return ClientExit::fail(refusal(target, Some(settings), status, location.as_deref(), &body));
         }
-        Ok(response) => match blocking_reply(target, settings, response).await {
-            Ok((exit, ended_with)) => {
-                run.live = false;
-                run.ended_with = ended_with;
-                return exit;
+        Ok(response) => {
+            // Only a server that said it keeps the run is asked to forget it (see `Run::should_forget`).
+            let kept = response.headers().contains_key(protocol::RUN_KEPT_HEADER);
+            match blocking_reply(target, settings, response).await {
+                Ok((exit, ended_with)) => {
+                    run.live = false;
+                    if kept {
+                        run.kept();
+                        run.ended_with = ended_with;
+                    }
+                    return exit;
+                }
+                Err(lost) => lost,
             }
-            Err(lost) => lost,
-        },
+        }
         // Never connected (nothing started), or the command's own deadline passed: nothing to resume.
         Err(err) if err.is_connect() || err.is_timeout() => return ClientExit::fail(transport_error(target, &err)),
         Err(err) => (transport_error(target, &err), 0),

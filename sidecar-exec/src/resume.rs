@@ -126,11 +126,17 @@ impl Run {
         self.id.is_some() && self.live && self.supported != Some(false)
     }
 
-    /// Whether the client should forget the run on the server before it exits (see [`FORGET_ABOVE`]).
+    /// The server said it keeps the run (a blocking reply's [`protocol::RUN_KEPT_HEADER`]).
+    pub fn kept(&mut self) {
+        self.supported = Some(true);
+    }
+
+    /// Whether the client should forget the run on the server before it exits (see [`FORGET_ABOVE`]): only a run
+    /// the server showed it keeps (frames with offsets, or [`protocol::RUN_KEPT_HEADER`]).
     pub fn should_forget(&self) -> bool {
         self.id.is_some()
             && !self.live
-            && self.supported != Some(false)
+            && self.supported == Some(true)
             && self.ended_with.is_some_and(|bytes| bytes > FORGET_ABOVE)
     }
 
@@ -364,6 +370,8 @@ mod tests {
     fn only_a_large_run_read_to_its_end_is_forgotten() {
         let mut run = Run::named(RunId::new("r").unwrap());
         run.ended_with = Some(FORGET_ABOVE + 1);
+        assert!(!run.should_forget(), "the server has not shown that it keeps runs");
+        run.kept();
         assert!(run.should_forget());
         run.ended_with = Some(FORGET_ABOVE);
         assert!(!run.should_forget(), "small output stays kept (and listed)");

@@ -165,7 +165,9 @@ pub async fn exec(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Res
         stdout,
         stderr,
     };
-    Finished::Stored { outcome, error: end.error }.into_reply(None, b64_only)
+    let mut reply = Finished::Stored { outcome, error: end.error }.into_reply(None, b64_only)?;
+    reply.headers_mut().insert(protocol::RUN_KEPT_HEADER, axum::http::HeaderValue::from_static("1"));
+    Ok(reply)
 }
 
 /// The run's end, once it has one.

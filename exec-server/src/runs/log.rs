@@ -21,7 +21,7 @@ pub const MEMORY_PER_STREAM: u64 = 256 * 1024;
 
 /// The spill file is given disk space this far ahead of its writes (never beyond the cap): one `fallocate` per step
 /// instead of the file system finding room for every page written, ~30% less CPU per byte written on ext4 (measured
-/// by bench/ab-spill.sh).
+/// by bench/spill-write.py).
 pub const ALLOCATE_STEP: u64 = 8 * 1024 * 1024;
 
 /// Where a stream's bytes are kept.
