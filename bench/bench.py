@@ -454,9 +454,10 @@ def report(results):
                  "minutes). What is left is the copy of every byte into the page cache that keeping the output "
                  "takes: a build that skips only that write measured named streams at 93–105% of unnamed side by "
                  "side, so naming costs nothing else, and the copy (~30 ms of CPU per 224 MiB) lands on the busiest "
-                 "thread with both cores saturated. Tried and left: writing 256 KiB at a time (the copy then misses "
-                 "the CPU's cache: slower), writing on the runtime's thread (the same throughput, but a throttled "
-                 "write would stall a worker), and an mmap'd file written with non-temporal stores (28 ms against "
+                 "thread with both cores saturated. Tried and left: writing 256 KiB at a time (~20% less CPU "
+                 "alone, bench/spill-write.py, but in the server the batched copy missed the CPU's cache and took "
+                 "twice the samples), writing on the runtime's thread (the same throughput, but a throttled write "
+                 "would stall a worker), and an mmap'd file written with non-temporal stores (28 ms against "
                  "`pwrite`'s 29–39 ms per 224 MiB, measured in C: not worth unsafe code).")
     lines.append("Naming a blocking run (not a goal; shown so it is not hidden): "
                  + ", ".join(f"{name} named at {share * 100:.0f}% of unnamed" for name, share in blocking_cost)
