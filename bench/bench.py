@@ -442,28 +442,25 @@ def report(results):
                  + ", ".join(f"{name} named at {share * 100:.0f}% of unnamed" for name, share in named_cost) + ").")
     blocking_cost = [(name, ratio(name, "/exec (blocking") / ratio(name, UNNAMED_P2_BLOCKING))
                      for name in ("text.txt", "binary.bin")]
-    lines.append("What was tried for the issue-12 goal: a named run keeps its output in a log (256 KiB in memory, "
-                 "then a spill file in the state folder, at most `--run-log-max`) so that a lost connection can be "
-                 "resumed; an unnamed stream keeps nothing. Kept: the command goes at the pace of the readers "
-                 "following it, as an unnamed stream goes at its client's (before, it ran ahead, and a reader that "
-                 "fell 32 MiB behind lost the middle), so they are served from the chunks in memory and never read "
-                 "the file back; the file is written outside the run's lock, on a writer thread, with disk space "
-                 "allocated 8 MiB ahead (~30% less CPU per byte on ext4); and sidecar-exec forgets a run with more "
-                 "than 1 MiB of output once it has all of it, so spill files do not pile up dirty pages, which made "
-                 "the kernel throttle later writes (named binary streams at 55% of unnamed with every run kept 5 "
-                 "minutes). What is left is the copy of every byte into the page cache that keeping the output "
-                 "takes: a build that skips only that write measured named streams at 93–105% of unnamed side by "
-                 "side, so naming costs nothing else, and the copy (~30 ms of CPU per 224 MiB) lands on the busiest "
-                 "thread with both cores saturated. Tried and left: writing 256 KiB at a time (~20% less CPU "
-                 "alone, bench/spill-write.py, but in the server the batched copy missed the CPU's cache and took "
-                 "twice the samples), writing on the runtime's thread (the same throughput, but a throttled write "
-                 "would stall a worker), and an mmap'd file written with non-temporal stores (28 ms against "
-                 "`pwrite`'s 29–39 ms per 224 MiB, measured in C: not worth unsafe code).")
+    lines.append("What was done for the issue-12 goal: a named run keeps its output in a log so that a lost "
+                 "connection can be resumed; an unnamed stream keeps nothing. The command goes at the pace of the "
+                 "readers following it, as an unnamed stream goes at its client's (before, it ran ahead, and a "
+                 "reader that fell 32 MiB behind lost the middle), so they are served from memory. The log keeps the "
+                 "chunks as they were read, never copied, while all runs' logs fit in `--run-memory` (128 MiB: the "
+                 "bound 256 KiB per stream of 256 runs gave before), and only a stream past it is written to its "
+                 "spill file, by a writer thread, with disk space allocated 8 MiB ahead. Before, every byte beyond "
+                 "256 KiB went to the spill file, and that copy into the page cache was the whole cost: a build "
+                 "skipping only that write measured named streams at 93–105% of unnamed side by side, against "
+                 "77–92% with it (bench/p2-named.py, 21 interleaved rounds). sidecar-exec forgets a run with more "
+                 "than 1 MiB of output once it has all of it, so large logs do not stay for `--retain`. Tried and "
+                 "left: writing 256 KiB at a time (~20% less CPU alone, bench/spill-write.py, but in the server the "
+                 "batched copy missed the CPU's cache), and an mmap'd file written with non-temporal stores (28 ms "
+                 "against `pwrite`'s 29–39 ms per 224 MiB, measured in C: not worth unsafe code).")
     lines.append("Naming a blocking run (not a goal; shown so it is not hidden): "
                  + ", ".join(f"{name} named at {share * 100:.0f}% of unnamed" for name, share in blocking_cost)
                  + ". Nobody follows a blocking run, so its command is not paced; its reply is read back from the "
-                 "log once it ends, the whole output here (`--max-output` raised), where an unnamed reply is built "
-                 "from memory.")
+                 "log once it ends, the whole output here (`--max-output` raised, 224 MiB: past `--run-memory`, so "
+                 "spilled), where an unnamed reply is built from memory.")
     lines += ["", "sidecar-exec asks for `b64_only` (non-UTF-8 output as base64 alone, no lossy `data`/`output` "
               "twin); the curl rows show the server's side of both frame forms for the same binary input. "
               f"Peak server RSS during P2: {p2['peak_rss'] // MiB} MiB "

@@ -783,7 +783,8 @@ def named_runs_abuse(tmp):
     workspace = os.path.join(tmp, "named-runs")
     state = os.path.join(tmp, "named-runs-state")
     os.makedirs(workspace)
-    server = Server(workspace, "--max-runs", "20", "--state-dir", state, "--reattach-window", "1", "--grace", "0.5")
+    server = Server(workspace, "--max-runs", "20", "--state-dir", state, "--reattach-window", "1", "--grace", "0.5",
+                    "--run-memory", str(256 * 1024))
     rss_before = server.status("VmRSS")
     most_files, failed = 0, 0
     for i in range(1000):

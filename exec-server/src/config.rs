@@ -153,7 +153,13 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_MAX_RUNS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub max_runs: u32,
 
-    /// Folder for named runs' output beyond what is kept in memory (256 KiB per stream) [default: a fresh
+    /// Bytes of named runs' output kept in memory, all runs together: a run's log stays in memory (as the chunks
+    /// were read, never copied) while the total allows, and the stream that would pass it moves to a spill file in
+    /// --state-dir. The default is the bound on memory that 256 KiB per stream of --max-runs runs used to give.
+    #[arg(long, env = "EXEC_SERVER_RUN_MEMORY", default_value_t = 128 * 1024 * 1024, value_name = "BYTES")]
+    pub run_memory: u64,
+
+    /// Folder for named runs' output beyond what is kept in memory (--run-memory) [default: a fresh
     /// exec-server-PID-RANDOM folder in the system temp dir, mode 0700, removed at exit].
     #[arg(long, env = "EXEC_SERVER_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,

@@ -74,6 +74,7 @@ pub async fn run(
             // reply where an unnamed one keeps everything (the budget counts encoded bytes, the log raw ones, so a
             // log of `--max-output` bytes holds all a reply can carry). The log beyond memory is on disk.
             run_log_max: config.run_log_max.max(config.max_output as u64),
+            run_memory: config.run_memory,
             state_dir: config.state_dir.clone(),
         })?;
         named_runs = Some(runs.clone());

@@ -232,7 +232,13 @@ async fn a_post_after_the_end_returns_the_stored_result() {
 async fn an_ended_run_is_forgotten_after_retain() {
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().join("state");
-    let server = server().arg("--state-dir", &state_dir.display().to_string()).arg("--retain", "1").start().await;
+    // --run-memory 0: every run spills, so that forgetting has a file to remove.
+    let server = server()
+        .arg("--state-dir", &state_dir.display().to_string())
+        .arg("--retain", "1")
+        .arg("--run-memory", "0")
+        .start()
+        .await;
     let reply = server.exec(json!({"cmd": ["sh", "-c", "head -c 300000 /dev/zero"], "run_id": "brief"})).await;
     assert_eq!(reply.exit_code, 0);
     let spilled = || std::fs::read_dir(&state_dir).unwrap().count();
@@ -433,6 +439,8 @@ async fn large_output_spills_to_disk_and_is_cleaned_up() {
             .arg("--state-dir", &state_dir.display().to_string())
             .arg("--run-log-max", "600000")
             .arg("--max-output", "600000")
+            // 256 KiB of memory for every run's log: beyond it a stream spills.
+            .arg("--run-memory", "262144")
             .start()
             .await;
     let files = || -> Vec<(String, u64)> {
@@ -490,7 +498,12 @@ async fn large_output_spills_to_disk_and_is_cleaned_up() {
 async fn a_thousand_runs_stay_within_max_runs() {
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().join("state");
-    let server = server().arg("--state-dir", &state_dir.display().to_string()).arg("--max-runs", "20").start().await;
+    let server = server()
+        .arg("--state-dir", &state_dir.display().to_string())
+        .arg("--max-runs", "20")
+        .arg("--run-memory", "262144")
+        .start()
+        .await;
     let mut most_files = 0;
     for i in 0..1000 {
         let cmd = if i % 10 == 0 { "head -c 300000 /dev/zero" } else { "echo short" };

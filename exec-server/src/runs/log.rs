@@ -1,6 +1,12 @@
-//! One stream of a named run, kept for replay: in memory up to [`MEMORY_PER_STREAM`], then in a spill file under
-//! the state folder, and never more than the per-run cap (`--run-log-max`): beyond it the first half is kept as the
-//! head, the last half as a rolling tail, and the middle is counted as dropped.
+//! One stream of a named run, kept for replay: in memory while the server's budget for it allows
+//! (`--run-memory`, [`Budget`]), then in a spill file under the state folder, and never more than the per-run cap
+//! (`--run-log-max`): beyond it the first half is kept as the head, the last half as a rolling tail, and the middle
+//! is counted as dropped.
+//!
+//! In memory a stream is the chunks as they were read from the command's pipe, shared, never copied: keeping a run's
+//! output costs no copy of it until it spills. The spill file then gets every kept byte (written by the run's
+//! writer, outside the run's lock), and the latest [`MEMORY_PER_STREAM`] bytes stay in memory for the readers
+//! following the run.
 //!
 //! One mapping serves every phase: stream offset `o` lives at position `o` while `o` is in the head, and at
 //! `head + (o - head) % tail` after it. Until the cap is reached that is simply `o`, so nothing is ever moved when the
@@ -10,14 +16,53 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
 
-/// Bytes of one stream a run keeps in memory: before it spills to a file, the stream's first bytes; after, its
-/// latest chunks, which live readers take without reading the file back. Small, so that `--max-runs` runs of
-/// anything stay within `2 × max_runs × 256 KiB` of memory (plus the chunk being written, per running run).
+/// The latest bytes of a spilled stream kept in memory while its run goes, for the readers following it (who are
+/// never further behind: see `PACE_LAG`), plus the chunks its writer has not written yet.
 pub const MEMORY_PER_STREAM: u64 = 256 * 1024;
+
+/// What a chunk kept in memory costs besides its bytes (its allocation, its `Bytes`, its place in the deque), so
+/// that a command printing a byte at a time cannot hold far more memory than the budget counts.
+pub const CHUNK_OVERHEAD: u64 = 96;
+
+/// The memory all named runs' logs may hold in all (`--run-memory`), as chunks kept in memory. A stream that would
+/// pass it spills. Shared by every log of a server.
+#[derive(Debug)]
+pub struct Budget {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl Budget {
+    pub fn new(limit: u64) -> Arc<Self> {
+        Arc::new(Budget { limit, used: AtomicU64::new(0) })
+    }
+
+    /// Takes `bytes` of the budget if they fit.
+    fn charge(&self, bytes: u64) -> bool {
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            let Some(after) = used.checked_add(bytes).filter(|after| *after <= self.limit) else { return false };
+            match self.used.compare_exchange_weak(used, after, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    fn release(&self, bytes: u64) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Bytes in use now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+}
 
 /// The spill file is given disk space this far ahead of its writes (never beyond the cap): one `fallocate` per step
 /// instead of the file system finding room for every page written, ~30% less CPU per byte written on ext4 (measured
@@ -27,7 +72,8 @@ pub const ALLOCATE_STEP: u64 = 8 * 1024 * 1024;
 /// Where a stream's bytes are kept.
 #[derive(Debug)]
 enum Store {
-    Memory(Vec<u8>),
+    /// The kept chunks are all in `recent`, charged to the budget.
+    Memory,
     /// The spill file (shared with the writes and reads made outside the run's lock) and its path (removed when the
     /// log is dropped, i.e. when its run is forgotten).
     File(Arc<File>, PathBuf),
@@ -49,13 +95,19 @@ pub struct StreamLog {
     head: u64,
     /// Bytes kept at the end once the cap is passed (the ring after the head).
     tail: u64,
-    memory_limit: u64,
+    budget: Arc<Budget>,
+    /// What this log holds of the budget.
+    charged: u64,
     /// Where the spill file goes, made when it is needed.
     spill_path: PathBuf,
-    /// After the spill, while the run goes: its latest chunks with their offsets, contiguous up to `total`. A chunk
-    /// leaves only once written and when the rest exceed `memory_limit`.
+    /// Chunks with their offsets, in order: in memory, the kept ones after the head (the dropped middle before them
+    /// is let go); after the spill, while the run goes, the latest ones, up to `total` (there a chunk leaves only
+    /// once written and when the rest hold [`MEMORY_PER_STREAM`]).
     recent: VecDeque<(u64, Bytes)>,
     recent_len: u64,
+    /// In memory, the chunks that start in the head (the tail's are in `recent`, so that letting go of the dropped
+    /// middle takes them from its front).
+    head_chunks: VecDeque<(u64, Bytes)>,
     /// Bytes of the spill file given disk space so far.
     allocated: u64,
     /// Writes to the spill file not yet taken by the writer ([`StreamLog::take_writes`]).
@@ -174,21 +226,24 @@ fn write_all_vectored_at(file: &File, mut position: u64, writes: &[(u64, Bytes)]
 }
 
 impl StreamLog {
-    /// A log capped at `cap` bytes (≥ 2) that spills to `spill_path` beyond `memory_limit` bytes.
-    pub fn new(cap: u64, memory_limit: u64, spill_path: PathBuf) -> Self {
+    /// A log capped at `cap` bytes (≥ 2) that keeps its chunks in memory while `budget` allows, then spills to
+    /// `spill_path`.
+    pub fn new(cap: u64, budget: Arc<Budget>, spill_path: PathBuf) -> Self {
         let cap = cap.max(2);
         let head = cap / 2;
         StreamLog {
-            store: Store::Memory(Vec::new()),
+            store: Store::Memory,
             total: 0,
             written: 0,
             failed_at: None,
             head,
             tail: cap - head,
-            memory_limit,
+            budget,
+            charged: 0,
             spill_path,
             recent: VecDeque::new(),
             recent_len: 0,
+            head_chunks: VecDeque::new(),
             allocated: 0,
             unwritten: Vec::new(),
         }
@@ -212,7 +267,7 @@ impl StreamLog {
     pub fn spill_file(&self) -> Option<&PathBuf> {
         match &self.store {
             Store::File(_, path) => Some(path),
-            Store::Memory(_) => None,
+            Store::Memory => None,
         }
     }
 
@@ -225,54 +280,80 @@ impl StreamLog {
         }
     }
 
-    /// Appends the stream's next chunk: the bytes that fall in the head go there, those that fall in the last
-    /// `tail` bytes of the stream go to the ring, the rest only count. In memory that is done here; once spilled,
-    /// the writes wait for [`StreamLog::take_writes`] (made outside the lock), and until [`StreamLog::written`]
-    /// readers take the chunk from memory. An error (the spill file cannot be made) keeps the count and says what
-    /// was not kept.
-    pub fn append(&mut self, chunk: Bytes) -> std::io::Result<()> {
-        let start = self.total;
-        self.total += chunk.len() as u64;
+    /// The spill-file writes that keep what is still kept of the chunk that starts at `start`: the bytes that fall
+    /// in the head go there, those in the last `tail` bytes of the stream go to the ring, the rest are dropped.
+    fn plan(&self, start: u64, chunk: &Bytes) -> Vec<(u64, Bytes)> {
+        let end = start + chunk.len() as u64;
         let mut writes = Vec::new();
         let index = |offset: u64| usize::try_from(offset - start).unwrap_or(chunk.len());
         if start < self.head {
-            let end = self.head.min(self.total);
-            writes.push((self.position(start), chunk.slice(..index(end))));
+            writes.push((self.position(start), chunk.slice(..index(self.head.min(end)))));
         }
         let mut offset = start.max(self.head).max(self.kept_from());
-        while offset < self.total {
+        while offset < end {
             // Up to the end of the ring, then around.
             let position = self.position(offset);
             let room = self.head + self.tail - position;
-            let take = room.min(self.total - offset);
+            let take = room.min(end - offset);
             writes.push((position, chunk.slice(index(offset)..index(offset + take))));
             offset += take;
         }
-        let end = writes.iter().map(|(position, bytes)| position + bytes.len() as u64).max().unwrap_or(0);
-        if matches!(self.store, Store::Memory(_)) && end > self.memory_limit {
-            self.spill()?;
+        writes
+    }
+
+    /// Appends the stream's next chunk. In memory it is kept as it is, while the budget allows; the chunk that
+    /// would pass the budget spills the stream: every kept byte then waits for [`StreamLog::take_writes`] (made
+    /// outside the lock), and until [`StreamLog::written`] readers take it from memory. An error (the spill file
+    /// cannot be made) keeps the count and says what was not kept.
+    pub fn append(&mut self, chunk: Bytes) -> std::io::Result<()> {
+        let start = self.total;
+        self.total += chunk.len() as u64;
+        if chunk.is_empty() {
+            return Ok(());
         }
-        match &mut self.store {
-            Store::Memory(memory) => {
-                for (position, bytes) in writes {
-                    let from = usize::try_from(position).unwrap_or(usize::MAX);
-                    let to = from.saturating_add(bytes.len());
-                    if memory.len() < to {
-                        memory.resize(to, 0);
-                    }
-                    memory[from..to].copy_from_slice(&bytes);
-                }
-                self.written = self.total;
-            }
-            Store::File(..) => {
-                if !chunk.is_empty() {
-                    self.recent_len += chunk.len() as u64;
-                    self.recent.push_back((start, chunk));
-                }
-                self.unwritten.extend(writes);
-            }
+        if matches!(self.store, Store::File(..)) {
+            let writes = self.plan(start, &chunk);
+            self.unwritten.extend(writes);
+            self.keep_recent(start, chunk);
+            return Ok(());
         }
+        let cost = chunk.len() as u64 + CHUNK_OVERHEAD;
+        if self.budget.charge(cost) {
+            self.charged += cost;
+            if start < self.head {
+                self.head_chunks.push_back((start, chunk));
+            } else {
+                self.keep_recent(start, chunk);
+            }
+            self.let_go_of_the_middle();
+            self.written = self.total;
+            return Ok(());
+        }
+        self.spill()?;
+        let writes = self.plan(start, &chunk);
+        self.unwritten.extend(writes);
+        self.keep_recent(start, chunk);
         Ok(())
+    }
+
+    fn keep_recent(&mut self, start: u64, chunk: Bytes) {
+        self.recent_len += chunk.len() as u64;
+        self.recent.push_back((start, chunk));
+    }
+
+    /// In memory: lets go of the chunks wholly in the dropped middle (the first of the tail's).
+    fn let_go_of_the_middle(&mut self) {
+        let kept_from = self.kept_from();
+        while let Some((start, chunk)) = self.recent.front() {
+            let len = chunk.len() as u64;
+            if start + len > kept_from {
+                break;
+            }
+            self.recent.pop_front();
+            self.recent_len -= len;
+            self.charged -= len + CHUNK_OVERHEAD;
+            self.budget.release(len + CHUNK_OVERHEAD);
+        }
     }
 
     /// The writes of everything appended so far, for the writer to make outside the lock.
@@ -295,10 +376,10 @@ impl StreamLog {
             self.failed_at.get_or_insert(self.written);
         }
         self.written = self.written.max(end);
-        // Keep at least `memory_limit` of the latest bytes for readers close behind.
+        // Keep at least MEMORY_PER_STREAM of the latest bytes for readers close behind.
         while let Some((start, chunk)) = self.recent.front() {
             let len = chunk.len() as u64;
-            if start + len > self.written || self.recent_len - len < self.memory_limit {
+            if start + len > self.written || self.recent_len - len < MEMORY_PER_STREAM {
                 break;
             }
             self.recent_len -= len;
@@ -306,21 +387,30 @@ impl StreamLog {
         }
     }
 
-    /// The run has ended and every write is done: the recent chunks' memory goes (the store has them all).
+    /// The run has ended and every write is done: a spilled stream lets go of its recent chunks (the file has them
+    /// all); one in memory keeps them, they are its store.
     pub fn seal(&mut self) {
-        if self.written >= self.total {
+        if matches!(self.store, Store::File(..)) && self.written >= self.total {
             self.recent.clear();
             self.recent_len = 0;
         }
     }
 
-    /// Moves what memory holds into a new spill file (mode 0600, in the state folder).
+    /// Moves the stream to a new spill file (mode 0600, in the state folder): every kept chunk's bytes wait for the
+    /// writer (readers take them from memory meanwhile), and the budget gets its share back.
     fn spill(&mut self) -> std::io::Result<()> {
         let file =
             std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&self.spill_path)?;
-        if let Store::Memory(memory) = &self.store {
-            file.write_all_at(memory, 0)?;
+        let writes: Vec<(u64, Bytes)> =
+            (self.head_chunks.iter().chain(&self.recent)).flat_map(|(start, chunk)| self.plan(*start, chunk)).collect();
+        self.unwritten = writes;
+        // Until written, the head's chunks are read from memory like the others.
+        while let Some((start, chunk)) = self.head_chunks.pop_back() {
+            self.recent_len += chunk.len() as u64;
+            self.recent.push_front((start, chunk));
         }
+        self.written = 0;
+        self.budget.release(std::mem::take(&mut self.charged));
         self.store = Store::File(Arc::new(file), self.spill_path.clone());
         Ok(())
     }
@@ -346,32 +436,16 @@ impl StreamLog {
         let len = usize::try_from(len.min(self.written.saturating_sub(offset))).unwrap_or(max);
         let not_kept = || std::io::Error::other("these bytes were not kept: the spill file could not be written");
         match &self.store {
-            Store::Memory(memory) => {
-                // Short only when a spill failed and the bytes were counted but not kept: an error, not a panic.
-                let start = usize::try_from(position).unwrap_or(usize::MAX);
-                let kept = memory.get(start..).unwrap_or_default();
-                if kept.is_empty() {
-                    return Err(not_kept());
-                }
-                Ok(Found::Now(Read::Bytes(Bytes::copy_from_slice(&kept[..kept.len().min(len)]))))
-            }
+            // In memory every kept byte is in a chunk: only bytes a failed spill did not keep are missing.
+            Store::Memory => Err(not_kept()),
             Store::File(..) if self.failed_at.is_some_and(|failed| offset >= failed) => Err(not_kept()),
             Store::File(file, _) => Ok(Found::File(FileRead { file: file.clone(), position, len })),
         }
     }
 
-    /// Up to `len` bytes from `offset` out of the recent chunks, if they still hold it.
+    /// Up to `len` bytes from `offset` out of the chunks in memory, if they hold it.
     fn read_recent(&self, offset: u64, len: u64) -> Option<Bytes> {
-        let first = self.recent.front()?.0;
-        if offset < first {
-            return None;
-        }
-        // Chunks are contiguous: find the one holding `offset` by a binary search on their starts.
-        let at = self.recent.partition_point(|(start, _)| *start <= offset) - 1;
-        let (start, chunk) = &self.recent[at];
-        let from = usize::try_from(offset - start).ok()?;
-        let to = from + usize::try_from(len).ok()?.min(chunk.len() - from);
-        Some(chunk.slice(from..to))
+        slice_of(&self.recent, offset, len).or_else(|| slice_of(&self.head_chunks, offset, len))
     }
 
     /// After a [`FileRead`] from `offset`: whether its bytes were still those of `offset` (the rolling tail
@@ -381,12 +455,24 @@ impl StreamLog {
     }
 }
 
+/// Up to `len` bytes from `offset` out of `chunks` (in order), if one holds it: the last that starts at or before
+/// it, by a binary search on their starts (it may end before it: a gap, the dropped middle, or a chunk a failed spill
+/// did not keep).
+fn slice_of(chunks: &VecDeque<(u64, Bytes)>, offset: u64, len: u64) -> Option<Bytes> {
+    let at = chunks.partition_point(|(start, _)| *start <= offset).checked_sub(1)?;
+    let (start, chunk) = &chunks[at];
+    let from = usize::try_from(offset - start).ok().filter(|from| *from < chunk.len())?;
+    let to = from + usize::try_from(len).ok()?.min(chunk.len() - from);
+    Some(chunk.slice(from..to))
+}
+
 impl Drop for StreamLog {
-    /// Removes the spill file: its name at once; its pages, which closing a large file frees from the page cache
+    /// Gives its memory back to the budget and removes the spill file: its name at once; its pages, which closing a large file frees from the page cache
     /// (~15 ms for 224 MiB), on a blocking thread when there is a runtime: not in the request that forgot the run,
     /// nor under the registry's lock when the sweeper forgets many.
     fn drop(&mut self) {
-        let Store::File(file, path) = std::mem::replace(&mut self.store, Store::Memory(Vec::new())) else { return };
+        self.budget.release(std::mem::take(&mut self.charged));
+        let Store::File(file, path) = std::mem::replace(&mut self.store, Store::Memory) else { return };
         let _ = std::fs::remove_file(&path);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             drop(runtime.spawn_blocking(move || drop(file)));
@@ -436,7 +522,7 @@ mod tests {
     fn check(cap: u64, memory: u64, pieces: &[usize]) {
         let dir = std::env::temp_dir().join(format!("runlog-test-{}-{cap}-{memory}", std::process::id()));
         let _ = std::fs::remove_file(&dir);
-        let mut log = StreamLog::new(cap, memory, dir.clone());
+        let mut log = StreamLog::new(cap, Budget::new(memory), dir.clone());
         let mut all = Vec::new();
         let mut counter = 0u8;
         for &len in pieces {
@@ -461,7 +547,7 @@ mod tests {
         let (kept, dropped) = replay(&log, 0);
         assert_eq!(kept, expected, "cap {cap} memory {memory} pieces {pieces:?}");
         // Once the run ends the recent chunks go: the same bytes, from the store alone.
-        let mut sealed = StreamLog::new(cap, memory, dir.with_extension("sealed"));
+        let mut sealed = StreamLog::new(cap, Budget::new(memory), dir.with_extension("sealed"));
         for piece in all.chunks(pieces.iter().copied().max().unwrap_or(1)) {
             append(&mut sealed, piece).unwrap();
         }
@@ -477,14 +563,20 @@ mod tests {
                 (from..total).filter(|&i| kept_at(i)).map(|i| all[usize::try_from(i).unwrap()]).collect();
             assert_eq!(replay(&log, from).0, want, "from {from}");
         }
-        assert_eq!(log.spill_file().is_some(), total.min(cap) > memory);
+        if memory >= 10_000 {
+            assert!(log.spill_file().is_none(), "within the budget: in memory");
+        }
+        if memory <= CHUNK_OVERHEAD && total > 0 {
+            assert!(log.spill_file().is_some(), "no chunk fits the budget");
+        }
         drop(log);
         assert!(!dir.exists(), "the spill file goes with the log");
     }
 
     #[test]
     fn a_spill_that_fails_is_an_error_for_writer_and_reader_never_a_panic() {
-        let mut log = StreamLog::new(1000, 10, PathBuf::from("/nonexistent-folder/x.stdout"));
+        // The first chunk fits the budget (5 + 96 bytes), the second does not: the spill is tried, and fails.
+        let mut log = StreamLog::new(1000, Budget::new(200), PathBuf::from("/nonexistent-folder/x.stdout"));
         append(&mut log, b"12345").unwrap();
         assert!(append(&mut log, b"6789012345").is_err());
         assert_eq!(log.total(), 15, "the bytes still count");
@@ -495,7 +587,7 @@ mod tests {
     #[test]
     fn a_file_read_overtaken_by_the_rolling_tail_is_not_kept() {
         let path = std::env::temp_dir().join(format!("runlog-test-{}-overtaken", std::process::id()));
-        let mut log = StreamLog::new(20, 4, path);
+        let mut log = StreamLog::new(20, Budget::new(4), path);
         append(&mut log, b"0123456789abcdef").unwrap();
         log.seal();
         let Found::File(read) = log.read(12, 4).unwrap() else { panic!("offset 12 is in the spill file") };
@@ -510,13 +602,40 @@ mod tests {
     #[test]
     fn a_read_from_the_file_stops_where_the_unwritten_chunks_begin() {
         let path = std::env::temp_dir().join(format!("runlog-test-{}-unwritten", std::process::id()));
-        let mut log = StreamLog::new(1000, 8, path);
-        log.append(Bytes::from_static(b"01234")).unwrap();
-        // This chunk spills the first one to the file and waits in memory for its own write.
+        let mut log = StreamLog::new(1000, Budget::new(8), path);
+        append(&mut log, b"01234").unwrap();
+        log.seal();
+        // Not written yet: in memory only.
         log.append(Bytes::from_static(b"56789")).unwrap();
         let Found::File(read) = log.read(2, 100).unwrap() else { panic!("offset 2 is in the spill file") };
         assert_eq!(&read.read().unwrap()[..], b"234", "only what was written");
         assert!(matches!(log.read(5, 100).unwrap(), Found::Now(Read::Bytes(bytes)) if bytes == b"56789"[..]));
+    }
+
+    #[test]
+    fn the_memory_budget_is_shared_by_every_log_and_given_back() {
+        let dir = std::env::temp_dir();
+        let budget = Budget::new(300);
+        let path = |name: &str| dir.join(format!("runlog-test-{}-budget-{name}", std::process::id()));
+        let mut a = StreamLog::new(1000, budget.clone(), path("a"));
+        append(&mut a, &[b'a'; 150]).unwrap();
+        assert_eq!((a.spill_file().is_none(), budget.used()), (true, 150 + CHUNK_OVERHEAD));
+        let mut b = StreamLog::new(1000, budget.clone(), path("b"));
+        append(&mut b, &[b'b'; 100]).unwrap();
+        assert!(b.spill_file().is_some(), "the budget is full: b spills");
+        assert_eq!(budget.used(), 150 + CHUNK_OVERHEAD);
+        assert_eq!(replay(&b, 0).0, vec![b'b'; 100]);
+        drop(a);
+        assert_eq!(budget.used(), 0);
+        let mut c = StreamLog::new(1000, budget.clone(), path("c"));
+        append(&mut c, &[b'c'; 100]).unwrap();
+        assert!(c.spill_file().is_none(), "a's share came back");
+        // The dropped middle's chunks are let go in memory too.
+        let mut d = StreamLog::new(20, Budget::new(10_000), path("d"));
+        for _ in 0..10 {
+            append(&mut d, &[b'd'; 10]).unwrap();
+        }
+        assert_eq!((d.head_chunks.len(), d.recent.len(), d.dropped()), (1, 1, 80), "head and tail chunks only");
     }
 
     #[test]
@@ -528,5 +647,9 @@ mod tests {
         check(20, 8, &[9]);
         check(64, 16, &[10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 3, 200]);
         check(2, 1, &[1, 1, 1, 5]);
+        // Some chunks in memory, then the one that passes the budget spills them all.
+        check(1000, 400, &[3, 5, 100, 1, 1, 7, 33, 200, 50]);
+        check(20, 400, &[3, 5, 100, 1, 1, 7, 33]);
+        check(64, 300, &[10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 3, 200]);
     }
 }

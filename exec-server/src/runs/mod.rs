@@ -9,7 +9,7 @@ pub mod signals;
 mod state_dir;
 mod writer;
 
-pub use log::{Read, StreamLog, MEMORY_PER_STREAM};
+pub use log::{Budget, Read, StreamLog, MEMORY_PER_STREAM};
 pub use run::{Attachment, Follower, Run, RunEnd, PACE_LAG};
 pub use writer::SpillWriter;
 
@@ -30,6 +30,8 @@ pub struct Settings {
     pub retain: Duration,
     pub max_runs: usize,
     pub run_log_max: u64,
+    /// `--run-memory`: the bytes all logs may keep in memory.
+    pub run_memory: u64,
     pub state_dir: Option<PathBuf>,
 }
 
@@ -45,6 +47,8 @@ struct Registry {
     state_dir: Mutex<Option<StateDir>>,
     state_path: PathBuf,
     runs: Mutex<HashMap<RunId, Arc<Run>>>,
+    /// The memory all runs' logs share (`--run-memory`).
+    budget: Arc<Budget>,
     /// Spill files get a fresh number each: a forgotten run's file may still be read while a new run takes its id.
     next_file: AtomicU64,
 }
@@ -89,12 +93,14 @@ impl Runs {
     pub fn new(settings: Settings) -> std::io::Result<Self> {
         let state_dir = StateDir::create(settings.state_dir.as_deref())?;
         let state_path = state_dir.path().to_path_buf();
+        let run_memory = settings.run_memory;
         let runs = Runs {
             inner: Arc::new(Registry {
                 settings,
                 state_dir: Mutex::new(Some(state_dir)),
                 state_path,
                 runs: Mutex::default(),
+                budget: Budget::new(run_memory),
                 next_file: AtomicU64::new(0),
             }),
         };
@@ -128,7 +134,7 @@ impl Runs {
         let log = |stream: &str| {
             let number = self.inner.next_file.fetch_add(1, Ordering::Relaxed);
             let path = self.inner.state_path.join(format!("{id}.{number}.{stream}"));
-            StreamLog::new(settings.run_log_max, MEMORY_PER_STREAM, path)
+            StreamLog::new(settings.run_log_max, self.inner.budget.clone(), path)
         };
         let run = Arc::new(Run::new(id.clone(), argv.to_vec(), cwd.to_path_buf(), log("stdout"), log("stderr")));
         runs.insert(id.clone(), run.clone());
