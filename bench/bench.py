@@ -459,8 +459,10 @@ def report(results):
     lines.append("Naming a blocking run (not a goal; shown so it is not hidden): "
                  + ", ".join(f"{name} named at {share * 100:.0f}% of unnamed" for name, share in blocking_cost)
                  + ". Nobody follows a blocking run, so its command is not paced; its reply is read back from the "
-                 "log once it ends, the whole output here (`--max-output` raised, 224 MiB: past `--run-memory`, so "
-                 "spilled), where an unnamed reply is built from memory.")
+                 "log once it ends, the whole output here (`--max-output` raised, 224 MiB), where an unnamed reply "
+                 "is built from memory; 224 MiB is past `--run-memory`, so the stream spills at 128 MiB and writes "
+                 "all it held at once, which costs this row more than writing each chunk as it came did (text was "
+                 "at 84–85% of unnamed before the budget).")
     lines += ["", "sidecar-exec asks for `b64_only` (non-UTF-8 output as base64 alone, no lossy `data`/`output` "
               "twin); the curl rows show the server's side of both frame forms for the same binary input. "
               f"Peak server RSS during P2: {p2['peak_rss'] // MiB} MiB "
