@@ -2,6 +2,7 @@
 //! their output for replay from any offset, and are bounded in number, memory and disk.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use protocol::{Frame, RunInfo, RunList, RunState, StoppedBy};
@@ -99,6 +100,18 @@ impl TestServer {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// A server whose named runs spill past `run_memory` bytes into a state folder of the test's own (returned with the
+/// temporary folder holding it, which must outlive the server), with `more` flags.
+async fn spilling_server(run_memory: &str, more: &[(&str, &str)]) -> (TestServer, tempfile::TempDir, PathBuf) {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().join("state");
+    let mut builder = server().arg("--state-dir", &state_dir.display().to_string()).arg("--run-memory", run_memory);
+    for (flag, value) in more {
+        builder = builder.arg(flag, value);
+    }
+    (builder.start().await, state, state_dir)
 }
 
 /// The offset of a stdout/stderr frame (named runs always carry it).
@@ -230,15 +243,8 @@ async fn a_post_after_the_end_returns_the_stored_result() {
 /// code then says so. (That it is kept until then is `a_post_after_the_end_returns_the_stored_result`'s part.)
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ended_run_is_forgotten_after_retain() {
-    let state = tempfile::tempdir().unwrap();
-    let state_dir = state.path().join("state");
     // --run-memory 0: every run spills, so that forgetting has a file to remove.
-    let server = server()
-        .arg("--state-dir", &state_dir.display().to_string())
-        .arg("--retain", "1")
-        .arg("--run-memory", "0")
-        .start()
-        .await;
+    let (server, _state, state_dir) = spilling_server("0", &[("--retain", "1")]).await;
     let reply = server.exec(json!({"cmd": ["sh", "-c", "head -c 300000 /dev/zero"], "run_id": "brief"})).await;
     assert_eq!(reply.exit_code, 0);
     let spilled = || std::fs::read_dir(&state_dir).unwrap().count();
@@ -430,19 +436,11 @@ async fn replay_from_offsets_is_the_exact_rest_of_each_stream() {
 /// forgotten; beyond --run-log-max the middle is dropped and announced; the folder goes at exit.
 #[tokio::test(flavor = "multi_thread")]
 async fn large_output_spills_to_disk_and_is_cleaned_up() {
-    let state = tempfile::tempdir().unwrap();
-    let state_dir = state.path().join("state");
-    let server =
-        // --max-output as low as the cap: the log is never smaller than --max-output (a named reply keeps what an
-        // unnamed one would), so a cap below the default 16 MiB needs it lowered too.
-        server()
-            .arg("--state-dir", &state_dir.display().to_string())
-            .arg("--run-log-max", "600000")
-            .arg("--max-output", "600000")
-            // 256 KiB of memory for every run's log: beyond it a stream spills.
-            .arg("--run-memory", "262144")
-            .start()
-            .await;
+    // 256 KiB of memory for every run's log: beyond it a stream spills. --max-output as low as the cap: the log is
+    // never smaller than --max-output (a named reply keeps what an unnamed one would), so a cap below the default
+    // 16 MiB needs it lowered too.
+    let (server, _state, state_dir) =
+        spilling_server("262144", &[("--run-log-max", "600000"), ("--max-output", "600000")]).await;
     let files = || -> Vec<(String, u64)> {
         let mut files: Vec<(String, u64)> = std::fs::read_dir(&state_dir)
             .map(|entries| {
@@ -496,14 +494,7 @@ async fn large_output_spills_to_disk_and_is_cleaned_up() {
 /// process of its own and checks that its RSS stays flat.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_thousand_runs_stay_within_max_runs() {
-    let state = tempfile::tempdir().unwrap();
-    let state_dir = state.path().join("state");
-    let server = server()
-        .arg("--state-dir", &state_dir.display().to_string())
-        .arg("--max-runs", "20")
-        .arg("--run-memory", "262144")
-        .start()
-        .await;
+    let (server, _state, state_dir) = spilling_server("262144", &[("--max-runs", "20")]).await;
     let mut most_files = 0;
     for i in 0..1000 {
         let cmd = if i % 10 == 0 { "head -c 300000 /dev/zero" } else { "echo short" };

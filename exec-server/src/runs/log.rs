@@ -584,12 +584,18 @@ mod tests {
         assert!(log.read(5, 100).is_err());
     }
 
+    /// A log (capped at `cap`) that spilled `bytes` at once, all written, its run ended.
+    fn spilled(name: &str, cap: u64, bytes: &[u8]) -> StreamLog {
+        let path = std::env::temp_dir().join(format!("runlog-test-{}-{name}", std::process::id()));
+        let mut log = StreamLog::new(cap, Budget::new(0), path);
+        append(&mut log, bytes).unwrap();
+        log.seal();
+        log
+    }
+
     #[test]
     fn a_file_read_overtaken_by_the_rolling_tail_is_not_kept() {
-        let path = std::env::temp_dir().join(format!("runlog-test-{}-overtaken", std::process::id()));
-        let mut log = StreamLog::new(20, Budget::new(4), path);
-        append(&mut log, b"0123456789abcdef").unwrap();
-        log.seal();
+        let mut log = spilled("overtaken", 20, b"0123456789abcdef");
         let Found::File(read) = log.read(12, 4).unwrap() else { panic!("offset 12 is in the spill file") };
         assert!(log.still_kept(12));
         // Offset 12 sits at position 12 of the ring (head 10, tail 10); 10 more bytes overwrite it.
@@ -601,10 +607,7 @@ mod tests {
 
     #[test]
     fn a_read_from_the_file_stops_where_the_unwritten_chunks_begin() {
-        let path = std::env::temp_dir().join(format!("runlog-test-{}-unwritten", std::process::id()));
-        let mut log = StreamLog::new(1000, Budget::new(8), path);
-        append(&mut log, b"01234").unwrap();
-        log.seal();
+        let mut log = spilled("unwritten", 1000, b"01234");
         // Not written yet: in memory only.
         log.append(Bytes::from_static(b"56789")).unwrap();
         let Found::File(read) = log.read(2, 100).unwrap() else { panic!("offset 2 is in the spill file") };
