@@ -44,8 +44,9 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
         Ok(response) => {
             // Only a server that said it keeps the run is asked to forget it (see `Run::should_forget`).
             let kept = response.headers().contains_key(protocol::RUN_KEPT_HEADER);
-            match blocking_reply(target, settings, response).await {
-                Ok((exit, ended_with)) => {
+            let mut ended_with = None;
+            match blocking_reply(target, settings, response, &mut ended_with).await {
+                Ok(exit) => {
                     run.live = false;
                     if kept {
                         run.kept();
@@ -76,21 +77,11 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
     resume::follow(&how, run, &mut output, &mut errors, Step::Reattach, Some(lost)).await
 }
 
-/// The reply of `POST /exec`, reproduced, with the reply's size when all of it was written (it stands for the
-/// output's: escaped JSON is at least as large; see [`Run::should_forget`]); `Err` when the connection was lost
-/// while reading it: why, and how many bytes of stdout were written meanwhile (the command's first ones: see
+/// The reply of `POST /exec`, reproduced; `written_all` gets the reply's size once all of it was written (it stands
+/// for the output's: escaped JSON is at least as large; see [`Run::should_forget`]). `Err` when the connection was
+/// lost while reading it: why, and how many bytes of stdout were written meanwhile (the command's first ones: see
 /// [`crate::body::read_reply`]).
 async fn blocking_reply(
-    target: &Target,
-    settings: &CallSettings,
-    response: reqwest::Response,
-) -> Result<(ClientExit, Option<u64>), (String, u64)> {
-    let mut written_all = None;
-    let exit = write_reply(target, settings, response, &mut written_all).await?;
-    Ok((exit, written_all))
-}
-
-async fn write_reply(
     target: &Target,
     settings: &CallSettings,
     response: reqwest::Response,

@@ -168,10 +168,8 @@ async fn until_interrupted(work: impl std::future::Future<Output = ClientExit>) 
 /// with `DELETE /runs/{id}`: at once, not when the server's reattach window passes. One that ended with much output,
 /// all of it written here, is forgotten the same way (see [`sidecar_exec::resume::FORGET_ABOVE`]).
 async fn release(target: &Target, run: &Run) {
-    match &run.id {
-        Some(id) if run.needs_cancel() => runs::cancel(target, id).await,
-        Some(id) if run.should_forget() => runs::forget(target, id).await,
-        _ => {}
+    if let (Some(id), true) = (&run.id, run.needs_cancel() || run.should_forget()) {
+        runs::delete(target, id).await;
     }
 }
 

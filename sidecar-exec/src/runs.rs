@@ -21,19 +21,11 @@ pub const CANCEL_WITHIN: Duration = Duration::from_secs(3);
 /// hundred bytes plus its argv.
 const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
 
-/// `DELETE /runs/{id}`: ends the run by the server's policy now rather than when the window passes. Best effort,
-/// within [`CANCEL_WITHIN`]: the client exits with its own code whatever the answer.
-pub async fn cancel(target: &Target, id: &RunId) {
-    delete(target, id).await;
-}
-
-/// `DELETE /runs/{id}` of a run that ended and whose output this client has: the server forgets it (see
-/// [`crate::resume::FORGET_ABOVE`]). Best effort, as [`cancel`]: a run not forgotten is kept until `--retain`.
-pub async fn forget(target: &Target, id: &RunId) {
-    delete(target, id).await;
-}
-
-async fn delete(target: &Target, id: &RunId) {
+/// `DELETE /runs/{id}`: a run that may still be running is ended by the server's policy now rather than when the
+/// window passes; one that ended, and whose output this client has, is forgotten (see
+/// [`crate::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
+/// whatever the answer, and a run not reached is stopped by the window or forgotten after `--retain`.
+pub async fn delete(target: &Target, id: &RunId) {
     let Ok(client) = http_client(false, target.socket.as_deref()) else { return };
     let request = authorized(client.delete(target.endpoint(&format!("/runs/{id}"))), target, None);
     let _ = tokio::time::timeout(CANCEL_WITHIN, request.send()).await;

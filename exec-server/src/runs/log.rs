@@ -72,11 +72,11 @@ pub const ALLOCATE_STEP: u64 = 8 * 1024 * 1024;
 /// Where a stream's bytes are kept.
 #[derive(Debug)]
 enum Store {
-    /// The kept chunks are all in `recent`, charged to the budget.
+    /// The kept chunks are all in `head_chunks` and `recent`, charged to the budget.
     Memory,
-    /// The spill file (shared with the writes and reads made outside the run's lock) and its path (removed when the
+    /// The spill file at `spill_path`, shared with the writes and reads made outside the run's lock (removed when the
     /// log is dropped, i.e. when its run is forgotten).
-    File(Arc<File>, PathBuf),
+    File(Arc<File>),
 }
 
 /// A stream of one named run. It lives under its run's lock; the writes to the spill file and the reads from it are
@@ -265,10 +265,7 @@ impl StreamLog {
 
     /// The spill file, if the stream spilled.
     pub fn spill_file(&self) -> Option<&PathBuf> {
-        match &self.store {
-            Store::File(_, path) => Some(path),
-            Store::Memory => None,
-        }
+        matches!(self.store, Store::File(_)).then_some(&self.spill_path)
     }
 
     /// Where offset `offset` (kept) lives in the store.
@@ -311,25 +308,21 @@ impl StreamLog {
         if chunk.is_empty() {
             return Ok(());
         }
-        if matches!(self.store, Store::File(..)) {
-            let writes = self.plan(start, &chunk);
-            self.unwritten.extend(writes);
-            self.keep_recent(start, chunk);
-            return Ok(());
-        }
-        let cost = chunk.len() as u64 + CHUNK_OVERHEAD;
-        if self.budget.charge(cost) {
-            self.charged += cost;
-            if start < self.head {
-                self.head_chunks.push_back((start, chunk));
-            } else {
-                self.keep_recent(start, chunk);
+        if matches!(self.store, Store::Memory) {
+            let cost = chunk.len() as u64 + CHUNK_OVERHEAD;
+            if self.budget.charge(cost) {
+                self.charged += cost;
+                if start < self.head {
+                    self.head_chunks.push_back((start, chunk));
+                } else {
+                    self.keep_recent(start, chunk);
+                }
+                self.let_go_of_the_middle();
+                self.written = self.total;
+                return Ok(());
             }
-            self.let_go_of_the_middle();
-            self.written = self.total;
-            return Ok(());
+            self.spill()?;
         }
-        self.spill()?;
         let writes = self.plan(start, &chunk);
         self.unwritten.extend(writes);
         self.keep_recent(start, chunk);
@@ -358,7 +351,7 @@ impl StreamLog {
 
     /// The writes of everything appended so far, for the writer to make outside the lock.
     pub fn take_writes(&mut self) -> Pending {
-        let Store::File(file, _) = &self.store else { return Pending { end: self.total, ..Pending::default() } };
+        let Store::File(file) = &self.store else { return Pending { end: self.total, ..Pending::default() } };
         let writes = std::mem::take(&mut self.unwritten);
         let end = writes.iter().map(|(position, bytes)| position + bytes.len() as u64).max().unwrap_or(0);
         let allocate = (end > self.allocated).then(|| {
@@ -390,7 +383,7 @@ impl StreamLog {
     /// The run has ended and every write is done: a spilled stream lets go of its recent chunks (the file has them
     /// all); one in memory keeps them, they are its store.
     pub fn seal(&mut self) {
-        if matches!(self.store, Store::File(..)) && self.written >= self.total {
+        if matches!(self.store, Store::File(_)) && self.written >= self.total {
             self.recent.clear();
             self.recent_len = 0;
         }
@@ -411,7 +404,7 @@ impl StreamLog {
         }
         self.written = 0;
         self.budget.release(std::mem::take(&mut self.charged));
-        self.store = Store::File(Arc::new(file), self.spill_path.clone());
+        self.store = Store::File(Arc::new(file));
         Ok(())
     }
 
@@ -438,8 +431,8 @@ impl StreamLog {
         match &self.store {
             // In memory every kept byte is in a chunk: only bytes a failed spill did not keep are missing.
             Store::Memory => Err(not_kept()),
-            Store::File(..) if self.failed_at.is_some_and(|failed| offset >= failed) => Err(not_kept()),
-            Store::File(file, _) => Ok(Found::File(FileRead { file: file.clone(), position, len })),
+            Store::File(_) if self.failed_at.is_some_and(|failed| offset >= failed) => Err(not_kept()),
+            Store::File(file) => Ok(Found::File(FileRead { file: file.clone(), position, len })),
         }
     }
 
@@ -467,13 +460,13 @@ fn slice_of(chunks: &VecDeque<(u64, Bytes)>, offset: u64, len: u64) -> Option<By
 }
 
 impl Drop for StreamLog {
-    /// Gives its memory back to the budget and removes the spill file: its name at once; its pages, which closing a large file frees from the page cache
-    /// (~15 ms for 224 MiB), on a blocking thread when there is a runtime: not in the request that forgot the run,
-    /// nor under the registry's lock when the sweeper forgets many.
+    /// Gives its memory back to the budget and removes the spill file: its name at once; its pages, which closing
+    /// a large file frees from the page cache (~15 ms for 224 MiB), on a blocking thread when there is a runtime:
+    /// not in the request that forgot the run, nor under the registry's lock when the sweeper forgets many.
     fn drop(&mut self) {
         self.budget.release(std::mem::take(&mut self.charged));
-        let Store::File(file, path) = std::mem::replace(&mut self.store, Store::Memory) else { return };
-        let _ = std::fs::remove_file(&path);
+        let Store::File(file) = std::mem::replace(&mut self.store, Store::Memory) else { return };
+        let _ = std::fs::remove_file(&self.spill_path);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             drop(runtime.spawn_blocking(move || drop(file)));
         }

@@ -9,8 +9,8 @@ pub mod signals;
 mod state_dir;
 mod writer;
 
-pub use log::{Budget, Read, StreamLog, MEMORY_PER_STREAM};
-pub use run::{Attachment, Follower, Run, RunEnd, PACE_LAG};
+pub use log::{Budget, Read, StreamLog};
+pub use run::{Attachment, Run, RunEnd};
 pub use writer::SpillWriter;
 
 use std::collections::HashMap;
