@@ -1,5 +1,5 @@
 //! Wire types shared by `exec-server` and `sidecar-exec`: the exec request and reply, the stream frames with their
-//! encoder, the health/info bodies, the one runtime → commands table, and how the bearer token is read.
+//! encoder, the health/info bodies, the one runtime → commands table, how the bearer token is read, and the contract's variable names.
 //!
 //! Everything here is a compatible superset of the build-sidecar HTTP contract: fields that older peers do not know
 //! are optional on the way in and additive on the way out.
@@ -16,6 +16,7 @@ pub mod shell;
 pub mod sse;
 pub mod text;
 pub mod token;
+pub mod vars;
 
 pub use codes::{ErrorCode, StoppedBy};
 pub use exec::{
