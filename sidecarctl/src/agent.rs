@@ -10,8 +10,8 @@ use bollard::query_parameters::{AttachContainerOptionsBuilder, WaitContainerOpti
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use crate::engine::{Engine, EngineError};
-use crate::signals::{unless_stopped, Interrupts};
+use crate::engine::{ContainerEngine, EngineError};
+use crate::signals::{unless_stopped, StopLevels};
 
 /// How the agent ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -51,12 +51,12 @@ impl Drop for RawMode {
 
 /// Attaches to the created (not yet started) container `name`, starts it, and waits for its end.
 pub async fn run_attached(
-    engine: &Engine,
+    engine: &ContainerEngine,
     name: &str,
     tty: bool,
     stdin: bool,
     grace: Duration,
-    signals: &Interrupts,
+    signals: &StopLevels,
 ) -> Result<AgentEnd, EngineError> {
     let docker = engine.docker();
     let options =
@@ -110,7 +110,7 @@ pub async fn run_attached(
 }
 
 /// The container's exit code once it is not running.
-async fn wait(engine: &Engine, name: &str) -> Result<i64, EngineError> {
+async fn wait(engine: &ContainerEngine, name: &str) -> Result<i64, EngineError> {
     let options = WaitContainerOptionsBuilder::default().condition("not-running").build();
     let mut stream = engine.docker().wait_container(name, Some(options));
     match stream.next().await {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use crate::engine::{run_filter, Engine, EngineError};
+use crate::engine::{run_filter, ContainerEngine, EngineError};
 use crate::names::{LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_TOKEN_DIR, ROLE_AGENT};
 use crate::token;
 
@@ -20,7 +20,7 @@ pub struct Removed {
 }
 
 /// Removes everything labelled with run `run`.
-pub async fn remove_run(engine: &Engine, run: &str, grace: Duration) -> Result<Removed, EngineError> {
+pub async fn remove_run(engine: &ContainerEngine, run: &str, grace: Duration) -> Result<Removed, EngineError> {
     let filter = [run_filter(run)];
     let containers = engine.containers(&filter).await?;
     let name_of = |c: &bollard::models::ContainerSummary| {
@@ -60,7 +60,7 @@ pub async fn remove_run(engine: &Engine, run: &str, grace: Duration) -> Result<R
 }
 
 /// The ids of every run that has a container or a network on this engine.
-pub async fn runs(engine: &Engine) -> Result<Vec<String>, EngineError> {
+pub async fn runs(engine: &ContainerEngine) -> Result<Vec<String>, EngineError> {
     let managed = [format!("{LABEL_MANAGED}=true")];
     let mut runs: BTreeSet<String> = engine
         .containers(&managed)

@@ -113,7 +113,7 @@ fn api(what: impl Into<String>) -> impl FnOnce(ApiError) -> EngineError {
 
 /// One connection to the engine.
 #[derive(Clone)]
-pub struct Engine {
+pub struct ContainerEngine {
     docker: Docker,
 }
 
@@ -124,10 +124,10 @@ pub struct ExecOutput {
     pub output: String,
 }
 
-impl Engine {
+impl ContainerEngine {
     /// `--engine` beats `DOCKER_HOST`; otherwise the first existing default socket. The API version is
     /// negotiated, so an older engine (Podman 4 speaks 1.41) is addressed in its own version.
-    pub async fn connect(url: Option<&str>) -> Result<Engine, EngineError> {
+    pub async fn connect(url: Option<&str>) -> Result<ContainerEngine, EngineError> {
         let url = match url.map(str::to_owned).or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty())) {
             Some(url) => url,
             None => {
@@ -140,7 +140,7 @@ impl Engine {
         let docker = Docker::connect_with_host(&url).map_err(connect_error)?;
         let docker = docker.negotiate_version().await.map_err(connect_error)?;
         docker.ping().await.map_err(connect_error)?;
-        Ok(Engine { docker })
+        Ok(ContainerEngine { docker })
     }
 
     pub fn docker(&self) -> &Docker {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bollard::models::{HealthConfig, HealthStatusEnum};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::{ContainerEngine, EngineError};
 use crate::model::Sidecar;
 use crate::progress::Progress;
 
@@ -70,7 +70,7 @@ pub fn health_command(profile: Option<&[String]>, image: Option<&HealthConfig>) 
 
 /// Waits until `container` (the builder of `sidecar`) is healthy; returns how long it took.
 pub async fn wait_healthy(
-    engine: &Engine,
+    engine: &ContainerEngine,
     container: &str,
     sidecar: &Sidecar,
     command: &[String],

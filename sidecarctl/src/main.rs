@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use sidecarctl::emit::{self, EmitOptions};
-use sidecarctl::engine::Engine;
+use sidecarctl::engine::{ContainerEngine, EngineError};
 use sidecarctl::up::{up, UpOptions, EXIT_FAILED};
 use sidecarctl::{compose, down, kube, logs, ps};
 
@@ -64,12 +64,39 @@ fn main() -> ExitCode {
     std::process::exit(code)
 }
 
+/// Why `ps`, `logs` or `down` failed.
+#[derive(Debug)]
+enum CommandError {
+    Engine(EngineError),
+    /// `logs RUN [RT]` found nothing to print.
+    NoContainer {
+        run: String,
+        runtime: Option<String>,
+    },
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandError::Engine(e) => e.fmt(f),
+            CommandError::NoContainer { run, runtime: None } => write!(f, "no container of run '{run}'"),
+            CommandError::NoContainer { run, runtime: Some(rt) } => write!(f, "no container of run '{run}' for {rt}"),
+        }
+    }
+}
+
+impl From<EngineError> for CommandError {
+    fn from(e: EngineError) -> Self {
+        CommandError::Engine(e)
+    }
+}
+
 async fn run(command: Command) -> i32 {
     match command {
         Command::Up(options) => up(options).await,
         Command::Ps(engine) => {
             report(async {
-                let rows = ps::rows(&connect(engine).await?).await.map_err(|e| e.to_string())?;
+                let rows = ps::rows(&connect(engine).await?).await?;
                 print!("{}", ps::render(&rows));
                 Ok(())
             })
@@ -77,14 +104,9 @@ async fn run(command: Command) -> i32 {
         }
         Command::Logs { engine, follow, run, runtime } => {
             report(async {
-                let found = logs::logs(&connect(engine).await?, &run, runtime.as_deref(), follow)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let found = logs::logs(&connect(engine).await?, &run, runtime.as_deref(), follow).await?;
                 if found == 0 {
-                    return Err(format!(
-                        "no container of run '{run}'{}",
-                        runtime.map(|r| format!(" for {r}")).unwrap_or_default()
-                    ));
+                    return Err(CommandError::NoContainer { run, runtime });
                 }
                 Ok(())
             })
@@ -97,12 +119,10 @@ async fn run(command: Command) -> i32 {
                 let engine = connect(engine).await?;
                 let runs = match run {
                     Some(run) => vec![run],
-                    None => down::runs(&engine).await.map_err(|e| e.to_string())?,
+                    None => down::runs(&engine).await?,
                 };
                 for run in runs {
-                    let removed = down::remove_run(&engine, &run, Duration::from_secs(stop_grace))
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let removed = down::remove_run(&engine, &run, Duration::from_secs(stop_grace)).await?;
                     eprintln!(
                         "sidecarctl: removed run {run}: {} containers, {} network",
                         removed.containers, removed.networks
@@ -115,11 +135,11 @@ async fn run(command: Command) -> i32 {
     }
 }
 
-async fn connect(option: EngineOption) -> Result<Engine, String> {
-    Engine::connect(option.engine.as_deref()).await.map_err(|e| e.to_string())
+async fn connect(option: EngineOption) -> Result<ContainerEngine, EngineError> {
+    ContainerEngine::connect(option.engine.as_deref()).await
 }
 
-async fn report(work: impl std::future::Future<Output = Result<(), String>>) -> i32 {
+async fn report(work: impl std::future::Future<Output = Result<(), CommandError>>) -> i32 {
     match work.await {
         Ok(()) => 0,
         Err(e) => {

@@ -19,9 +19,9 @@ pub const ROLE_NETWORK: &str = "build-network";
 pub const ROLE_BUILDER: &str = "build-sidecar";
 pub const ROLE_AGENT: &str = "agent";
 
-/// A run's id: `--name`, or 8 random hex digits.
+/// A run's name, in every object's name and label: `--name`, or 8 random hex digits.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunId(String);
+pub struct RunName(String);
 
 /// `--name` must make valid container and network names: letters, digits, `-`, `_`, `.`, starting alphanumeric.
 #[derive(Debug, PartialEq, Eq)]
@@ -33,17 +33,17 @@ impl std::fmt::Display for BadRunName {
     }
 }
 
-impl RunId {
-    pub fn random() -> RunId {
-        RunId(random_hex(4))
+impl RunName {
+    pub fn random() -> RunName {
+        RunName(random_hex(4))
     }
 
-    pub fn named(name: &str) -> Result<RunId, BadRunName> {
+    pub fn named(name: &str) -> Result<RunName, BadRunName> {
         let valid = name.len() <= 48
             && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
             && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
         if valid {
-            Ok(RunId(name.to_owned()))
+            Ok(RunName(name.to_owned()))
         } else {
             Err(BadRunName(name.to_owned()))
         }
@@ -80,7 +80,7 @@ impl RunId {
     }
 }
 
-impl std::fmt::Display for RunId {
+impl std::fmt::Display for RunName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
@@ -99,7 +99,7 @@ mod tests {
 
     #[test]
     fn names_and_labels() {
-        let id = RunId::named("ci-1").unwrap();
+        let id = RunName::named("ci-1").unwrap();
         assert_eq!(id.network(), "sidecarctl-ci-1");
         assert_eq!(id.builder(Runtime::Node), "sidecarctl-ci-1-builder-node");
         assert_eq!(id.agent(), "sidecarctl-ci-1-agent");
@@ -108,10 +108,10 @@ mod tests {
         assert_eq!(labels[LABEL_RUNTIME], "go");
         assert_eq!(labels[LABEL_ROLE], "build-sidecar");
         for bad in ["", "-x", "a b", "a/b", &"x".repeat(49)] {
-            assert_eq!(RunId::named(bad), Err(BadRunName(bad.to_owned())));
+            assert_eq!(RunName::named(bad), Err(BadRunName(bad.to_owned())));
         }
-        let random = RunId::random();
+        let random = RunName::random();
         assert_eq!(random.as_str().len(), 8);
-        assert_ne!(random, RunId::random());
+        assert_ne!(random, RunName::random());
     }
 }

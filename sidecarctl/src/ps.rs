@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use bollard::models::HealthStatusEnum;
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::{ContainerEngine, EngineError};
 use crate::gate::{health_command, PROBE_TIMEOUT};
 use crate::names::{LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_RUNTIME, ROLE_BUILDER};
 
@@ -21,7 +21,7 @@ pub struct Row {
     pub health: String,
 }
 
-pub async fn rows(engine: &Engine) -> Result<Vec<Row>, EngineError> {
+pub async fn rows(engine: &ContainerEngine) -> Result<Vec<Row>, EngineError> {
     let mut rows = Vec::new();
     for summary in engine.containers(&[format!("{LABEL_MANAGED}=true")]).await? {
         let labels = summary.labels.clone().unwrap_or_default();
@@ -51,7 +51,7 @@ pub async fn rows(engine: &Engine) -> Result<Vec<Row>, EngineError> {
     Ok(rows)
 }
 
-async fn health(engine: &Engine, container: &str) -> String {
+async fn health(engine: &ContainerEngine, container: &str) -> String {
     let Ok(inspected) = engine.inspect(container).await else { return "unknown".into() };
     if inspected.state.and_then(|s| s.health).and_then(|h| h.status) == Some(HealthStatusEnum::HEALTHY) {
         return "healthy".into();

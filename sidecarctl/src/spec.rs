@@ -6,14 +6,14 @@ use std::collections::HashMap;
 use bollard::models::{ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, ResourcesUlimits};
 
 use crate::model::{Run, Sidecar};
-use crate::names::{RunId, LABEL_TOKEN_DIR, ROLE_AGENT, ROLE_BUILDER};
+use crate::names::{RunName, LABEL_TOKEN_DIR, ROLE_AGENT, ROLE_BUILDER};
 use crate::token;
 
 /// What a container needs beyond the run: who the caller is and where its token file is on the host.
 #[derive(Debug, Clone)]
 pub struct Context<'a> {
     pub run: &'a Run,
-    pub id: &'a RunId,
+    pub id: &'a RunName,
     /// `uid:gid` of the caller.
     pub caller: String,
     /// The token folder (label for `down`), if the run has a token.

@@ -7,7 +7,7 @@ fn run(yaml: &str, options: RunOptions) -> Run {
     Run::build(&options, Profile::parse(yaml, "t").unwrap(), &std::env::temp_dir()).unwrap()
 }
 
-fn context<'a>(run: &'a Run, id: &'a RunId) -> Context<'a> {
+fn context<'a>(run: &'a Run, id: &'a RunName) -> Context<'a> {
     Context { run, id, caller: "2345:2346".into(), token_dir: Some("/run/user/2345/sidecarctl/r1".into()) }
 }
 
@@ -30,7 +30,7 @@ tool_backends:
 fn a_builder_is_hardened_private_and_labelled() {
     let mut r = run(PROFILE, RunOptions::default());
     r.ulimits = vec![Ulimit { name: "nofile".into(), soft: 4096, hard: 4096 }];
-    let id = RunId::named("r1").unwrap();
+    let id = RunName::named("r1").unwrap();
     let ctx = context(&r, &id);
     let body = builder(&ctx, &r.sidecars[0], Some("/host/token"));
     assert_eq!(body.image.as_deref(), Some("my-node"));
@@ -82,7 +82,7 @@ fn a_builder_is_hardened_private_and_labelled() {
 #[test]
 fn the_agent_gets_the_contract_the_token_and_the_workspace() {
     let r = run(PROFILE, RunOptions::default());
-    let id = RunId::named("r1").unwrap();
+    let id = RunName::named("r1").unwrap();
     let ctx = context(&r, &id);
     let spec = AgentSpec {
         image: "sidecar-agent".into(),

@@ -15,15 +15,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{run_attached, AgentEnd};
 use crate::down::remove_run;
-use crate::engine::{Engine, EngineError};
+use crate::engine::{ContainerEngine, EngineError};
 use crate::gate::{health_command, wait_healthy, GateError};
 use crate::model::{ModelError, Run, SshBackend};
-use crate::names::{BadRunName, RunId, ROLE_NETWORK};
+use crate::names::{BadRunName, RunName, ROLE_NETWORK};
 use crate::options::RunOptions;
 use crate::progress::Progress;
-use crate::signals::{unless_stopped, Interrupts};
+use crate::signals::{unless_stopped, StopLevels};
 use crate::spec::{self, AgentSpec, Context};
-use crate::token::{Token, TokenError};
+use crate::token::{RunToken, TokenError};
 
 #[derive(Args, Debug, Clone)]
 pub struct UpOptions {
@@ -123,18 +123,18 @@ pub async fn up(options: UpOptions) -> i32 {
     for warning in &run.warnings {
         progress.step(&format!("warning: {warning}"));
     }
-    let id = match options.name.as_deref().map(RunId::named).transpose() {
-        Ok(id) => id.unwrap_or_else(RunId::random),
+    let id = match options.name.as_deref().map(RunName::named).transpose() {
+        Ok(id) => id.unwrap_or_else(RunName::random),
         Err(e) => return fail(&progress, &UpError::Name(e)),
     };
-    let signals = Interrupts::install();
-    let engine = match unless_stopped(&signals.stop, Engine::connect(options.engine.as_deref())).await {
+    let signals = StopLevels::install();
+    let engine = match unless_stopped(&signals.stop, ContainerEngine::connect(options.engine.as_deref())).await {
         Some(Ok(engine)) => engine,
         Some(Err(e)) => return fail(&progress, &UpError::Engine(e)),
         None => return signals.code(),
     };
     let grace = Duration::from_secs(options.stop_grace);
-    let token = match run.token.then(|| Token::create(&id)).transpose() {
+    let token = match run.token.then(|| RunToken::create(&id)).transpose() {
         Ok(token) => token,
         Err(e) => return fail(&progress, &UpError::Token(e)),
     };
@@ -186,12 +186,12 @@ fn fail(progress: &Progress, error: &UpError) -> i32 {
 /// label names until a container exists). A second signal restarts the removal without the grace; a third
 /// abandons it and says what may be left.
 struct Teardown<'a> {
-    engine: &'a Engine,
-    id: &'a RunId,
+    engine: &'a ContainerEngine,
+    id: &'a RunName,
     grace: Duration,
     progress: &'a Progress,
-    signals: &'a Interrupts,
-    token: Option<&'a Token>,
+    signals: &'a StopLevels,
+    token: Option<&'a RunToken>,
 }
 
 impl Teardown<'_> {
@@ -234,13 +234,13 @@ struct Started {
 }
 
 async fn start(
-    engine: &Engine,
+    engine: &ContainerEngine,
     run: &Run,
-    id: &RunId,
+    id: &RunName,
     options: &UpOptions,
     progress: &Progress,
     cancel: &CancellationToken,
-    token: Option<&Token>,
+    token: Option<&RunToken>,
 ) -> Result<Started, UpError> {
     let checkpoint = || if cancel.is_cancelled() { Err(UpError::Interrupted) } else { Ok(()) };
     // The engine calls that can take long (inspect and pull: a registry may be slow or silent) end at a signal.

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sidecarctl::engine::{run_filter, Engine};
+use sidecarctl::engine::{run_filter, ContainerEngine};
 
 const IMAGES: [&str; 3] = ["sidecar-builder-python:latest", "sidecar-builder-node:latest", "sidecar-agent:latest"];
 /// Podman here may not raise limits: containers get explicit ones (Docker would not need them).
@@ -99,7 +99,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// Nothing labelled with the run is left on the engine, and its token folder is gone.
 fn assert_nothing_left(service: &Service, run: &str) {
     let (containers, networks) = runtime().block_on(async {
-        let engine = Engine::connect(Some(&service.socket())).await.unwrap();
+        let engine = ContainerEngine::connect(Some(&service.socket())).await.unwrap();
         let containers = engine.containers(&[run_filter(run)]).await.unwrap();
         let networks = engine.networks(&[run_filter(run)]).await.unwrap();
         (containers.len(), networks.len())
@@ -231,7 +231,7 @@ fn ctrl_c_during_the_gate_leaves_nothing() {
     let seen = read_until(&mut stderr, "builder sidecarctl-");
     let engine_has_builder = || {
         runtime().block_on(async {
-            let engine = Engine::connect(Some(&service.socket())).await.unwrap();
+            let engine = ContainerEngine::connect(Some(&service.socket())).await.unwrap();
             !engine.containers(&[run_filter(&run)]).await.unwrap().is_empty()
         })
     };
