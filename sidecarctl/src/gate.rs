@@ -10,15 +10,12 @@ use bollard::models::{HealthConfig, HealthStatusEnum};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{ContainerEngine, EngineError};
-use crate::model::Sidecar;
+use crate::plan::{Health, HEALTH_INTERVAL, HEALTH_TIMEOUT, IMAGE_HEALTH_TEST};
 use crate::progress::Progress;
+use crate::runtime::Runtime;
 
-/// The seed's 2 s, after the quick first checks.
-pub const INTERVAL: Duration = Duration::from_secs(2);
 const FIRST_CHECKS: [Duration; 4] =
     [Duration::from_millis(100), Duration::from_millis(200), Duration::from_millis(400), Duration::from_millis(800)];
-/// One health command may take this long (compose's `timeout: 3s`).
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(Debug)]
 pub enum GateError {
@@ -60,7 +57,7 @@ pub fn health_command(profile: Option<&[String]>, image: Option<&HealthConfig>) 
         .map(<[String]>::to_vec)
         .or_else(|| image.and_then(|h| h.test.clone()))
         .filter(|t| !t.is_empty() && t[0] != "NONE")
-        .unwrap_or_else(|| vec!["CMD".into(), "exec-server".into(), "-healthcheck".into()]);
+        .unwrap_or_else(|| IMAGE_HEALTH_TEST.map(str::to_owned).to_vec());
     match test[0].as_str() {
         "CMD" => test[1..].to_vec(),
         "CMD-SHELL" => vec!["/bin/sh".into(), "-c".into(), test[1..].join(" ")],
@@ -68,18 +65,19 @@ pub fn health_command(profile: Option<&[String]>, image: Option<&HealthConfig>) 
     }
 }
 
-/// Waits until `container` (the builder of `sidecar`) is healthy; returns how long it took.
+/// Waits until `container` (the builder of `runtime`) is healthy; returns how long it took.
 pub async fn wait_healthy(
     engine: &ContainerEngine,
     container: &str,
-    sidecar: &Sidecar,
+    runtime: Runtime,
+    health: &Health,
     command: &[String],
     progress: &Progress,
     cancel: &CancellationToken,
 ) -> Result<Duration, GateError> {
     let start = Instant::now();
-    let deadline = start + sidecar.ready_timeout();
-    let runtime = sidecar.runtime.to_string();
+    let deadline = start + health.ready_timeout();
+    let runtime = runtime.to_string();
     for check in 0usize.. {
         let state = engine.inspect(container).await?.state.unwrap_or_default();
         if state.running != Some(true) {
@@ -90,24 +88,24 @@ pub async fn wait_healthy(
         if state.health.and_then(|h| h.status) == Some(HealthStatusEnum::HEALTHY) {
             return Ok(start.elapsed());
         }
-        let last_output = match tokio::time::timeout(PROBE_TIMEOUT, engine.exec(container, command.to_vec())).await {
+        let last_output = match tokio::time::timeout(HEALTH_TIMEOUT, engine.exec(container, command.to_vec())).await {
             Ok(Ok(probe)) if probe.exit_code == Some(0) => return Ok(start.elapsed()),
             Ok(Ok(probe)) => probe.output,
             // The container may have stopped between the inspect and the exec: the next inspect says so.
             Ok(Err(e)) => e.to_string(),
-            Err(_) => format!("the health command took more than {}s", PROBE_TIMEOUT.as_secs()),
+            Err(_) => format!("the health command took more than {}s", HEALTH_TIMEOUT.as_secs()),
         };
         let now = Instant::now();
         if now >= deadline {
-            return Err(GateError::Timeout { runtime, seconds: sidecar.ready_timeout, last_output });
+            return Err(GateError::Timeout { runtime, seconds: health.ready_timeout, last_output });
         }
         progress.status(&format!(
             "waiting for builder-{runtime} to be healthy: {:.1}s of {}s (last: {})",
             start.elapsed().as_secs_f64(),
-            sidecar.ready_timeout,
+            health.ready_timeout,
             last_output.lines().last().unwrap_or("").trim()
         ));
-        let pause = FIRST_CHECKS.get(check).copied().unwrap_or(INTERVAL).min(deadline - now);
+        let pause = FIRST_CHECKS.get(check).copied().unwrap_or(HEALTH_INTERVAL).min(deadline - now);
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = cancel.cancelled() => return Err(GateError::Cancelled),

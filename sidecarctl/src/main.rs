@@ -5,10 +5,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sidecarctl::emit::{self, EmitOptions};
 use sidecarctl::engine::{ContainerEngine, EngineError};
+use sidecarctl::render::emit::{self, EmitOptions};
+use sidecarctl::render::{compose, kube};
 use sidecarctl::up::{up, UpOptions, EXIT_FAILED};
-use sidecarctl::{compose, down, kube, logs, ps};
+use sidecarctl::{down, logs, ps};
 
 #[derive(Parser)]
 #[command(name = "sidecarctl", version, about = "Run an agent container with its build sidecars (Docker or Podman)")]

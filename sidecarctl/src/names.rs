@@ -57,12 +57,17 @@ impl RunName {
         format!("sidecarctl-{}", self.0)
     }
 
+    /// The engine's name of the planned container `planned` (`builder-RT`, `agent`).
+    pub fn container(&self, planned: &str) -> String {
+        format!("sidecarctl-{}-{planned}", self.0)
+    }
+
     pub fn builder(&self, runtime: Runtime) -> String {
-        format!("sidecarctl-{}-builder-{runtime}", self.0)
+        self.container(&runtime.alias())
     }
 
     pub fn agent(&self) -> String {
-        format!("sidecarctl-{}-agent", self.0)
+        self.container("agent")
     }
 
     /// The labels of one object of this run.

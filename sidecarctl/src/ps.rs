@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use bollard::models::HealthStatusEnum;
 
 use crate::engine::{ContainerEngine, EngineError};
-use crate::gate::{health_command, PROBE_TIMEOUT};
+use crate::gate::health_command;
 use crate::names::{LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_RUNTIME, ROLE_BUILDER};
+use crate::plan::HEALTH_TIMEOUT;
 
 /// One line of the listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +58,7 @@ async fn health(engine: &ContainerEngine, container: &str) -> String {
         return "healthy".into();
     }
     let command = health_command(None, inspected.config.and_then(|c| c.healthcheck).as_ref());
-    match tokio::time::timeout(PROBE_TIMEOUT, engine.exec(container, command)).await {
+    match tokio::time::timeout(HEALTH_TIMEOUT, engine.exec(container, command)).await {
         Ok(Ok(probe)) if probe.exit_code == Some(0) => "healthy".into(),
         Ok(Ok(_)) => "unhealthy".into(),
         _ => "unknown".into(),

@@ -1,6 +1,7 @@
 //! The per-run bearer token: random, in a file the run creates (mode 0600, owned by the caller), bound read-only
-//! into every container; builders read it as `EXEC_SERVER_TOKEN_FILE`, the agent as `SIDECAR_TOKEN_FILE`. So `/exec`
-//! is never open on a shared host, and the token never appears in a container's configuration (`inspect`).
+//! into every container (at the plan's token path); builders read it as `EXEC_SERVER_TOKEN_FILE`, the agent as
+//! `SIDECAR_TOKEN_FILE`. So `/exec` is never open on a shared host, and the token never appears in a container's
+//! configuration (`inspect`).
 //!
 //! A 0600 file is readable in a container only by its owner's uid. A container that runs as another numeric uid
 //! (an agent image built for uid 1000 started by root) gets its own copy owned by that uid, which only root may
@@ -12,9 +13,6 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 
 use crate::names::{random_hex, RunName};
-
-/// Where the token is seen inside every container.
-pub const CONTAINER_PATH: &str = "/run/secrets/sidecar-token";
 
 #[derive(Debug)]
 pub enum TokenError {

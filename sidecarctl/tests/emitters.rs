@@ -165,7 +165,7 @@ fn the_image_examples_are_what_the_emitters_print() {
         let first_difference = expected.lines().zip(actual.lines()).position(|(e, a)| e != a);
         assert!(
             actual == expected,
-            "{file} differs from `sidecarctl {kind}` (first at line {}): edit the emitter (sidecarctl/src/{kind}.rs) \
+            "{file} differs from `sidecarctl {kind}` (first at line {}): edit the emitter (sidecarctl/src/render/{kind}.rs) \
              or the profile, never the file, then regenerate it from the repository root:\n  \
              cargo run -q -p sidecarctl -- {kind} {} > {file}",
             first_difference.map_or_else(|| "the end".to_owned(), |i| (i + 1).to_string()),
