@@ -23,7 +23,7 @@ const USER: &str = "${SIDECAR_UID:-1000}:${SIDECAR_GID:-1000}";
 pub fn emit(run: &RunConfig, options: &EmitOptions) -> Result<String, NotRoundTrip> {
     let plan = Plan::new(run, options.agent_request(), Target::Compose);
     let workspace_text = emit::workspace_text(&options.run);
-    let workspace = format!("${{WORKSPACE:-{workspace_text}}}");
+    let workspace = workspace_source(&workspace_text);
     let ulimits = if plan.ulimits.is_empty() {
         Value::Null
     } else {
@@ -56,7 +56,7 @@ pub fn emit(run: &RunConfig, options: &EmitOptions) -> Result<String, NotRoundTr
 fn service(plan: &Plan, container: &Container, workspace: &str, ulimits: &Value) -> Value {
     let mut env = serde_norway::Mapping::new();
     for (name, value) in &container.env {
-        env.insert(s(name.clone()), s(value.clone()));
+        env.insert(s(name.clone()), literal(value));
     }
     let volumes: Vec<String> = container.mounts.iter().map(|m| volume(m, workspace)).collect();
     let agent = container.role == Role::Agent;
@@ -68,26 +68,26 @@ fn service(plan: &Plan, container: &Container, workspace: &str, ulimits: &Value)
     }
     let healthcheck = container.health.as_ref().map(|health| {
         map([
-            ("test", strings(&health.test_or_images())),
+            ("test", literals(&health.test_or_images())),
             ("interval", s(format!("{}s", HEALTH_INTERVAL.as_secs()))),
             ("timeout", s(format!("{}s", HEALTH_TIMEOUT.as_secs()))),
             ("retries", health.retries().into()),
         ])
     });
     map([
-        ("image", s(container.image.clone())),
-        ("command", opt((!container.command.is_empty()).then(|| strings(&container.command)))),
+        ("image", literal(&container.image)),
+        ("command", opt((!container.command.is_empty()).then(|| literals(&container.command)))),
         (
             "user",
             opt(match &container.user {
                 User::Image => None,
                 User::Caller => Some(s(USER)),
-                User::Given(user) => Some(s(user.clone())),
+                User::Given(user) => Some(literal(user)),
             }),
         ),
         ("group_add", opt((!container.groups.is_empty()).then(|| strings(&container.groups)))),
         ("init", opt(agent.then_some(true.into()))),
-        ("working_dir", opt(container.working_dir.clone().map(s))),
+        ("working_dir", opt(container.working_dir.as_deref().map(literal))),
         ("environment", opt((!env.is_empty()).then_some(Value::Mapping(env)))),
         ("volumes", strings(&volumes)),
         ("secrets", opt(container.token.map(|_| list([s(SECRET)])))),
@@ -101,16 +101,43 @@ fn service(plan: &Plan, container: &Container, workspace: &str, ulimits: &Value)
     ])
 }
 
-/// A volume in compose's short syntax: the workspace as `${WORKSPACE:-<as written>}` (and what is under it
-/// relative to it), other paths and volume names as they are.
+/// A volume in compose's short syntax: the workspace as [`workspace_source`] gives it (and what is under it
+/// relative to it), other paths and volume names as they are; every `$` but the workspace variable's escaped.
 fn volume(volume: &Volume, workspace: &str) -> String {
     let source = match &volume.source {
         VolumeSource::Workspace { under } if under.is_empty() => workspace.to_owned(),
-        VolumeSource::Workspace { under } => format!("{workspace}/{under}"),
-        VolumeSource::Host(path) => path.display().to_string(),
-        VolumeSource::Named(name) => name.clone(),
+        VolumeSource::Workspace { under } => format!("{workspace}/{}", escape(under)),
+        VolumeSource::Host(path) => escape(&path.display().to_string()),
+        VolumeSource::Named(name) => escape(name),
     };
-    format!("{source}:{}{}", volume.target, if volume.read_only { ":ro" } else { "" })
+    format!("{source}:{}{}", escape(&volume.target), if volume.read_only { ":ro" } else { "" })
+}
+
+/// The workspace's source: `${WORKSPACE:-<as written>}`, so `.env` can move it. A path with `$` or `}` is written
+/// as it is instead (escaped): the end of a default is the first `}`, and compose implementations disagree on
+/// escapes inside a default, so such a path could not be the variable's default safely.
+pub fn workspace_source(written: &str) -> String {
+    if written.contains(['$', '}']) {
+        escape(written)
+    } else {
+        format!("${{WORKSPACE:-{written}}}")
+    }
+}
+
+/// `text` as compose reads it back after interpolation: every `$` doubled (`$$` is compose's literal `$`). Every
+/// value sidecarctl writes goes through this but the two variables it means (`SIDECAR_UID`/`SIDECAR_GID` and
+/// `WORKSPACE`): a `$HOME` in a command or `${SECRET}` in a profile's env is the container's, never the host's
+/// of whoever runs `docker compose up`.
+pub fn escape(text: &str) -> String {
+    text.replace('$', "$$")
+}
+
+fn literal(text: &str) -> Value {
+    s(escape(text))
+}
+
+fn literals(items: &[String]) -> Value {
+    list(items.iter().map(|item| literal(item)))
 }
 
 /// Sidecarctl's role and runtime labels, so `docker ps --filter label=sidecarctl.role=build-sidecar` finds the
@@ -171,8 +198,13 @@ fn header(plan: &Plan, options: &EmitOptions, workspace_text: &str) -> String {
         );
     }
     if workspace_text != "." {
+        let movable = if workspace_source(workspace_text).starts_with("${WORKSPACE") {
+            "or WORKSPACE=/your/project in .env; "
+        } else {
+            "the path has `$` or `}`, so the file names it as it is (not through WORKSPACE); "
+        };
         text.push_str(&format!(
-            "  mkdir -p {}   # or WORKSPACE=/your/project in .env; it must exist first\n",
+            "  mkdir -p {}   # {movable}it must exist first\n",
             protocol::shell::word(workspace_text)
         ));
     }

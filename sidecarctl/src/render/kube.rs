@@ -11,7 +11,7 @@
 
 use serde_norway::Value;
 
-use super::emit::{self, list, map, opt, s, strings, EmitOptions};
+use super::emit::{self, list, map, opt, s, EmitOptions};
 use super::yaml::{self, NotRoundTrip};
 use crate::model::{RunConfig, Volume, VolumeSource};
 use crate::plan::{Container, Plan, Role, Target, BUILDER_GROUP, HEALTH_INTERVAL, HEALTH_TIMEOUT};
@@ -31,6 +31,13 @@ fn volume_name(source: &VolumeSource) -> (String, Option<String>) {
         VolumeSource::Named(name) => (label(name), None),
         VolumeSource::Host(path) => (format!("host{}", label(&path.display().to_string())), None),
     }
+}
+
+/// `text` as Kubernetes reads it back in `command`, `args` and `env[].value`, where `$(VAR)` is expanded: every `$`
+/// doubled (`$$` is its literal `$`, so `$(` can never start a reference, and a `$$` written stays two). Other
+/// fields (image, workingDir, mountPath) are not expanded and are written as they are.
+pub fn escape(text: &str) -> String {
+    text.replace('$', "$$")
 }
 
 pub fn emit(run: &RunConfig, options: &EmitOptions) -> Result<String, NotRoundTrip> {
@@ -107,7 +114,7 @@ fn container(container: &Container) -> Value {
     let env: Vec<Value> = container
         .env
         .iter()
-        .map(|(name, value)| map([("name", s(name.clone())), ("value", s(value.clone()))]))
+        .map(|(name, value)| map([("name", s(name.clone())), ("value", s(escape(value)))]))
         .collect();
     let mut mounts: Vec<Value> = container
         .mounts
@@ -134,7 +141,7 @@ fn container(container: &Container) -> Value {
     };
     let hardened =
         map([("allowPrivilegeEscalation", false.into()), ("capabilities", map([("drop", list([s("ALL")]))]))]);
-    let command = opt((!container.command.is_empty()).then(|| strings(&container.command)));
+    let command = opt((!container.command.is_empty()).then(|| list(container.command.iter().map(|a| s(escape(a))))));
     let env = opt((!env.is_empty()).then_some(Value::Sequence(env)));
     match (container.role, container.port, &container.health) {
         (Role::Builder(runtime), Some(port), Some(health)) => {

@@ -57,6 +57,43 @@ fn strings(value: &Value) -> Vec<String> {
     value.as_sequence().map(|items| items.iter().map(text).collect()).unwrap_or_default()
 }
 
+/// What compose makes of a value it interpolates, with no variable set: `$$` is `$`; any other `$` would be a
+/// variable of the machine that runs `docker compose up`, which sidecarctl never means here.
+fn compose_meaning(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' {
+            assert_eq!(chars.next(), Some('$'), "compose would interpolate {text:?}");
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What Kubernetes makes of `command`, `args` and `env[].value` (its documented expansion: `$(NAME)` is a variable
+/// reference, `$$` a literal `$`, anything else as written), with a mapping that marks every expansion.
+fn kube_meaning(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(close) = after.strip_prefix('(').and_then(|r| r.find(')')) {
+            out.push_str(&format!("<expanded {}>", &after[1..close + 1]));
+            rest = &after[close + 2..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `source:target[:ro]` → (target, read-only).
 fn short_volume(bind: &str) -> (String, bool) {
     let (rest, read_only) = match bind.strip_suffix(":ro") {
@@ -110,15 +147,20 @@ fn seen_compose(file: &str) -> Vec<Seen> {
         .iter()
         .map(|(name, service)| Seen {
             name: text(name),
-            image: text(&service["image"]),
-            command: strings(&service["command"]),
-            working_dir: service.get("working_dir").map(text),
+            image: compose_meaning(&text(&service["image"])),
+            command: strings(&service["command"]).iter().map(|a| compose_meaning(a)).collect(),
+            working_dir: service.get("working_dir").map(|w| compose_meaning(&text(w))),
             env: service
                 .get("environment")
                 .and_then(Value::as_mapping)
-                .map(|env| env.iter().map(|(k, v)| (text(k), text(v))).collect())
+                .map(|env| env.iter().map(|(k, v)| (text(k), compose_meaning(&text(v)))).collect())
                 .unwrap_or_default(),
-            mounts: strings(&service["volumes"]).iter().map(|v| short_volume(v)).collect(),
+            // The sources hold the one variable meant (`${WORKSPACE:-…}`); the targets none.
+            mounts: strings(&service["volumes"])
+                .iter()
+                .map(|v| short_volume(v))
+                .map(|(target, read_only)| (compose_meaning(&target), read_only))
+                .collect(),
             token: strings(&service["secrets"]).first().map(|secret| format!("/run/secrets/{secret}")),
         })
         .collect()
@@ -138,12 +180,12 @@ fn seen_kube(file: &str) -> Vec<Seen> {
             Seen {
                 name: text(&c["name"]),
                 image: text(&c["image"]),
-                command: strings(&c[args]),
+                command: strings(&c[args]).iter().map(|a| kube_meaning(a)).collect(),
                 working_dir: c.get("workingDir").map(text),
                 env: c
                     .get("env")
                     .and_then(Value::as_sequence)
-                    .map(|env| env.iter().map(|e| (text(&e["name"]), text(&e["value"]))).collect())
+                    .map(|env| env.iter().map(|e| (text(&e["name"]), kube_meaning(&text(&e["value"])))).collect())
                     .unwrap_or_default(),
                 mounts: mounts
                     .iter()
@@ -263,4 +305,26 @@ fn every_kind_of_volume_and_override_is_one_plan_three_ways() {
     assert_eq!(pod[1].command.last().map(String::as_str), Some("-verbose"));
     assert_eq!(pod[1].env["EXEC_SERVER_PORT"], "8080");
     assert_eq!(pod[0].env["EXEC_SERVER_PORT"], "8081");
+}
+
+/// Every `$` is the container's: compose's `${VAR}`/`$VAR` and Kubernetes' `$(VAR)` are escaped in everything the
+/// plan holds, so each file means the very values `up` passes (issue 24, item 1).
+#[test]
+fn dollars_mean_the_same_three_ways() {
+    let profile = "volumes:\n  - {source: '${CWD}', target: /workspace}\n  - {source: '/tmp/$HOME/x', target: '/m/$(X)'}\n\
+                   tool_backends:\n  sidecars:\n    - {runtime: node, image: 'img$x', env: {SECRET: '${SECRET}', K: '$(K8S)', \
+                   P: '$$5', E: '$'}, cache_volumes: ['/tmp/${USER}/cache:/cache/npm'], \
+                   healthcheck: {test: [CMD-SHELL, 'test -n \"$HOME\"']}}\n";
+    let script = r#"echo "home is $HOME, price is $$5, $(id -u) ${USER:-x} $""#;
+    let [up, compose, pod] = three_ways(profile, RunOptions::default(), &["agent", "sh", "-c", script]);
+    for seen in [&up, &compose, &pod] {
+        let (builder, agent) = (&seen[0], &seen[1]);
+        assert_eq!(agent.command, ["sh", "-c", script]);
+        assert_eq!(builder.env["SECRET"], "${SECRET}");
+        assert_eq!(builder.env["K"], "$(K8S)");
+        assert_eq!((builder.env["P"].as_str(), builder.env["E"].as_str()), ("$$5", "$"));
+        assert!(agent.mounts.contains_key("/m/$(X)") && builder.mounts.contains_key("/cache/npm"));
+    }
+    assert_eq!(up[0].image, "img$x");
+    assert_eq!(compose[0].image, "img$x");
 }
