@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::SshError;
+use super::{SshError, UlimitProblem};
 use crate::profile::ProfileError;
 use crate::runtime::Runtime;
 
@@ -65,6 +65,13 @@ pub enum ModelError {
     },
     BadUlimit {
         value: String,
+        problem: UlimitProblem,
+    },
+    /// `tool_backends.sidecars[i].env` or `.env_passthrough`: a name that is not a variable name.
+    BadEnvName {
+        index: usize,
+        key: &'static str,
+        name: String,
     },
     /// The workspace folder (`--workspace`, else the current folder) cannot be resolved.
     Workspace {
@@ -131,9 +138,12 @@ impl fmt::Display for ModelError {
                 f,
                 "--builder-image {runtime}=…: this run has no {runtime} sidecar (add --sidecar {runtime} or declare it in the profile)"
             ),
-            ModelError::BadUlimit { value } => {
-                write!(f, "ulimit '{value}' is not NAME=SOFT[:HARD] with numbers (e.g. nofile=4096:4096)")
-            }
+            ModelError::BadUlimit { value, problem } => write!(f, "ulimit '{value}' {problem}"),
+            ModelError::BadEnvName { index, key, name } => write!(
+                f,
+                "tool_backends.sidecars[{index}].{key}: '{name}' is not a variable name (letters, digits and '_', \
+                 not starting with a digit)"
+            ),
             ModelError::Workspace { path, error } => write!(f, "workspace {}: {error}", path.display()),
             ModelError::WorkspaceNotAFolder { path } => write!(f, "workspace {}: not a directory", path.display()),
             ModelError::Ssh(e) => e.fmt(f),

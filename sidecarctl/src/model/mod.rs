@@ -17,7 +17,7 @@ mod volume;
 pub use error::ModelError;
 pub use sidecar::{Sidecar, DEFAULT_PORT, DEFAULT_READY_TIMEOUT_SECS, DEFAULT_WORKSPACE_TARGET};
 pub use ssh::{FileProblem, SshBackend, SshError};
-pub use ulimit::Ulimit;
+pub use ulimit::{Ulimit, UlimitProblem};
 pub use volume::{Volume, VolumeSource};
 
 /// The validated configuration of one run.

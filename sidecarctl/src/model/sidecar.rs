@@ -78,8 +78,22 @@ impl Sidecar {
             Some(v) => positive_seconds(v).ok_or(ModelError::ReadyTimeout { index: Some(index) })?,
         };
         let workspace_target = spec.workspace_target.clone().unwrap_or_else(|| DEFAULT_WORKSPACE_TARGET.to_owned());
+        let variable = |key: &'static str, name: &String| {
+            let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            // `A=B` as a name would set another variable than the one written (`A`, to `B=value`).
+            if valid {
+                Ok(())
+            } else {
+                Err(ModelError::BadEnvName { index, key, name: name.clone() })
+            }
+        };
+        for name in &spec.env_passthrough {
+            variable("env_passthrough", name)?;
+        }
         let mut env = BTreeMap::new();
         for (name, value) in &spec.env {
+            variable("env", name)?;
             let value = scalar_string(value).ok_or_else(|| ModelError::InvalidEnv { index, name: name.clone() })?;
             env.insert(name.clone(), value);
         }

@@ -258,13 +258,48 @@ fn ulimits_from_profile_and_flags() {
     let run = build_yaml("ulimits: [\"nofile=1024:2048\", \"core=0\"]", &options).unwrap();
     let shown: Vec<_> = run.ulimits.iter().map(|u| format!("{}={}:{}", u.name, u.soft, u.hard)).collect();
     assert_eq!(shown, ["core=0:0", "nofile=4096:4096", "nproc=2048:2048"]);
-    for bad in ["nofile", "nofile=a", "=1", "nofile=10:5"] {
+    for bad in ["nofile", "nofile=a", "nofile=1:x"] {
         let options = RunOptions { ulimits: vec![bad.into()], ..opts() };
         assert_eq!(
             message("", &options),
             format!("ulimit '{bad}' is not NAME=SOFT[:HARD] with numbers (e.g. nofile=4096:4096)")
         );
     }
+    // Issue 24, item 16: an unknown name and a limit no container can start with were accepted, and failed only
+    // when the engine started a container (after the builders); -1 is unlimited, as with `docker run`.
+    let cases = [
+        ("nofiles=4096", "names no limit the engines know (one of: core, cpu, data, fsize, locks, memlock, "),
+        ("=1", "names no limit the engines know"),
+        ("nofile=0", "would let no container start: nofile and nproc must be at least 1"),
+        ("nproc=0:10", "would let no container start"),
+        ("nofile=10:5", "needs whole numbers or -1 (unlimited), the soft limit at most the hard"),
+        ("core=-2", "needs whole numbers or -1"),
+        ("memlock=-1:5", "needs whole numbers or -1"),
+    ];
+    for (bad, problem) in cases {
+        let got = message("", &RunOptions { ulimits: vec![bad.into()], ..opts() });
+        assert!(got.starts_with(&format!("ulimit '{bad}' {problem}")), "{got}");
+    }
+    let run = build_yaml("ulimits: [\"memlock=-1:-1\", \"stack=8192:-1\"]", &opts()).unwrap();
+    assert_eq!((run.ulimits[0].soft, run.ulimits[1].hard), (-1, -1));
+}
+
+/// Issue 24, item 16: a profile's env names became `NAME=value` entries unchecked (`A=B` set another variable).
+#[test]
+fn env_and_passthrough_names_are_variable_names() {
+    let base = "tool_backends:\n  sidecars:\n    - {runtime: node, image: x, ";
+    let cases = [
+        ("env: {'A=B': v}}", "tool_backends.sidecars[0].env: 'A=B' is not a variable name"),
+        ("env: {'1X': v}}", "tool_backends.sidecars[0].env: '1X' is not a variable name"),
+        ("env: {'': v}}", "tool_backends.sidecars[0].env: '' is not a variable name"),
+        ("env_passthrough: ['NPM TOKEN']}", "tool_backends.sidecars[0].env_passthrough: 'NPM TOKEN' is not a"),
+        ("env_passthrough: ['A,B']}", "tool_backends.sidecars[0].env_passthrough: 'A,B' is not a"),
+    ];
+    for (entry, expected) in cases {
+        let got = message(&format!("{base}{entry}\n"), &opts());
+        assert!(got.starts_with(expected), "{entry}: {got}");
+    }
+    build_yaml(&format!("{base}env: {{_A1: v}}, env_passthrough: [NPM_TOKEN]}}\n"), &opts()).unwrap();
 }
 
 #[test]
