@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use sidecarctl::down::Scope;
 use sidecarctl::engine::{ContainerEngine, EngineError};
+use sidecarctl::names::Origin;
 use sidecarctl::render::emit::{self, EmitOptions};
 use sidecarctl::render::{compose, kube};
 use sidecarctl::up::{up, UpOptions, EXIT_FAILED};
@@ -38,13 +40,17 @@ enum Command {
     Compose(EmitOptions),
     /// Print the run as a Kubernetes Pod (builders as native sidecars).
     Kube(EmitOptions),
-    /// Remove a run (all runs without RUN): its containers, network and token; cache volumes are kept.
+    /// Remove a run: its containers, network and token; cache volumes are kept. Without RUN, the runs you
+    /// started from this folder (with --all, every run on the engine).
     Down {
         #[command(flatten)]
         engine: EngineOption,
         /// Seconds between SIGTERM and SIGKILL.
         #[arg(long, value_name = "SECONDS", default_value_t = 10)]
         stop_grace: u64,
+        /// Every run on the engine, whoever started it and from wherever.
+        #[arg(long, conflicts_with = "run", env = "SIDECARCTL_DOWN_ALL")]
+        all: bool,
         run: Option<String>,
     },
 }
@@ -74,6 +80,10 @@ enum CommandError {
         run: String,
         runtime: Option<String>,
     },
+    /// `down` needs the current folder (its runs are this folder's).
+    CurrentFolder {
+        error: std::io::Error,
+    },
 }
 
 impl std::fmt::Display for CommandError {
@@ -82,6 +92,7 @@ impl std::fmt::Display for CommandError {
             CommandError::Engine(e) => e.fmt(f),
             CommandError::NoContainer { run, runtime: None } => write!(f, "no container of run '{run}'"),
             CommandError::NoContainer { run, runtime: Some(rt) } => write!(f, "no container of run '{run}' for {rt}"),
+            CommandError::CurrentFolder { error } => write!(f, "the current folder: {error}"),
         }
     }
 }
@@ -115,13 +126,33 @@ async fn run(command: Command) -> i32 {
         }
         Command::Compose(options) => emit::main(options, compose::emit),
         Command::Kube(options) => emit::main(options, kube::emit),
-        Command::Down { engine, stop_grace, run } => {
+        Command::Down { engine, stop_grace, all, run } => {
             report(async {
                 let engine = connect(engine).await?;
+                let here = std::env::current_dir()
+                    .and_then(|d| d.canonicalize())
+                    .map_err(|error| CommandError::CurrentFolder { error })?;
+                let scope = if all { Scope::All } else { Scope::Origin(Origin::caller(&here)) };
                 let runs = match run {
                     Some(run) => vec![run],
-                    None => down::runs(&engine).await?,
+                    None => down::runs(&engine, &scope).await?,
                 };
+                if let Scope::Origin(origin) = &scope {
+                    let everywhere = down::runs(&engine, &Scope::All).await?;
+                    let elsewhere = everywhere.iter().filter(|r| !runs.contains(r)).count();
+                    if runs.is_empty() {
+                        eprintln!(
+                            "sidecarctl: no run of uid {} started from {} to remove",
+                            origin.uid, origin.workspace
+                        );
+                    }
+                    if elsewhere > 0 {
+                        eprintln!(
+                            "sidecarctl: left {elsewhere} run(s) started by another user or from another folder \
+                             (`sidecarctl ps` lists them; `sidecarctl down RUN` or `--all` removes them)"
+                        );
+                    }
+                }
                 for run in runs {
                     let removed = down::remove_run(&engine, &run, Duration::from_secs(stop_grace)).await?;
                     eprintln!(

@@ -14,6 +14,10 @@ pub const LABEL_RUNTIME: &str = "sidecarctl.runtime";
 pub const LABEL_NETWORK: &str = "sidecarctl.network";
 /// The folder holding the run's token file, so `down` can remove it for a detached run.
 pub const LABEL_TOKEN_DIR: &str = "sidecarctl.token-dir";
+/// Who started the run (uid) and from which workspace: `down` without a run name removes only the caller's runs
+/// of the current folder, as `docker compose down` removes only its project's.
+pub const LABEL_OWNER: &str = "sidecarctl.owner";
+pub const LABEL_WORKSPACE: &str = "sidecarctl.workspace";
 
 pub const ROLE_NETWORK: &str = "build-network";
 pub const ROLE_BUILDER: &str = "build-sidecar";
@@ -70,18 +74,39 @@ impl RunName {
         self.container("agent")
     }
 
-    /// The labels of one object of this run.
-    pub fn labels(&self, role: &str, runtime: Option<Runtime>) -> HashMap<String, String> {
+    /// The labels of one object of this run, started by `origin`.
+    pub fn labels(&self, role: &str, runtime: Option<Runtime>, origin: &Origin) -> HashMap<String, String> {
         let mut labels = HashMap::from([
             (LABEL_MANAGED.to_owned(), "true".to_owned()),
             (LABEL_RUN.to_owned(), self.0.clone()),
             (LABEL_ROLE.to_owned(), role.to_owned()),
             (LABEL_NETWORK.to_owned(), self.network()),
+            (LABEL_OWNER.to_owned(), origin.uid.to_string()),
+            (LABEL_WORKSPACE.to_owned(), origin.workspace.clone()),
         ]);
         if let Some(runtime) = runtime {
             labels.insert(LABEL_RUNTIME.to_owned(), runtime.to_string());
         }
         labels
+    }
+}
+
+/// Who starts a run, and from which workspace folder (canonical).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub uid: u32,
+    pub workspace: String,
+}
+
+impl Origin {
+    /// The caller, in `workspace`.
+    pub fn caller(workspace: &std::path::Path) -> Origin {
+        Origin { uid: nix::unistd::getuid().as_raw(), workspace: workspace.display().to_string() }
+    }
+
+    /// The label filters that select this origin's objects.
+    pub fn filters(&self) -> Vec<String> {
+        vec![format!("{LABEL_OWNER}={}", self.uid), format!("{LABEL_WORKSPACE}={}", self.workspace)]
     }
 }
 
@@ -108,7 +133,10 @@ mod tests {
         assert_eq!(id.network(), "sidecarctl-ci-1");
         assert_eq!(id.builder(Runtime::Node), "sidecarctl-ci-1-builder-node");
         assert_eq!(id.agent(), "sidecarctl-ci-1-agent");
-        let labels = id.labels(ROLE_BUILDER, Some(Runtime::Go));
+        let origin = Origin { uid: 2345, workspace: "/src/app".into() };
+        let labels = id.labels(ROLE_BUILDER, Some(Runtime::Go), &origin);
+        assert_eq!((labels[LABEL_OWNER].as_str(), labels[LABEL_WORKSPACE].as_str()), ("2345", "/src/app"));
+        assert_eq!(origin.filters(), ["sidecarctl.owner=2345", "sidecarctl.workspace=/src/app"]);
         assert_eq!(labels[LABEL_RUN], "ci-1");
         assert_eq!(labels[LABEL_RUNTIME], "go");
         assert_eq!(labels[LABEL_ROLE], "build-sidecar");

@@ -17,7 +17,7 @@ use crate::down::remove_run;
 use crate::engine::{ContainerEngine, EngineError};
 use crate::gate::{health_command, wait_healthy, GateError};
 use crate::model::{ModelError, RunConfig, WorkspaceLookup};
-use crate::names::{BadRunName, RunName, ROLE_NETWORK};
+use crate::names::{BadRunName, Origin, RunName, ROLE_NETWORK};
 use crate::options::RunOptions;
 use crate::plan::{AgentRequest, Plan, Target, User};
 use crate::progress::Progress;
@@ -293,9 +293,11 @@ async fn start(
         return Err(UpError::Model(error.into()));
     }
 
+    let origin = Origin::caller(&run.workspace);
     let ctx = Context {
         plan: &plan,
         name: id,
+        origin: &origin,
         workspace: &run.workspace,
         caller: caller.clone(),
         token_dir: token.as_ref().map(|t| t.dir.display().to_string()),
@@ -303,7 +305,7 @@ async fn start(
 
     checkpoint()?;
     progress.step(&format!("network {}", id.network()));
-    engine.ensure_network(&id.network(), id.labels(ROLE_NETWORK, None)).await?;
+    engine.ensure_network(&id.network(), id.labels(ROLE_NETWORK, None, &origin)).await?;
 
     let mut commands = Vec::new();
     for (builder, config) in plan.builders.iter().zip(builder_configs) {

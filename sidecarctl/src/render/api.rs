@@ -8,7 +8,7 @@ use std::path::Path;
 use bollard::models::{ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, ResourcesUlimits};
 
 use crate::model::{Volume, VolumeSource};
-use crate::names::{RunName, LABEL_TOKEN_DIR, ROLE_AGENT, ROLE_BUILDER};
+use crate::names::{Origin, RunName, LABEL_TOKEN_DIR, ROLE_AGENT, ROLE_BUILDER};
 use crate::plan::{Container, Plan, Role, User};
 
 /// What a body needs beyond the plan.
@@ -16,6 +16,8 @@ use crate::plan::{Container, Plan, Role, User};
 pub struct Context<'a> {
     pub plan: &'a Plan,
     pub name: &'a RunName,
+    /// Who starts the run, from where (labels).
+    pub origin: &'a Origin,
     /// The workspace folder on this machine.
     pub workspace: &'a Path,
     /// `uid:gid` of the caller.
@@ -48,7 +50,7 @@ pub fn body(
         Role::Builder(_) => (ROLE_BUILDER, Some(container.name.clone())),
         Role::Agent => (ROLE_AGENT, None),
     };
-    let mut labels = ctx.name.labels(role, container.runtime());
+    let mut labels = ctx.name.labels(role, container.runtime(), ctx.origin);
     if let Some(dir) = &ctx.token_dir {
         labels.insert(LABEL_TOKEN_DIR.to_owned(), dir.clone());
     }
@@ -138,10 +140,13 @@ tool_backends:
       command: [exec-server, -port, "8080", -cwd, /workspace, --verbose]
 "#;
 
+    const ORIGIN: &Origin = &Origin { uid: 2345, workspace: String::new() };
+
     fn context<'a>(plan: &'a Plan, name: &'a RunName, workspace: &'a Path) -> Context<'a> {
         Context {
             plan,
             name,
+            origin: ORIGIN,
             workspace,
             caller: "2345:2346".into(),
             token_dir: Some("/run/user/2345/sidecarctl/r1".into()),

@@ -108,7 +108,15 @@ const TOKEN_FILE: &str = "/host/sidecarctl/run/token";
 
 fn seen_api(run: &RunConfig, plan: &Plan) -> Vec<Seen> {
     let name = RunName::named("three-ways").unwrap();
-    let ctx = Context { plan, name: &name, workspace: &run.workspace, caller: "2345:2346".into(), token_dir: None };
+    let origin = crate::names::Origin::caller(&run.workspace);
+    let ctx = Context {
+        plan,
+        name: &name,
+        origin: &origin,
+        workspace: &run.workspace,
+        caller: "2345:2346".into(),
+        token_dir: None,
+    };
     plan.containers()
         .map(|c| {
             let attach = (c.name == "agent").then_some(Attach::default());
