@@ -19,7 +19,7 @@ use crate::gate::{health_command, wait_healthy, GateError};
 use crate::model::{ModelError, RunConfig, WorkspaceLookup};
 use crate::names::{BadRunName, Origin, RunName, ROLE_NETWORK};
 use crate::options::RunOptions;
-use crate::plan::{AgentRequest, Plan, Target, User};
+use crate::plan::{AgentRequest, Plan, Target, User, STATE_FOLDER};
 use crate::progress::Progress;
 use crate::render::api::{self, Attach, Context};
 use crate::signals::{unless_stopped, StopLevels};
@@ -313,9 +313,8 @@ async fn start(
         let name = id.container(&builder.name);
         let user = user_of(&builder.user, &config.user);
         let token_file = token.as_ref().map(|t| t.file_for(&name, &user)).transpose()?;
-        // The builder's `HOME` (in the workspace) exists before it starts, owned by the caller who creates it.
         if let Some(home) = builder.home.as_ref().and_then(|home| home.source.host_path(&run.workspace)) {
-            let _ = std::fs::create_dir_all(home);
+            make_caller_home(&home);
         }
         let body = api::body(&ctx, builder, token_file.as_deref(), None);
         progress.step(&format!(
@@ -354,5 +353,33 @@ fn agent_env(entry: &str) -> Option<(String, String)> {
     match entry.split_once('=') {
         Some((name, value)) => Some((name.to_owned(), value.to_owned())),
         None => std::env::var(entry).ok().map(|value| (entry.to_owned(), value)),
+    }
+}
+
+/// A builder's `HOME` (in the workspace) exists before it starts, owned by the caller who creates it; the state
+/// folder above it ignores itself for git. Best effort: a builder whose `HOME` is missing still runs.
+fn make_caller_home(home: &std::path::Path) {
+    let _ = std::fs::create_dir_all(home);
+    let state = home.ancestors().find(|p| p.file_name().is_some_and(|n| n == STATE_FOLDER));
+    if let Some(ignore) = state.map(|folder| folder.join(".gitignore")).filter(|file| !file.exists()) {
+        let _ = std::fs::write(ignore, "# sidecarctl's own folder (the builders' HOME): not part of the project\n*\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `git status` in a workspace that is a git checkout does not show the builders' HOME folder (issue 25).
+    #[test]
+    fn the_state_folder_ignores_itself() {
+        let workspace = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            std::process::Command::new("git").args(args).current_dir(workspace.path()).output().expect("git runs")
+        };
+        git(&["init", "-q"]);
+        super::make_caller_home(&workspace.path().join(".sidecarctl/home/node"));
+        std::fs::write(workspace.path().join(".sidecarctl/home/node/.npmrc"), "x").unwrap();
+        assert!(workspace.path().join(".sidecarctl/home/node").is_dir());
+        let status = git(&["status", "--porcelain", "--untracked-files=all"]);
+        assert_eq!(String::from_utf8_lossy(&status.stdout), "", "git status shows the state folder");
     }
 }

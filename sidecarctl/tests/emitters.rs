@@ -68,7 +68,11 @@ fn compose_holds_the_run() {
     assert_eq!(services["agent"]["command"], Value::from(vec!["sleep", "infinity"]));
     assert!(services["agent"].get("user").is_none() && services["agent"].get("build").is_none());
     assert_eq!(doc["secrets"]["sidecar_token"]["file"], "./sidecar-token");
-    assert!(doc["volumes"].get("npm-cache").is_some() && doc["volumes"].get("pip-cache").is_some());
+    // Named as `up` names them, not per compose project (`<project>_npm-cache`): both share the caches.
+    assert_eq!(
+        (&doc["volumes"]["npm-cache"]["name"], &doc["volumes"]["pip-cache"]["name"]),
+        (&"npm-cache".into(), &"pip-cache".into())
+    );
 }
 
 #[test]

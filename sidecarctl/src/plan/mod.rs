@@ -16,6 +16,10 @@ use crate::runtime::Runtime;
 /// so folders another uid created in a cache volume stay writable (docs/images.md, "Caches and uids").
 pub const BUILDER_GROUP: &str = "1000";
 
+/// The folder `up` keeps in the workspace (the builders' `HOME`s); it holds a `.gitignore` of `*`, so a workspace
+/// that is a git checkout does not show it.
+pub const STATE_FOLDER: &str = ".sidecarctl";
+
 /// The health gate's pace after its quick first checks, and compose's and the Pod's probe period: the seed's 2 s.
 pub const HEALTH_INTERVAL: Duration = Duration::from_secs(2);
 /// How long one health command may take (compose's `timeout: 3s`, the Pod's `timeoutSeconds: 3`).
@@ -268,7 +272,7 @@ fn builder(run: &RunConfig, sidecar: &Sidecar, port: u16, target: Target, token:
     // `HOME` of a builder that runs as the caller: the image's home belongs to another uid, so a folder in the
     // workspace (which the caller owns) is the one place the caller's tools can always write.
     let home = as_caller.then(|| {
-        let relative = format!(".sidecarctl/home/{}", sidecar.runtime);
+        let relative = format!("{STATE_FOLDER}/home/{}", sidecar.runtime);
         let path = format!("{}/{relative}", sidecar.workspace_target.trim_end_matches('/'));
         env.push(("HOME".to_owned(), path.clone()));
         workspace.as_ref().and_then(|w| w.source.join(&relative)).map(|source| Volume {

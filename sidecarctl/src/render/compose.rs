@@ -39,8 +39,9 @@ pub fn emit(run: &RunConfig, options: &EmitOptions) -> Result<String, NotRoundTr
         services.insert(s(container.name.clone()), service(&plan, container, &workspace, &ulimits));
     }
     let mut volumes = serde_norway::Mapping::new();
+    // `name:` keeps compose from prefixing its project (`<project>_npm-cache`): `up` and compose share the caches.
     for name in plan.named_volumes() {
-        volumes.insert(s(name), Value::Mapping(Default::default()));
+        volumes.insert(s(name), map([("name", s(name))]));
     }
     let document = map([
         ("services", Value::Mapping(services)),
@@ -166,7 +167,10 @@ fn comment(path: &[&str]) -> Option<String> {
             "Private: nothing is published, and only the services on this network reach the builders, by service name.\n\
              The builders still reach package registries; add `internal: true` to cut them off."
         }
-        ["volumes"] => "The caches: `docker compose down` keeps them (`down --volumes` would not).",
+        ["volumes"] => {
+            "The caches, named as `sidecarctl up` names them, so both share them: `docker compose down` keeps them\n\
+             (`down --volumes` would not)."
+        }
         _ => return None,
     };
     Some(text.to_owned())
