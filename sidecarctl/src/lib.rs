@@ -6,6 +6,7 @@
 //! Beside them, `engine` talks to the container engine, and `up`, `ps`, `logs` and `down` are the commands.
 
 pub mod agent;
+pub mod discovery;
 pub mod down;
 pub mod engine;
 pub mod gate;
