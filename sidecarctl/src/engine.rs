@@ -11,7 +11,7 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder, ListNetworksOptionsBuilder,
-    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+    LogsOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::StreamExt;
@@ -251,6 +251,18 @@ impl ContainerEngine {
         }
         let inspected = self.docker.inspect_exec(&created.id).await.map_err(api(what()))?;
         Ok(ExecOutput { exit_code: inspected.exit_code, output })
+    }
+
+    /// The last `lines` lines of a container's output (stdout and stderr, in order), as text.
+    pub async fn tail(&self, name: &str, lines: usize) -> Result<String, EngineError> {
+        let options = LogsOptionsBuilder::default().stdout(true).stderr(true).tail(&lines.to_string()).build();
+        let mut stream = self.docker.logs(name, Some(options));
+        let mut text = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(api(format!("reading the logs of {name}")))?;
+            text.extend_from_slice(&chunk.into_bytes());
+        }
+        Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
     /// Stops with the image's stop signal (SIGTERM), `grace` seconds, then SIGKILL; a missing or already stopped

@@ -4,10 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use bollard::models::HealthStatusEnum;
-
 use crate::engine::{ContainerEngine, EngineError};
-use crate::gate::health_command;
+use crate::gate::{engine_verdict, health_command, EngineVerdict, HealthSource};
 use crate::names::{LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_RUNTIME, ROLE_BUILDER};
 use crate::plan::HEALTH_TIMEOUT;
 
@@ -52,15 +50,18 @@ pub async fn rows(engine: &ContainerEngine) -> Result<Vec<Row>, EngineError> {
     Ok(rows)
 }
 
+/// `healthy (engine)` when the engine's own HEALTHCHECK says so, else what the health command says through exec
+/// (`healthy (probe)`, `unhealthy (probe)`), as the gate checks: the two can disagree, so the listing names its
+/// source. (The image's command: a profile's override is not known from the container.)
 async fn health(engine: &ContainerEngine, container: &str) -> String {
     let Ok(inspected) = engine.inspect(container).await else { return "unknown".into() };
-    if inspected.state.and_then(|s| s.health).and_then(|h| h.status) == Some(HealthStatusEnum::HEALTHY) {
-        return "healthy".into();
+    if engine_verdict(&inspected.state.unwrap_or_default()) == EngineVerdict::Healthy {
+        return format!("healthy ({})", HealthSource::Engine);
     }
     let command = health_command(None, inspected.config.and_then(|c| c.healthcheck).as_ref());
     match tokio::time::timeout(HEALTH_TIMEOUT, engine.exec(container, command)).await {
-        Ok(Ok(probe)) if probe.exit_code == Some(0) => "healthy".into(),
-        Ok(Ok(_)) => "unhealthy".into(),
+        Ok(Ok(probe)) if probe.exit_code == Some(0) => format!("healthy ({})", HealthSource::Probe),
+        Ok(Ok(_)) => format!("unhealthy ({})", HealthSource::Probe),
         _ => "unknown".into(),
     }
 }

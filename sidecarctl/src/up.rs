@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{run_attached, AgentEnd};
 use crate::down::remove_run;
 use crate::engine::{ContainerEngine, EngineError};
-use crate::gate::{health_command, wait_healthy, GateError};
+use crate::gate::{health_command, wait_healthy, GateError, HealthSource};
 use crate::model::{ModelError, RunConfig, WorkspaceLookup};
 use crate::names::{BadRunName, Origin, RunName, ROLE_NETWORK};
 use crate::options::RunOptions;
@@ -332,8 +332,12 @@ async fn start(
         let (runtime, health) = (builder.runtime()?, builder.health.as_ref()?);
         Some(async move {
             let name = id.container(&builder.name);
-            let took = wait_healthy(engine, &name, runtime, health, command, progress, cancel).await?;
-            progress.step(&format!("{} healthy after {:.1}s", builder.name, took.as_secs_f64()));
+            let (took, source) = wait_healthy(engine, &name, runtime, health, command, progress, cancel).await?;
+            let by = match source {
+                HealthSource::Engine => "the engine's HEALTHCHECK",
+                HealthSource::Probe => "the health command",
+            };
+            progress.step(&format!("{} healthy after {:.1}s ({by})", builder.name, took.as_secs_f64()));
             Ok::<_, UpError>(())
         })
     }))

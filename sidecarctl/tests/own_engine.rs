@@ -1,7 +1,7 @@
-//! `sidecarctl down` without a run name against a real engine (a private `podman system service`): it removes only
-//! the runs this user started from this folder, says what it left, and `--all` removes the rest (issue 24, "Also").
-//! Runs are made of labelled networks alone, as a run killed between its network and its first container is: no
-//! image is needed, and the service has storage and networks of its own. `#[ignore]`d without podman in the summary; CI runs it with `--include-ignored`.
+//! sidecarctl against a `podman system service` of its own, for what the shared engine tests (tests/engine.rs) do
+//! not cover yet: `down`'s scope (on a service with storage and networks of its own, since it removes runs), and
+//! on the machine's podman storage (the images images/test.sh builds) a builder that exits early. `#[ignore]`d, so
+//! the summary counts them; CI runs them with `--include-ignored`. (To move into the engine-parameterized harness.)
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,23 +16,23 @@ struct Service {
 }
 
 impl Service {
-    fn start() -> Service {
+    /// `private`: storage, state and networks of its own, where other runs on this machine's podman are never seen
+    /// (or removed); else the machine's storage, with its images.
+    fn start(private: bool) -> Service {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("podman.sock");
-        // Storage, state and networks of its own: other runs on this machine's podman are never seen, or removed
-        // by the `--all` below.
-        for part in ["root", "runroot", "networks", "tmp"] {
-            std::fs::create_dir(dir.path().join(part)).unwrap();
+        let mut command = Command::new("podman");
+        command.args(["--runtime", "runc"]);
+        if private {
+            for part in ["root", "runroot", "networks", "tmp"] {
+                std::fs::create_dir(dir.path().join(part)).unwrap();
+            }
+            command.args(["--storage-driver", "vfs", "--root"]).arg(dir.path().join("root"));
+            command.arg("--runroot").arg(dir.path().join("runroot"));
+            command.arg("--network-config-dir").arg(dir.path().join("networks"));
+            command.arg("--tmpdir").arg(dir.path().join("tmp"));
         }
-        let child = Command::new("podman")
-            .args(["--runtime", "runc", "--storage-driver", "vfs", "--root"])
-            .arg(dir.path().join("root"))
-            .arg("--runroot")
-            .arg(dir.path().join("runroot"))
-            .arg("--network-config-dir")
-            .arg(dir.path().join("networks"))
-            .arg("--tmpdir")
-            .arg(dir.path().join("tmp"))
+        let child = command
             .args(["system", "service", "--time=0"])
             .arg(format!("unix://{}", socket.display()))
             .stdin(Stdio::null())
@@ -68,7 +68,7 @@ fn runtime() -> tokio::runtime::Runtime {
 #[test]
 #[ignore = "needs podman (CI runs it with --include-ignored)"]
 fn a_bare_down_removes_only_this_users_runs_of_this_folder() {
-    let service = Service::start();
+    let service = Service::start(true);
     let here = tempfile::tempdir().unwrap();
     let here_path = here.path().canonicalize().unwrap();
     let mine = RunName::named(&format!("mine-{}", random_hex(4))).unwrap();
@@ -125,4 +125,38 @@ fn a_bare_down_removes_only_this_users_runs_of_this_folder() {
             && stderr.contains(&format!("removed run {other_folder}"))
     );
     assert!(networks(&engine).is_empty(), "{stderr}");
+}
+
+/// A builder that exits before it is healthy is removed with its logs: the error now carries its last lines
+/// (issue 25, item 4), where before it gave only the exit code.
+#[test]
+#[ignore = "needs podman and the images images/test.sh builds (CI runs it with --include-ignored)"]
+fn a_builder_that_exits_early_shows_its_last_log_lines() {
+    let service = Service::start(false);
+    let workspace = tempfile::tempdir().unwrap();
+    let profile = workspace.path().join("profile.yaml");
+    std::fs::write(
+        &profile,
+        "tool_backends:\n  sidecars:\n    - {runtime: python, image: sidecar-builder-python:latest, \
+         command: [sh, -c, 'echo first-marker; echo second-marker >&2; exit 3']}\n",
+    )
+    .unwrap();
+    let run = format!("early-{}", random_hex(4));
+    let output = Command::new(env!("CARGO_BIN_EXE_sidecarctl"))
+        .args(["up", "--name", &run, "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "-p"])
+        .arg(&profile)
+        .arg("--workspace")
+        .arg(workspace.path())
+        .args(["--", "sidecar-agent", "true"])
+        .env("DOCKER_HOST", service.url())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    let seed =
+        "build sidecar 'python' exited before becoming healthy (status: exited, exit code 3); its last log lines:";
+    assert!(stderr.contains(seed), "{stderr}");
+    assert!(stderr.contains("\n  first-marker") && stderr.contains("\n  second-marker"), "{stderr}");
+    assert!(stderr.contains(&format!("removed run {run}")), "{stderr}");
 }
