@@ -19,7 +19,7 @@ use crate::gate::{health_command, wait_healthy, GateError, HealthSource};
 use crate::model::{ModelError, RunConfig, WorkspaceLookup};
 use crate::names::{BadRunName, Origin, RunName, ROLE_NETWORK};
 use crate::options::RunOptions;
-use crate::plan::{AgentRequest, Plan, Target, User, STATE_FOLDER};
+use crate::plan::{AgentRequest, Plan, Target, User, AGENT_WRAPPERS, STATE_FOLDER};
 use crate::progress::Progress;
 use crate::render::api::{self, Attach, Context};
 use crate::signals::{unless_stopped, StopLevels};
@@ -257,6 +257,7 @@ async fn start(
         user: options.agent_user.clone(),
         env: ssh.iter().flat_map(|ssh| ssh.env.clone()).chain(flag_env).collect(),
         mounts: ssh.iter().flat_map(|ssh| ssh.mounts()).collect(),
+        tmpfs: options.agent_user.iter().map(|_| AGENT_WRAPPERS.to_owned()).collect(),
     };
     let plan = Plan::new(run, request, Target::Up);
 
@@ -292,9 +293,16 @@ async fn start(
     if let Some(error) = ssh.as_ref().and_then(|ssh| ssh.unreadable_by(&agent_user)) {
         return Err(UpError::Model(error.into()));
     }
+    // The agent's token file and what it can do in the workspace, before any builder is started and waited for.
+    let agent_token = token.as_ref().map(|t| t.file_for(&id.agent(), &agent_user)).transpose()?;
+    if let Some(warning) = workspace_warning(run, &agent_user) {
+        progress.step(&format!("warning: {warning}"));
+    }
 
     let origin = Origin::caller(&run.workspace);
+    let kind = engine.kind().await?;
     let ctx = Context {
+        engine: kind,
         plan: &plan,
         name: id,
         origin: &origin,
@@ -346,8 +354,7 @@ async fn start(
     checkpoint()?;
     let tty = !options.detach && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let stdin = !options.detach && (tty || options.interactive);
-    let token_file = token.as_ref().map(|t| t.file_for(&id.agent(), &agent_user)).transpose()?;
-    let body = api::body(&ctx, &plan.agent, token_file.as_deref(), Some(Attach { tty, stdin }));
+    let body = api::body(&ctx, &plan.agent, agent_token.as_deref(), Some(Attach { tty, stdin }));
     engine.create(&id.agent(), body, options.detach).await?;
     Ok(Started { tty, stdin })
 }
@@ -358,6 +365,37 @@ fn agent_env(entry: &str) -> Option<(String, String)> {
         Some((name, value)) => Some((name.to_owned(), value.to_owned())),
         None => std::env::var(entry).ok().map(|value| (entry.to_owned(), value)),
     }
+}
+
+/// Whether the agent's user (the engine's `User`: "", "uid", "uid:gid" or a name) can write the workspace it works
+/// in, as the container sees it: every capability is dropped, so not even its root writes past the folder's mode.
+/// A warning, not an error: an agent may only read. A user given by name passes (its ids are the image's).
+fn workspace_warning(run: &RunConfig, user: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let workdir = run.agent_workdir()?;
+    let volume = run.volumes.iter().find(|v| v.target == workdir && !v.read_only)?;
+    let folder = volume.source.host_path(&run.workspace)?;
+    let (uid_text, gid_text) = user.split_once(':').map_or((user, None), |(u, g)| (u, Some(g)));
+    let uid: u32 = if uid_text.is_empty() { 0 } else { uid_text.parse().ok()? };
+    let gid: Option<u32> = gid_text.and_then(|g| g.parse().ok());
+    let meta = std::fs::metadata(&folder).ok()?;
+    let mode = meta.mode() & 0o7777;
+    let writable = (meta.uid() == uid && mode & 0o300 == 0o300)
+        || (gid.is_none_or(|g| g == meta.gid()) && mode & 0o030 == 0o030)
+        || mode & 0o003 == 0o003;
+    (!writable).then(|| {
+        format!(
+            "the agent runs as uid {uid}, which cannot write the workspace {} (uid {}, gid {}, mode {mode:o}): run it \
+             as the folder's owner (--agent-user {}:{}), give that uid the folder, or build the agent image with \
+             AGENT_UID={}",
+            folder.display(),
+            meta.uid(),
+            meta.gid(),
+            meta.uid(),
+            meta.gid(),
+            meta.uid()
+        )
+    })
 }
 
 /// A builder's `HOME` (in the workspace) exists before it starts, owned by the caller who creates it; the state

@@ -143,6 +143,8 @@ pub struct Container {
     /// A builder's exec-server port.
     pub port: Option<u16>,
     pub health: Option<Health>,
+    /// Memory-backed folders owned by the container's user.
+    pub tmpfs: Vec<String>,
     /// A folder that must exist, owned by the caller, before the container starts (a builder's `HOME` in the
     /// workspace): its source on the host side, and its path in the container.
     pub home: Option<Volume>,
@@ -173,7 +175,14 @@ pub struct AgentRequest {
     pub env: Vec<(String, String)>,
     /// More volumes (the `ssh:` block's files, read-only).
     pub mounts: Vec<Volume>,
+    /// Memory-backed folders owned by the agent's user (`up` only: [`AGENT_WRAPPERS`] for an agent run as another
+    /// user than the image's, which could not write the image's folder).
+    pub tmpfs: Vec<String>,
 }
+
+/// Where the agent image's entrypoint writes the wrappers (`SIDECAR_WRAPPERS_DIR`'s default, on the image's
+/// `PATH`): owned by the image's `AGENT_UID`, so an agent run as another user gets a folder of its own there.
+pub const AGENT_WRAPPERS: &str = "/opt/sidecar/wrappers";
 
 /// The plan: every container of the run as it will be created.
 #[derive(Debug, Clone, PartialEq)]
@@ -232,6 +241,7 @@ impl Plan {
             working_dir: run.agent_workdir(),
             env,
             mounts: run.volumes.iter().cloned().chain(agent.mounts).collect(),
+            tmpfs: agent.tmpfs,
             token,
             port: None,
             health: None,
@@ -294,6 +304,7 @@ fn builder(run: &RunConfig, sidecar: &Sidecar, port: u16, target: Target, token:
         working_dir: None,
         env,
         mounts: workspace.into_iter().chain(sidecar.cache_volumes.iter().cloned()).collect(),
+        tmpfs: Vec::new(),
         token,
         port: Some(port),
         health: Some(Health { test: sidecar.healthcheck.clone(), ready_timeout: sidecar.ready_timeout }),

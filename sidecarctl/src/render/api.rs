@@ -7,6 +7,7 @@ use std::path::Path;
 
 use bollard::models::{ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, ResourcesUlimits};
 
+use crate::engine::EngineKind;
 use crate::model::{Volume, VolumeSource};
 use crate::names::{Origin, RunName, LABEL_TOKEN_DIR, ROLE_AGENT, ROLE_BUILDER};
 use crate::plan::{Container, Plan, Role, User};
@@ -14,6 +15,8 @@ use crate::plan::{Container, Plan, Role, User};
 /// What a body needs beyond the plan.
 #[derive(Debug, Clone)]
 pub struct Context<'a> {
+    /// Docker and Podman take different tmpfs options.
+    pub engine: EngineKind,
     pub plan: &'a Plan,
     pub name: &'a RunName,
     /// Who starts the run, from where (labels).
@@ -73,9 +76,33 @@ pub fn body(
         attach_stdout: agent.then_some(true),
         attach_stderr: agent.then_some(true),
         labels: Some(labels),
-        host_config: Some(host_config(ctx, binds, &container.groups)),
+        host_config: Some(HostConfig {
+            tmpfs: (!container.tmpfs.is_empty())
+                .then(|| container.tmpfs.iter().map(|path| (path.clone(), tmpfs_options(ctx, container))).collect()),
+            ..host_config(ctx, binds, &container.groups)
+        }),
         networking_config: Some(network(ctx, alias)),
         ..Default::default()
+    }
+}
+
+/// A tmpfs owned by the container's user: Podman's `U` (it ignores `mode=` and refuses `uid=`), Docker's
+/// `uid=`/`gid=` for a numeric user, else a sticky folder any uid can write (as /tmp). Docker mounts a tmpfs
+/// `noexec` by default: the wrappers must run.
+fn tmpfs_options(ctx: &Context<'_>, container: &Container) -> String {
+    let user = match &container.user {
+        User::Image => None,
+        User::Caller => Some(ctx.caller.as_str()),
+        User::Given(user) => Some(user.as_str()),
+    };
+    let ids = user.and_then(|u| {
+        let (uid, gid) = u.split_once(':').unwrap_or((u, u));
+        Some((uid.parse::<u32>().ok()?, gid.parse::<u32>().ok()?))
+    });
+    match (ctx.engine, ids) {
+        (EngineKind::Podman, _) => "rw,U".to_owned(),
+        (EngineKind::Docker, Some((uid, gid))) => format!("rw,exec,nosuid,nodev,uid={uid},gid={gid},mode=0755"),
+        (EngineKind::Docker, None) => "rw,exec,nosuid,nodev,mode=1777".to_owned(),
     }
 }
 
@@ -144,6 +171,7 @@ tool_backends:
 
     fn context<'a>(plan: &'a Plan, name: &'a RunName, workspace: &'a Path) -> Context<'a> {
         Context {
+            engine: EngineKind::Docker,
             plan,
             name,
             origin: ORIGIN,

@@ -110,6 +110,7 @@ fn seen_api(run: &RunConfig, plan: &Plan) -> Vec<Seen> {
     let name = RunName::named("three-ways").unwrap();
     let origin = crate::names::Origin::caller(&run.workspace);
     let ctx = Context {
+        engine: crate::engine::EngineKind::Podman,
         plan,
         name: &name,
         origin: &origin,
