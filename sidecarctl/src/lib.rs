@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod down;
 pub mod engine;
 pub mod gate;
+pub mod image;
 pub mod logs;
 pub mod model;
 pub mod names;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use sidecarctl::down::Scope;
 use sidecarctl::engine::{ContainerEngine, EngineError};
+use sidecarctl::image::{self, BuildOptions};
 use sidecarctl::names::Origin;
 use sidecarctl::render::emit::{self, EmitOptions};
 use sidecarctl::render::{compose, kube};
@@ -36,6 +37,9 @@ enum Command {
         run: String,
         runtime: Option<String>,
     },
+    /// Build images from a sidecar-exec checkout's images/Dockerfile.
+    #[command(subcommand)]
+    Image(ImageCommand),
     /// Print the run as a compose file (services builder-RT and agent).
     Compose(EmitOptions),
     /// Print the run as a Kubernetes Pod (builders as native sidecars).
@@ -53,6 +57,13 @@ enum Command {
         all: bool,
         run: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Build the builder images (node, python, java, go, rust) and the agent image (agent) on the engine `up` uses,
+    /// with BuildKit (Docker) or podman build; --dry-run prints the commands.
+    Build(BuildOptions),
 }
 
 #[derive(clap::Args)]
@@ -124,6 +135,13 @@ async fn run(command: Command) -> i32 {
             })
             .await
         }
+        Command::Image(ImageCommand::Build(options)) => match image::build(options).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("sidecarctl: error: {e}");
+                EXIT_FAILED
+            }
+        },
         Command::Compose(options) => emit::main(options, compose::emit),
         Command::Kube(options) => emit::main(options, kube::emit),
         Command::Down { engine, stop_grace, all, run } => {

@@ -3,6 +3,7 @@
 //! on the machine's podman storage (the images images/test.sh builds) a builder that exits early. `#[ignore]`d, so
 //! the summary counts them; CI runs them with `--include-ignored`. (To move into the engine-parameterized harness.)
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -225,4 +226,59 @@ fn the_agent_user_is_checked_first_and_agent_user_works() {
     assert_eq!(stdout, format!("{uid}\n2\n"), "{stderr}");
     assert!(!stderr.contains("warning: the agent runs as"), "{stderr}");
     assert_eq!(std::fs::metadata(workspace.path().join("made")).unwrap().uid(), uid);
+}
+
+/// `image build` asks the engine what it is and runs exactly the lines `--dry-run` prints (here with a stand-in
+/// `podman` first on PATH that records its arguments and prints a progress line): the output passes through as
+/// it comes, and a failing build stops with its exit code and command. (The images themselves are built by
+/// images/test.sh.)
+#[test]
+#[ignore = "needs podman (CI runs it with --include-ignored)"]
+fn image_build_runs_what_dry_run_prints() {
+    use std::os::unix::fs::PermissionsExt;
+    let service = Service::start(true);
+    let tools = tempfile::tempdir().unwrap();
+    let log = tools.path().join("calls");
+    let fake = tools.path().join("podman");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\necho \"$0 $*\" >> {}\necho 'STEP 1/9: FROM x'\nexit ${{FAKE_EXIT:-0}}\n", log.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", tools.path().display(), std::env::var("PATH").unwrap());
+    let build = |args: &[&str], exit: &str| {
+        Command::new(env!("CARGO_BIN_EXE_sidecarctl"))
+            .args(["image", "build", "--context"])
+            .arg(&repo)
+            .args(args)
+            .env("DOCKER_HOST", service.url())
+            .env("PATH", &path)
+            .env("FAKE_EXIT", exit)
+            .output()
+            .unwrap()
+    };
+    let dry = build(&["--dry-run", "--runtime-version", "3.12", "python", "agent"], "0");
+    let printed = String::from_utf8_lossy(&dry.stdout).into_owned();
+    assert_eq!(dry.status.code(), Some(0), "{}", String::from_utf8_lossy(&dry.stderr));
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines.len(), 2, "{printed}");
+    assert!(lines[0].starts_with(&format!("{} --url {} build --format docker -f ", fake.display(), service.url())));
+    assert!(lines[0].contains("--build-arg PYTHON_IMAGE=python:3.12-slim-bookworm -t sidecar-builder-python:3.12"));
+    assert!(!log.exists(), "--dry-run ran something");
+
+    let run = build(&["--runtime-version", "3.12", "python", "agent"], "0");
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), printed, "what ran is not what --dry-run printed");
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "STEP 1/9: FROM x\nSTEP 1/9: FROM x\n", "the tool's own output");
+
+    let failed = build(&["python", "agent"], "3");
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("building sidecar-builder-python:latest failed (exit code 3); the command was:"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("building sidecar-agent"), "it went on after a failure:\n{stderr}");
 }
