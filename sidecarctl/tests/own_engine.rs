@@ -282,3 +282,64 @@ fn image_build_runs_what_dry_run_prints() {
     );
     assert!(!stderr.contains("building sidecar-agent"), "it went on after a failure:\n{stderr}");
 }
+
+/// The attached agent's TTY follows the window (issue 23): run under a real pty of 30×100 (its controlling
+/// terminal, through `setsid -c`), the agent's `stty size` says `30 100`; after the window becomes 40×120 (the
+/// kernel's SIGWINCH to sidecarctl), the agent's own SIGWINCH trap says `40 120`. Before, the agent saw the
+/// engine's default size and never a change.
+#[test]
+#[ignore = "needs podman and the images images/test.sh builds (CI runs it with --include-ignored)"]
+fn the_agents_tty_follows_the_window_size() {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let service = Service::start(false);
+    let workspace = tempfile::tempdir().unwrap();
+    let size = nix::pty::Winsize { ws_row: 30, ws_col: 100, ws_xpixel: 0, ws_ypixel: 0 };
+    let pty = nix::pty::openpty(&size, None).unwrap();
+    // Every size the agent's TTY has, whenever it changes (sidecarctl's first resize may come before or after the
+    // first line); it ends once it has seen the new size.
+    let script = "trap 's=$(stty size); echo \"size $s\"; [ \"$s\" = \"40 120\" ] && exit 0' WINCH; \
+                  echo \"size $(stty size)\"; while :; do sleep 600 & wait $!; done";
+    let run = format!("winsize-{}", random_hex(4));
+    let tty = || Stdio::from(pty.slave.try_clone().unwrap());
+    let mut child = Command::new("setsid")
+        .arg("-c")
+        .arg(env!("CARGO_BIN_EXE_sidecarctl"))
+        .args(["up", "--name", &run, "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "--no-token"])
+        .args(["--disable-sidecars", "--workspace"])
+        .arg(workspace.path())
+        .args(["--", "sidecar-agent", "sh", "-c", script])
+        .env("DOCKER_HOST", service.url())
+        .stdin(tty())
+        .stdout(tty())
+        .stderr(tty())
+        .spawn()
+        .unwrap();
+    drop(pty.slave);
+    // The screen, as the terminal shows it, read on a thread; each wait is for a line to appear.
+    let (sender, screen) = std::sync::mpsc::channel::<String>();
+    let mut master = std::fs::File::from(pty.master.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 || sender.send(String::from_utf8_lossy(&buf[..n]).into_owned()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = String::new();
+    let mut wait_for = |needle: &str| {
+        while !seen.contains(needle) {
+            match screen.recv_timeout(Duration::from_secs(120)) {
+                Ok(text) => seen.push_str(&text),
+                Err(_) => panic!("no '{needle}' on the terminal:\n{seen}"),
+            }
+        }
+    };
+    wait_for("size 30 100");
+    let bigger = rustix::termios::Winsize { ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0 };
+    rustix::termios::tcsetwinsize(pty.master.as_fd(), bigger).unwrap();
+    wait_for("size 40 120");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
