@@ -1,7 +1,7 @@
-//! sidecarctl against a `podman system service` of its own, for what the shared engine tests (tests/engine.rs) do
-//! not cover yet: `down`'s scope (on a service with storage and networks of its own, since it removes runs), and
-//! on the machine's podman storage (the images images/test.sh builds) a builder that exits early. `#[ignore]`d, so
-//! the summary counts them; CI runs them with `--include-ignored`. (To move into the engine-parameterized harness.)
+//! sidecarctl against a `podman system service` of this module's own, with storage and networks of its own: `down`
+//! (whose `--all` removes every run on an engine, so no other test's runs may be there) and `image build` (a
+//! stand-in `podman` records what runs). `#[ignore]`d, so the summary counts them; CI runs them with
+//! `--include-ignored`.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -17,22 +17,18 @@ struct Service {
 }
 
 impl Service {
-    /// `private`: storage, state and networks of its own, where other runs on this machine's podman are never seen
-    /// (or removed); else the machine's storage, with its images.
-    fn start(private: bool) -> Service {
+    fn start() -> Service {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("podman.sock");
         let mut command = Command::new("podman");
         command.args(["--runtime", "runc"]);
-        if private {
-            for part in ["root", "runroot", "networks", "tmp"] {
-                std::fs::create_dir(dir.path().join(part)).unwrap();
-            }
-            command.args(["--storage-driver", "vfs", "--root"]).arg(dir.path().join("root"));
-            command.arg("--runroot").arg(dir.path().join("runroot"));
-            command.arg("--network-config-dir").arg(dir.path().join("networks"));
-            command.arg("--tmpdir").arg(dir.path().join("tmp"));
+        for part in ["root", "runroot", "networks", "tmp"] {
+            std::fs::create_dir(dir.path().join(part)).unwrap();
         }
+        command.args(["--storage-driver", "vfs", "--root"]).arg(dir.path().join("root"));
+        command.arg("--runroot").arg(dir.path().join("runroot"));
+        command.arg("--network-config-dir").arg(dir.path().join("networks"));
+        command.arg("--tmpdir").arg(dir.path().join("tmp"));
         let child = command
             .args(["system", "service", "--time=0"])
             .arg(format!("unix://{}", socket.display()))
@@ -69,7 +65,7 @@ fn runtime() -> tokio::runtime::Runtime {
 #[test]
 #[ignore = "needs podman (CI runs it with --include-ignored)"]
 fn a_bare_down_removes_only_this_users_runs_of_this_folder() {
-    let service = Service::start(true);
+    let service = Service::start();
     let here = tempfile::tempdir().unwrap();
     let here_path = here.path().canonicalize().unwrap();
     let mine = RunName::named(&format!("mine-{}", random_hex(4))).unwrap();
@@ -128,106 +124,6 @@ fn a_bare_down_removes_only_this_users_runs_of_this_folder() {
     assert!(networks(&engine).is_empty(), "{stderr}");
 }
 
-/// A builder that exits before it is healthy is removed with its logs: the error now carries its last lines
-/// (issue 25, item 4), where before it gave only the exit code.
-#[test]
-#[ignore = "needs podman and the images images/test.sh builds (CI runs it with --include-ignored)"]
-fn a_builder_that_exits_early_shows_its_last_log_lines() {
-    let service = Service::start(false);
-    let workspace = tempfile::tempdir().unwrap();
-    let profile = workspace.path().join("profile.yaml");
-    std::fs::write(
-        &profile,
-        "tool_backends:\n  sidecars:\n    - {runtime: python, image: sidecar-builder-python:latest, \
-         command: [sh, -c, 'echo first-marker; echo second-marker >&2; exit 3']}\n",
-    )
-    .unwrap();
-    let run = format!("early-{}", random_hex(4));
-    let output = Command::new(env!("CARGO_BIN_EXE_sidecarctl"))
-        .args(["up", "--name", &run, "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "-p"])
-        .arg(&profile)
-        .arg("--workspace")
-        .arg(workspace.path())
-        .args(["--", "sidecar-agent", "true"])
-        .env("DOCKER_HOST", service.url())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(125), "{stderr}");
-    let seed =
-        "build sidecar 'python' exited before becoming healthy (status: exited, exit code 3); its last log lines:";
-    assert!(stderr.contains(seed), "{stderr}");
-    assert!(stderr.contains("\n  first-marker") && stderr.contains("\n  second-marker"), "{stderr}");
-    assert!(stderr.contains(&format!("removed run {run}")), "{stderr}");
-}
-
-/// `up` on the machine's podman with its images; `rest` follows the run name and the limits podman needs here.
-fn up(service: &Service, rest: &[&str]) -> (Option<i32>, String, String) {
-    let run = format!("agent-user-{}", random_hex(4));
-    let output = Command::new(env!("CARGO_BIN_EXE_sidecarctl"))
-        .args(["up", "--name", &run, "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"])
-        .args(rest)
-        .env("DOCKER_HOST", service.url())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (output.status.code(), text(&output.stdout), text(&output.stderr))
-}
-
-/// The agent's user against the workspace (issue 25, item 4): a workspace the image's uid cannot write is named
-/// before anything starts, with the fix; following it (`--agent-user`) works, the wrappers included (before, the
-/// entrypoint failed with "could not install the sidecar wrappers" unless SIDECAR_WRAPPERS_DIR was set too).
-#[test]
-#[ignore = "needs podman and the images images/test.sh builds (CI runs it with --include-ignored)"]
-fn the_agent_user_is_checked_first_and_agent_user_works() {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let service = Service::start(false);
-    let workspace = tempfile::tempdir().unwrap();
-    let folder = workspace.path().display().to_string();
-    std::fs::set_permissions(workspace.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let owner = std::fs::metadata(workspace.path()).unwrap().uid();
-    let image_user = Command::new("podman")
-        .args(["image", "inspect", "--format", "{{.Config.User}}", "sidecar-agent"])
-        .output()
-        .unwrap();
-    let image_uid: u32 = String::from_utf8_lossy(&image_user.stdout).trim().split(':').next().unwrap().parse().unwrap();
-    assert_ne!(image_uid, owner, "the test needs an agent image built for another uid than the caller's");
-
-    let (code, _, stderr) =
-        up(&service, &["--disable-sidecars", "--workspace", &folder, "--", "sidecar-agent", "true"]);
-    assert_eq!(code, Some(0), "{stderr}");
-    let warning = stderr.find(&format!("warning: the agent runs as uid {image_uid}, which cannot write the workspace"));
-    let network = stderr.find("network sidecarctl-");
-    assert!(warning.is_some() && warning < network, "the warning comes before anything is created:\n{stderr}");
-    assert!(stderr.contains(&format!("--agent-user {owner}:")), "{stderr}");
-
-    // The advice, followed: another uid owns the folder, and the agent runs as it, with its wrappers.
-    let uid = 4321;
-    std::os::unix::fs::chown(workspace.path(), Some(uid), Some(uid)).unwrap();
-    let user = format!("{uid}:{uid}");
-    let script = "id -u; python3 -c 'print(2)'; touch made";
-    let args = [
-        "--sidecar",
-        "python",
-        "--agent-user",
-        &user,
-        "--workspace",
-        &folder,
-        "--",
-        "sidecar-agent",
-        "sh",
-        "-c",
-        script,
-    ];
-    let (code, stdout, stderr) = up(&service, &args);
-    assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert_eq!(stdout, format!("{uid}\n2\n"), "{stderr}");
-    assert!(!stderr.contains("warning: the agent runs as"), "{stderr}");
-    assert_eq!(std::fs::metadata(workspace.path().join("made")).unwrap().uid(), uid);
-}
-
 /// `image build` asks the engine what it is and runs exactly the lines `--dry-run` prints (here with a stand-in
 /// `podman` first on PATH that records its arguments and prints a progress line): the output passes through as
 /// it comes, and a failing build stops with its exit code and command. (The images themselves are built by
@@ -236,7 +132,7 @@ fn the_agent_user_is_checked_first_and_agent_user_works() {
 #[ignore = "needs podman (CI runs it with --include-ignored)"]
 fn image_build_runs_what_dry_run_prints() {
     use std::os::unix::fs::PermissionsExt;
-    let service = Service::start(true);
+    let service = Service::start();
     let tools = tempfile::tempdir().unwrap();
     let log = tools.path().join("calls");
     let fake = tools.path().join("podman");
@@ -281,65 +177,4 @@ fn image_build_runs_what_dry_run_prints() {
         "{stderr}"
     );
     assert!(!stderr.contains("building sidecar-agent"), "it went on after a failure:\n{stderr}");
-}
-
-/// The attached agent's TTY follows the window (issue 23): run under a real pty of 30×100 (its controlling
-/// terminal, through `setsid -c`), the agent's `stty size` says `30 100`; after the window becomes 40×120 (the
-/// kernel's SIGWINCH to sidecarctl), the agent's own SIGWINCH trap says `40 120`. Before, the agent saw the
-/// engine's default size and never a change.
-#[test]
-#[ignore = "needs podman and the images images/test.sh builds (CI runs it with --include-ignored)"]
-fn the_agents_tty_follows_the_window_size() {
-    use std::io::Read;
-    use std::os::fd::AsFd;
-    let service = Service::start(false);
-    let workspace = tempfile::tempdir().unwrap();
-    let size = nix::pty::Winsize { ws_row: 30, ws_col: 100, ws_xpixel: 0, ws_ypixel: 0 };
-    let pty = nix::pty::openpty(&size, None).unwrap();
-    // Every size the agent's TTY has, whenever it changes (sidecarctl's first resize may come before or after the
-    // first line); it ends once it has seen the new size.
-    let script = "trap 's=$(stty size); echo \"size $s\"; [ \"$s\" = \"40 120\" ] && exit 0' WINCH; \
-                  echo \"size $(stty size)\"; while :; do sleep 600 & wait $!; done";
-    let run = format!("winsize-{}", random_hex(4));
-    let tty = || Stdio::from(pty.slave.try_clone().unwrap());
-    let mut child = Command::new("setsid")
-        .arg("-c")
-        .arg(env!("CARGO_BIN_EXE_sidecarctl"))
-        .args(["up", "--name", &run, "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "--no-token"])
-        .args(["--disable-sidecars", "--workspace"])
-        .arg(workspace.path())
-        .args(["--", "sidecar-agent", "sh", "-c", script])
-        .env("DOCKER_HOST", service.url())
-        .stdin(tty())
-        .stdout(tty())
-        .stderr(tty())
-        .spawn()
-        .unwrap();
-    drop(pty.slave);
-    // The screen, as the terminal shows it, read on a thread; each wait is for a line to appear.
-    let (sender, screen) = std::sync::mpsc::channel::<String>();
-    let mut master = std::fs::File::from(pty.master.try_clone().unwrap());
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = master.read(&mut buf) {
-            if n == 0 || sender.send(String::from_utf8_lossy(&buf[..n]).into_owned()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut seen = String::new();
-    let mut wait_for = |needle: &str| {
-        while !seen.contains(needle) {
-            match screen.recv_timeout(Duration::from_secs(120)) {
-                Ok(text) => seen.push_str(&text),
-                Err(_) => panic!("no '{needle}' on the terminal:\n{seen}"),
-            }
-        }
-    };
-    wait_for("size 30 100");
-    let bigger = rustix::termios::Winsize { ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0 };
-    rustix::termios::tcsetwinsize(pty.master.as_fd(), bigger).unwrap();
-    wait_for("size 40 120");
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
 }

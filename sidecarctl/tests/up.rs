@@ -1,112 +1,27 @@
-//! sidecarctl against a real engine: a private `podman system service` on a socket in a temporary folder (runc,
-//! as images/test.sh runs podman), and the images images/test.sh builds (`localhost/sidecar-builder-python`,
-//! `-node`, `sidecar-agent`). Without podman or without those images each test prints why and passes, unless
-//! SIDECARCTL_ENGINE_TESTS=1 (CI sets it, after images/test.sh), which turns a missing prerequisite into a failure.
+//! sidecarctl against real engines, each test once on Docker and once on Podman (`docker::…`, `podman::…`): `up`
+//! with the images images/test.sh builds, the health gate, signals, `--detach`/`ps`/`logs`/`down`, teardown.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use sidecarctl::engine::{run_filter, ContainerEngine};
 
-const IMAGES: [&str; 3] = ["sidecar-builder-python:latest", "sidecar-builder-node:latest", "sidecar-agent:latest"];
-/// Podman here may not raise limits: containers get explicit ones (Docker would not need them).
-const ULIMITS: [&str; 4] = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"];
+use crate::engines::{on_both_engines, runtime, TestEngine};
 
-/// One engine test at a time: each starts containers, and the machine has 2 cores.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// A `podman system service` on its own socket, stopped (SIGTERM, then reaped) on drop.
-struct Service {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Service {
-    fn socket(&self) -> String {
-        format!("unix://{}", self.dir.path().join("podman.sock").display())
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.child.wait();
-    }
-}
-
-/// The service, or `None` (with the reason printed) when this machine cannot run the test.
-fn service() -> Option<Service> {
-    let required = std::env::var("SIDECARCTL_ENGINE_TESTS").is_ok_and(|v| v == "1");
-    let skip = |why: &str| {
-        assert!(!required, "SIDECARCTL_ENGINE_TESTS=1 but {why}");
-        eprintln!("SKIPPED (real-engine test): {why}");
-        None
-    };
-    if Command::new("podman").arg("--version").output().is_err() {
-        return skip("podman is not installed");
-    }
-    for image in IMAGES {
-        let present = Command::new("podman").args(["image", "exists", image]).status().is_ok_and(|s| s.success());
-        if !present {
-            return skip(&format!("image {image} is missing (images/test.sh builds it)"));
-        }
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("podman.sock");
-    let child = Command::new("podman")
-        .args(["--runtime", "runc", "system", "service", "--time=0"])
-        .arg(format!("unix://{}", socket.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let service = Service { child, dir };
-    // The socket appears once the service listens.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !socket.exists() {
-        assert!(Instant::now() < deadline, "podman system service did not create {}", socket.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(service)
-}
-
-fn sidecarctl(service: &Service, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_sidecarctl"));
-    command.env("DOCKER_HOST", service.socket()).args(args);
-    command
-}
-
-fn up_args<'a>(name: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec!["up", "--name", name, "--stop-grace", "3"];
-    args.extend(ULIMITS);
-    args.extend(rest);
-    args
-}
+on_both_engines!(
+    up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches,
+    a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing,
+    ctrl_c_during_the_gate_leaves_nothing,
+    detach_then_ps_then_down,
+    the_ssh_block_reaches_the_agent,
+    a_run_that_fails_before_any_container_leaves_no_token_folder,
+    ctrl_c_during_a_pull_ends_it,
+);
 
 fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", sidecarctl::names::random_hex(4))
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-}
-
-/// Nothing labelled with the run is left on the engine, and its token folder is gone.
-fn assert_nothing_left(service: &Service, run: &str) {
-    let (containers, networks) = runtime().block_on(async {
-        let engine = ContainerEngine::connect(Some(&service.socket())).await.unwrap();
-        let containers = engine.containers(&[run_filter(run)]).await.unwrap();
-        let networks = engine.networks(&[run_filter(run)]).await.unwrap();
-        (containers.len(), networks.len())
-    });
-    assert_eq!((containers, networks), (0, 0), "containers and networks of run {run} left behind");
-    let token_dir = sidecarctl::token::state_root().unwrap().join(run);
-    assert!(!token_dir.exists(), "the token folder {} is left", token_dir.display());
 }
 
 /// `up`'s progress lines up to the first that holds `needle` (the step the test waits for).
@@ -120,10 +35,6 @@ fn read_until(stderr: &mut impl BufRead, needle: &str) -> String {
     seen
 }
 
-fn volume_exists(name: &str) -> bool {
-    Command::new("podman").args(["volume", "exists", name]).status().is_ok_and(|s| s.success())
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -135,19 +46,16 @@ fn write_profile(dir: &Path, yaml: &str) -> PathBuf {
 }
 
 /// `up` of run `run` with one python builder described by `fields` (YAML flow mapping entries) and agent `true`.
-fn up_one_python(service: &Service, run: &str, workspace: &Path, fields: &str) -> Command {
+fn up_one_python(engine: &TestEngine, run: &str, workspace: &Path, fields: &str) -> Command {
     let yaml = format!(
         "tool_backends:\n  sidecars:\n    - {{runtime: python, image: sidecar-builder-python:latest, {fields}}}\n"
     );
     let profile = write_profile(workspace, &yaml).display().to_string();
     let workspace = workspace.display().to_string();
-    sidecarctl(service, &up_args(run, &["-p", &profile, "--workspace", &workspace, "--", "sidecar-agent", "true"]))
+    engine.sidecarctl(&engine.up_args(run, &["-p", &profile, "--workspace", &workspace, "--", "sidecar-agent", "true"]))
 }
 
-#[test]
-fn up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(service) = service() else { return };
+fn up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches(engine: &TestEngine) {
     let run = unique("it-up");
     let (npm_cache, pip_cache) = (format!("{run}-npm"), format!("{run}-pip"));
     let workspace = tempfile::tempdir().unwrap();
@@ -163,9 +71,9 @@ fn up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches() {
                   SIDECAR_TOKEN_FILE= /opt/sidecar/sidecar-exec python true 2>/dev/null && echo open || echo closed; exit 7";
     let profile_arg = profile.display().to_string();
     let workspace_arg = workspace.path().display().to_string();
-    let args =
-        up_args(&run, &["-p", &profile_arg, "--workspace", &workspace_arg, "--", "sidecar-agent", "sh", "-c", script]);
-    let output: Output = sidecarctl(&service, &args).stdin(Stdio::null()).output().unwrap();
+    let args = engine
+        .up_args(&run, &["-p", &profile_arg, "--workspace", &workspace_arg, "--", "sidecar-agent", "sh", "-c", script]);
+    let output: Output = engine.sidecarctl(&args).stdin(Stdio::null()).output().unwrap();
     let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
     assert_eq!(output.status.code(), Some(7), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
@@ -177,22 +85,20 @@ fn up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches() {
     let position = |needle: &str| stderr.find(needle).unwrap_or_else(|| panic!("no '{needle}' in:\n{stderr}"));
     let agent = position("agent starting");
     assert!(position("builder-python healthy") < agent && position("builder-node healthy") < agent, "{stderr}");
-    assert_nothing_left(&service, &run);
-    assert!(volume_exists(&npm_cache) && volume_exists(&pip_cache), "the cache volumes were removed");
-    let _ = Command::new("podman").args(["volume", "rm", &npm_cache, &pip_cache]).output();
+    engine.assert_nothing_left(&run);
+    assert!(engine.volume_exists(&npm_cache) && engine.volume_exists(&pip_cache), "the cache volumes were removed");
+    engine.remove_volume(&npm_cache);
+    engine.remove_volume(&pip_cache);
 }
 
-#[test]
-fn a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(service) = service() else { return };
+fn a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
 
     // Running, but its exec-server never listens.
     let run = unique("it-unhealthy");
     let started = Instant::now();
     let output =
-        up_one_python(&service, &run, workspace.path(), "ready_timeout: 3, command: [sleep, '600']").output().unwrap();
+        up_one_python(engine, &run, workspace.path(), "ready_timeout: 3, command: [sleep, '600']").output().unwrap();
     let took = started.elapsed();
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(125), "{stderr}");
@@ -201,27 +107,24 @@ fn a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing() {
     assert!(output.stdout.is_empty());
     // Not before the timeout; the upper bound is generous (a loaded machine), far from a hang.
     assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(60), "took {took:?}");
-    assert_nothing_left(&service, &run);
+    engine.assert_nothing_left(&run);
 
     // Exits at once.
     let run = unique("it-exited");
-    let output = up_one_python(&service, &run, workspace.path(), "command: [sh, -c, 'exit 3']").output().unwrap();
+    let output = up_one_python(engine, &run, workspace.path(), "command: [sh, -c, 'exit 3']").output().unwrap();
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(125), "{stderr}");
     assert!(
         stderr.contains("build sidecar 'python' exited before becoming healthy (status: exited, exit code 3)"),
         "{stderr}"
     );
-    assert_nothing_left(&service, &run);
+    engine.assert_nothing_left(&run);
 }
 
-#[test]
-fn ctrl_c_during_the_gate_leaves_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(service) = service() else { return };
+fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let run = unique("it-sigint");
-    let mut child = up_one_python(&service, &run, workspace.path(), "ready_timeout: 300, command: [sleep, '600']")
+    let mut child = up_one_python(engine, &run, workspace.path(), "ready_timeout: 300, command: [sleep, '600']")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -231,7 +134,7 @@ fn ctrl_c_during_the_gate_leaves_nothing() {
     let seen = read_until(&mut stderr, "builder sidecarctl-");
     let engine_has_builder = || {
         runtime().block_on(async {
-            let engine = ContainerEngine::connect(Some(&service.socket())).await.unwrap();
+            let engine = ContainerEngine::connect(Some(engine.host())).await.unwrap();
             !engine.containers(&[run_filter(&run)]).await.unwrap().is_empty()
         })
     };
@@ -247,29 +150,22 @@ fn ctrl_c_during_the_gate_leaves_nothing() {
     let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
     assert_eq!(status.code(), Some(130), "{seen}{rest}");
     assert!(rest.contains(&format!("removed run {run}")), "{seen}{rest}");
-    assert_nothing_left(&service, &run);
+    engine.assert_nothing_left(&run);
 }
 
-#[test]
-fn detach_then_ps_then_down() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(service) = service() else { return };
+fn detach_then_ps_then_down(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let workspace_arg = workspace.path().display().to_string();
     let run = unique("it-detach");
-    let output = sidecarctl(
-        &service,
-        &up_args(
-            &run,
-            &["--detach", "--sidecar", "python", "--workspace", &workspace_arg, "--", "sidecar-agent", "sleep", "600"],
-        ),
-    )
-    .output()
-    .unwrap();
+    let args = engine.up_args(
+        &run,
+        &["--detach", "--sidecar", "python", "--workspace", &workspace_arg, "--", "sidecar-agent", "sleep", "600"],
+    );
+    let output = engine.sidecarctl(&args).output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout), format!("{run}\n"));
 
-    let ps = sidecarctl(&service, &["ps"]).output().unwrap();
+    let ps = engine.sidecarctl(&["ps"]).output().unwrap();
     let listing = text(&ps.stdout);
     let row = |role: &str| {
         listing
@@ -285,23 +181,20 @@ fn detach_then_ps_then_down() {
     assert!(["(engine)", "(probe)"].contains(&builder[6]), "{listing}");
     assert_eq!(row("agent")[3..], ["running", "-"], "{listing}");
 
-    let logs = sidecarctl(&service, &["logs", &run, "python"]).output().unwrap();
+    let logs = engine.sidecarctl(&["logs", &run, "python"]).output().unwrap();
     assert_eq!(logs.status.code(), Some(0), "{}", text(&logs.stderr));
 
-    let down = sidecarctl(&service, &["down", &run, "--stop-grace", "3"]).output().unwrap();
+    let down = engine.sidecarctl(&["down", &run, "--stop-grace", "3"]).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));
     assert!(text(&down.stderr).contains("2 containers, 1 network"), "{}", text(&down.stderr));
-    assert_nothing_left(&service, &run);
+    engine.assert_nothing_left(&run);
 }
 
 /// The profile's `ssh:` block reaches the agent: its variables in the environment, its key and known_hosts files
 /// bound read-only at the paths the variables name. A key the agent's user cannot read stops the run before anything
 /// is created. (What the agent image's entrypoint makes of SSH_HOST, the SSH wrappers, is images/test.sh's to check.)
-#[test]
-fn the_ssh_block_reaches_the_agent() {
+fn the_ssh_block_reaches_the_agent(engine: &TestEngine) {
     use std::os::unix::fs::PermissionsExt;
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(service) = service() else { return };
     let workspace = tempfile::tempdir().unwrap();
     let (key, known) = (workspace.path().join("id_test"), workspace.path().join("known_hosts"));
     std::fs::write(&key, "KEY-MARKER\n").unwrap();
@@ -317,20 +210,14 @@ fn the_ssh_block_reaches_the_agent() {
     let script = r#"echo "$SSH_HOST:$SSH_PORT $SSH_WORKSPACE $SSH_COMMANDS"; cat "$SSH_KEY_PATH" "$SSH_KNOWN_HOSTS"
                     echo x >>"$SSH_KEY_PATH" 2>/dev/null || echo read-only"#;
     let up = |run: &str| {
-        let args =
-            up_args(run, &["-p", &profile, "--workspace", &workspace_arg, "--", "sidecar-agent", "sh", "-c", script]);
-        sidecarctl(&service, &args).stdin(Stdio::null()).output().unwrap()
+        let args = engine
+            .up_args(run, &["-p", &profile, "--workspace", &workspace_arg, "--", "sidecar-agent", "sh", "-c", script]);
+        engine.sidecarctl(&args).stdin(Stdio::null()).output().unwrap()
     };
 
     // The image's user (not the caller) cannot read a 0600 key of the caller's: refused, nothing created.
-    let image_user = text(
-        &Command::new("podman")
-            .args(["image", "inspect", "--format", "{{.Config.User}}", "sidecar-agent"])
-            .output()
-            .unwrap()
-            .stdout,
-    );
-    let image_uid: u32 = image_user.trim().split(':').next().unwrap_or("").parse().unwrap_or(0);
+    let image_user = engine.image("sidecar-agent:latest").and_then(|i| i.config).and_then(|c| c.user);
+    let image_uid: u32 = image_user.unwrap_or_default().split(':').next().unwrap_or("").parse().unwrap_or(0);
     let caller = nix::unistd::getuid().as_raw();
     if image_uid != caller {
         let run = unique("it-ssh-refused");
@@ -339,11 +226,8 @@ fn the_ssh_block_reaches_the_agent() {
         assert_eq!(output.status.code(), Some(125), "{stderr}");
         assert!(stderr.contains("ssh.key_path") && stderr.contains("cannot be read by the agent's user"), "{stderr}");
         assert!(!stderr.contains("network sidecarctl-"), "something was created:\n{stderr}");
-        assert_nothing_left(&service, &run);
-        if caller != 0 {
-            eprintln!("SKIPPED the rest: the key cannot be given to uid {image_uid} without root");
-            return;
-        }
+        engine.assert_nothing_left(&run);
+        assert_eq!(caller, 0, "the rest gives the key to uid {image_uid}, which needs root (as the engines do)");
         std::os::unix::fs::chown(&key, Some(image_uid), None).unwrap();
     }
 
@@ -356,36 +240,30 @@ fn the_ssh_block_reaches_the_agent() {
         ["mac.example:2222 /workspace xcodebuild", "KEY-MARKER", "[mac.example]:2222 ssh-ed25519 AAAA", "read-only",],
         "stderr:\n{stderr}"
     );
-    assert_nothing_left(&service, &run);
+    engine.assert_nothing_left(&run);
 }
 
 /// A run that fails before any container exists (the agent's user cannot read the token) leaves no token folder:
 /// no label names it yet, so the teardown removes the one this `up` created.
-#[test]
-fn a_run_that_fails_before_any_container_leaves_no_token_folder() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(service) = service() else { return };
+fn a_run_that_fails_before_any_container_leaves_no_token_folder(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let run = unique("it-early");
     let workspace_arg = workspace.path().display().to_string();
-    let args = up_args(
+    let args = engine.up_args(
         &run,
         &["--disable-sidecars", "--workspace", &workspace_arg, "--agent-user", "agent", "--", "sidecar-agent", "true"],
     );
-    let output = sidecarctl(&service, &args).stdin(Stdio::null()).output().unwrap();
+    let output = engine.sidecarctl(&args).stdin(Stdio::null()).output().unwrap();
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(125), "{stderr}");
     assert!(stderr.contains("--no-token"), "refused for the token: {stderr}");
-    assert_nothing_left(&service, &run);
+    engine.assert_nothing_left(&run);
 }
 
 /// Ctrl-C ends `up` while the engine is pulling from a registry that never answers (a listener here that accepts
 /// and stays silent): the pull is abandoned at once, the exit code is 130 and nothing is left. Before, the pull
 /// ran on until the engine gave up, and the signal was only seen after it.
-#[test]
-fn ctrl_c_during_a_pull_ends_it() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(service) = service() else { return };
+fn ctrl_c_during_a_pull_ends_it(engine: &TestEngine) {
     let registry = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = registry.local_addr().unwrap().port();
     let (connected, accepted) = std::sync::mpsc::channel();
@@ -400,9 +278,9 @@ fn ctrl_c_during_a_pull_ends_it() {
     let run = unique("it-pull");
     let image = format!("127.0.0.1:{port}/sidecarctl-never-{run}:latest");
     let workspace_arg = workspace.path().display().to_string();
-    let args = up_args(&run, &["--disable-sidecars", "--workspace", &workspace_arg, "--", &image, "true"]);
+    let args = engine.up_args(&run, &["--disable-sidecars", "--workspace", &workspace_arg, "--", &image, "true"]);
     let mut child =
-        sidecarctl(&service, &args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        engine.sidecarctl(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let seen = read_until(&mut stderr, "pulling ");
     // The engine is talking to the silent registry: the pull is in flight.
@@ -414,5 +292,5 @@ fn ctrl_c_during_a_pull_ends_it() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{seen}{rest}");
     assert!(!rest.contains("error:"), "the pull failed instead of being abandoned:\n{seen}{rest}");
-    assert_nothing_left(&service, &run);
+    engine.assert_nothing_left(&run);
 }
