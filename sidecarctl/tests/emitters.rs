@@ -64,7 +64,11 @@ fn compose_holds_the_run() {
     assert_eq!(services["agent"]["command"], Value::from(vec!["sleep", "infinity"]));
     assert!(services["agent"].get("user").is_none() && services["agent"].get("build").is_none());
     assert_eq!(doc["secrets"]["sidecar_token"]["file"], "./sidecar-token");
-    assert!(doc["volumes"].get("npm-cache").is_some() && doc["volumes"].get("pip-cache").is_some());
+    // Named as `up` names them, not per compose project (`<project>_npm-cache`): both share the caches.
+    assert_eq!(
+        (&doc["volumes"]["npm-cache"]["name"], &doc["volumes"]["pip-cache"]["name"]),
+        (&"npm-cache".into(), &"pip-cache".into())
+    );
 }
 
 #[test]
@@ -165,11 +169,76 @@ fn the_image_examples_are_what_the_emitters_print() {
         let first_difference = expected.lines().zip(actual.lines()).position(|(e, a)| e != a);
         assert!(
             actual == expected,
-            "{file} differs from `sidecarctl {kind}` (first at line {}): edit the emitter (sidecarctl/src/{kind}.rs) \
+            "{file} differs from `sidecarctl {kind}` (first at line {}): edit the emitter (sidecarctl/src/render/{kind}.rs) \
              or the profile, never the file, then regenerate it from the repository root:\n  \
              cargo run -q -p sidecarctl -- {kind} {} > {file}",
             first_difference.map_or_else(|| "the end".to_owned(), |i| (i + 1).to_string()),
             EXAMPLE_ARGS.join(" "),
         );
     }
+}
+
+/// Un-escapes what `docker-compose config` prints: it writes every `$` of an interpolated value as `$$`.
+fn config_value(value: &Value) -> String {
+    value.as_str().unwrap_or_else(|| panic!("not a string: {value:?}")).replace("$$", "$")
+}
+
+/// What compose makes of the file is the run `up` starts (issue 24, item 1): `docker-compose config` under a hostile
+/// environment (HOME, USER and SECRET set to markers) gives every command, variable, image and path exactly as
+/// written, the header's `mkdir` makes the folder compose binds, and the variables the file means (SIDECAR_UID)
+/// still work. Before the fix compose read `$HOME` as `/sentinel` and `$$5` as `$5`.
+#[test]
+#[ignore = "needs docker-compose (images/check.sh installs it); CI runs it"]
+fn compose_makes_of_every_dollar_what_up_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.yaml");
+    std::fs::write(
+        &profile,
+        "tool_backends:\n  sidecars:\n    - runtime: node\n      image: 'img-$x'\n      env: {SECRET: '${SECRET}', \
+         K: '$(K8S)', P: '$$5'}\n      cache_volumes: ['/tmp/$HOME/cache:/cache/npm']\n",
+    )
+    .unwrap();
+    let script = r#"echo "home is $HOME, price is $$5, ${USER:-nobody}""#;
+    let workspace = "./ws-${USER}-$HOME";
+    let output = Command::new(env!("CARGO_BIN_EXE_sidecarctl"))
+        .args(["compose", "-p"])
+        .arg(&profile)
+        .args(["--workspace", workspace, "--", "agent:1", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let file = String::from_utf8(output.stdout).unwrap();
+    std::fs::write(dir.path().join("compose.yaml"), &file).unwrap();
+    std::fs::write(dir.path().join("sidecar-token"), "placeholder").unwrap();
+    let hostile = [("HOME", "/sentinel"), ("USER", "sentinel"), ("SECRET", "leaked"), ("SIDECAR_UID", "4242")];
+
+    // The header's steps, run as written by a shell with that environment: the workspace folder is the literal one.
+    let mkdir = file.lines().filter_map(|l| l.strip_prefix("#   ")).find(|l| l.starts_with("mkdir -p ")).unwrap();
+    let status = Command::new("sh").arg("-c").arg(mkdir).envs(hostile).current_dir(dir.path()).status().unwrap();
+    assert!(status.success(), "{mkdir}");
+    assert!(dir.path().join("ws-${USER}-$HOME").is_dir(), "{mkdir} made another folder");
+
+    let config = Command::new("docker-compose")
+        .args(["-f", "compose.yaml", "config"])
+        .env_remove("WORKSPACE")
+        .envs(hostile)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&config.stdout);
+    assert!(config.status.success(), "{}", String::from_utf8_lossy(&config.stderr));
+    assert!(!text.contains("sentinel") && !text.contains("leaked"), "the host's variables leaked in:\n{text}");
+    let doc: Value = serde_norway::from_str(&text).unwrap();
+    let (builder, agent) = (&doc["services"]["builder-node"], &doc["services"]["agent"]);
+    let command: Vec<String> = agent["command"].as_sequence().unwrap().iter().map(config_value).collect();
+    assert_eq!(command, ["sh", "-c", script]);
+    assert_eq!(config_value(&builder["image"]), "img-$x");
+    assert_eq!(config_value(&builder["environment"]["SECRET"]), "${SECRET}");
+    assert_eq!(config_value(&builder["environment"]["K"]), "$(K8S)");
+    assert_eq!(config_value(&builder["environment"]["P"]), "$$5");
+    let volumes: Vec<String> = builder["volumes"].as_sequence().unwrap().iter().map(config_value).collect();
+    let bound = dir.path().canonicalize().unwrap().join("ws-${USER}-$HOME");
+    assert_eq!(volumes, [format!("{}:/workspace:rw", bound.display()), "/tmp/$HOME/cache:/cache/npm:rw".to_owned()]);
+    // The variable the file means is still read from the environment (or .env).
+    assert_eq!(config_value(&builder["user"]), "4242:1000");
 }

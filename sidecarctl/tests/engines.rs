@@ -16,7 +16,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use sidecarctl::engine::{run_filter, Engine};
+use sidecarctl::engine::{run_filter, ContainerEngine};
 
 /// The images the tests run, as `up` and the docs name them (podman finds them under `localhost/`).
 pub const IMAGES: [&str; 3] = ["sidecar-builder-python:latest", "sidecar-builder-node:latest", "sidecar-agent:latest"];
@@ -191,8 +191,8 @@ impl TestEngine {
         &self.host
     }
 
-    pub fn connect(&self) -> Result<Engine, sidecarctl::engine::EngineError> {
-        runtime().block_on(Engine::connect(Some(&self.host)))
+    pub fn connect(&self) -> Result<ContainerEngine, sidecarctl::engine::EngineError> {
+        runtime().block_on(ContainerEngine::connect(Some(&self.host)))
     }
 
     /// sidecarctl pointed at this engine.

@@ -3,6 +3,8 @@
 //! are `#[ignore]`d with the reason, so the summary counts them; `--include-ignored` runs them (CI does), and then
 //! a missing prerequisite is a failure.
 
+mod agent;
 mod emitters;
 mod engines;
+mod own_engine;
 mod up;

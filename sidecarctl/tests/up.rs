@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use sidecarctl::engine::{run_filter, Engine};
+use sidecarctl::engine::{run_filter, ContainerEngine};
 
 use crate::engines::{on_both_engines, runtime, TestEngine};
 
@@ -134,7 +134,7 @@ fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
     let seen = read_until(&mut stderr, "builder sidecarctl-");
     let engine_has_builder = || {
         runtime().block_on(async {
-            let engine = Engine::connect(Some(engine.host())).await.unwrap();
+            let engine = ContainerEngine::connect(Some(engine.host())).await.unwrap();
             !engine.containers(&[run_filter(&run)]).await.unwrap().is_empty()
         })
     };
@@ -175,7 +175,10 @@ fn detach_then_ps_then_down(engine: &TestEngine) {
             .split_whitespace()
             .collect::<Vec<_>>()
     };
-    assert_eq!(row("build-sidecar")[3..], ["python", "running", "healthy"], "{listing}");
+    // The source of the verdict is named: the engine's HEALTHCHECK (Docker) or the health command (any engine).
+    let builder = row("build-sidecar");
+    assert_eq!(builder[3..6], ["python", "running", "healthy"], "{listing}");
+    assert!(["(engine)", "(probe)"].contains(&builder[6]), "{listing}");
     assert_eq!(row("agent")[3..], ["running", "-"], "{listing}");
 
     let logs = engine.sidecarctl(&["logs", &run, "python"]).output().unwrap();

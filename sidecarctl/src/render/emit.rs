@@ -8,11 +8,12 @@
 use clap::Args;
 use serde_norway::{Mapping, Value};
 
-use crate::model::{ModelError, Run, Sidecar, Volume};
+use super::yaml::NotRoundTrip;
+use crate::model::{ModelError, RunConfig, WorkspaceLookup};
 use crate::options::RunOptions;
+use crate::plan::{AgentRequest, Plan, Role};
 use crate::runtime::Runtime;
 use crate::up::EXIT_FAILED;
-use crate::yaml::NotRoundTrip;
 
 #[derive(Args, Debug, Clone)]
 pub struct EmitOptions {
@@ -29,12 +30,18 @@ pub struct EmitOptions {
 }
 
 impl EmitOptions {
-    /// The run to print. The workspace is resolved as the current folder, which always exists; the emitters write
-    /// `--workspace` as given wherever the run has the workspace (see `bind_source`).
-    pub fn run(&self) -> Result<Run, ModelError> {
-        let mut options = self.run.clone();
-        options.workspace = None;
-        Run::from_options(&options)
+    /// The run to print: `--workspace` is not looked up (the file names it as written).
+    pub fn run(&self) -> Result<RunConfig, ModelError> {
+        RunConfig::from_options(&self.run, WorkspaceLookup::AsWritten)
+    }
+
+    /// The agent as the command line gives it (an emitted file keeps the image's user and sets no more variables).
+    pub fn agent_request(&self) -> AgentRequest {
+        AgentRequest {
+            image: self.agent_image().to_owned(),
+            command: self.agent_command().to_vec(),
+            ..Default::default()
+        }
     }
 
     /// `sidecarctl ARGS…`, quoted for a POSIX shell.
@@ -55,7 +62,7 @@ impl EmitOptions {
 }
 
 /// `sidecarctl compose|kube`: the run from the options, printed by `emit`; exit code 125 on an invalid run.
-pub fn main(mut options: EmitOptions, emit: fn(&Run, &EmitOptions) -> Result<String, NotRoundTrip>) -> i32 {
+pub fn main(mut options: EmitOptions, emit: fn(&RunConfig, &EmitOptions) -> Result<String, NotRoundTrip>) -> i32 {
     options.command_line = std::env::args().skip(1).collect();
     let run = match options.run() {
         Ok(run) => run,
@@ -112,45 +119,6 @@ pub fn workspace_text(options: &RunOptions) -> String {
     options.workspace.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| ".".to_owned())
 }
 
-/// A volume's source in an emitted file: `workspace` (the caller's text, e.g. `${WORKSPACE:-./workspace}`) for
-/// the workspace, and for anything under it, relative to it; other sources as the profile gives them.
-pub fn bind_source(run: &Run, options: &RunOptions, volume: &Volume, workspace: &str) -> String {
-    let here = run.workspace.display().to_string();
-    let is_workspace_bind = run.sidecars.iter().any(|s| s.workspace_target == volume.target);
-    if volume.source == here || (options.workspace.is_some() && is_workspace_bind) {
-        workspace.to_owned()
-    } else if let Some(rest) = volume.source.strip_prefix(&format!("{here}/")) {
-        format!("{workspace}/{rest}")
-    } else {
-        volume.source.clone()
-    }
-}
-
-/// Probe tries allowed within `ready_timeout` at one try per 2 s (at least one).
-pub fn retries(sidecar: &Sidecar) -> u64 {
-    ((sidecar.ready_timeout / 2.0).ceil() as u64).max(1)
-}
-
-/// The health test in compose form: the profile's, else the images' own (`exec-server -healthcheck`).
-pub fn health_test(sidecar: &Sidecar) -> Vec<String> {
-    sidecar.healthcheck.clone().unwrap_or_else(|| vec!["CMD".into(), "exec-server".into(), "-healthcheck".into()])
-}
-
-/// Named cache volumes, each once, in the order the sidecars give them (host paths are binds, not volumes).
-pub fn named_volumes(run: &Run) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for sidecar in &run.sidecars {
-        for cache in &sidecar.cache_volumes {
-            if let Some((name, _)) = cache.split_once(':') {
-                if !name.starts_with('/') && !name.starts_with('.') && !names.iter().any(|n| n == name) {
-                    names.push(name.to_owned());
-                }
-            }
-        }
-    }
-    names
-}
-
 /// `# line` for each line (`#` alone for an empty one).
 pub fn comment_block(text: &str) -> String {
     text.lines().map(|line| if line.is_empty() { "#\n".to_owned() } else { format!("# {line}\n") }).collect()
@@ -169,19 +137,18 @@ pub fn version_command(runtime: Runtime) -> &'static str {
 
 /// The `docker build` lines for the images this project's images/Dockerfile makes under their default names
 /// (`sidecar-builder-RT:latest`, `sidecar-agent`): a run of other images says only that they must exist.
-pub fn build_commands(run: &Run, agent_image: &str) -> Vec<String> {
-    let mut lines: Vec<String> = run
-        .sidecars
+pub fn build_commands(plan: &Plan) -> Vec<String> {
+    let mut lines: Vec<String> = plan
+        .builders
         .iter()
-        .filter(|sc| sc.image == sc.runtime.default_image())
-        .map(|sc| {
-            format!(
-                "docker build -f images/Dockerfile --target builder --build-arg RUNTIME={rt} -t sidecar-builder-{rt} .",
-                rt = sc.runtime
-            )
+        .filter_map(|c| match c.role {
+            Role::Builder(rt) if c.image == rt.default_image() => Some(format!(
+                "docker build -f images/Dockerfile --target builder --build-arg RUNTIME={rt} -t sidecar-builder-{rt} ."
+            )),
+            _ => None,
         })
         .collect();
-    if matches!(agent_image, "sidecar-agent" | "sidecar-agent:latest") {
+    if matches!(plan.agent.image.as_str(), "sidecar-agent" | "sidecar-agent:latest") {
         lines.push(
             "docker build -f images/Dockerfile --target agent -t sidecar-agent \\\n    --build-arg AGENT_UID=\"$(id -u)\" \
              --build-arg AGENT_GID=\"$(id -g)\" ."

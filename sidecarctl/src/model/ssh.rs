@@ -15,11 +15,11 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_norway::Value;
 
-use super::{ModelError, Volume};
+use super::{ModelError, Volume, VolumeSource};
 use crate::profile::scalar_string;
 
 /// How a key's value becomes its variable's.
@@ -83,12 +83,12 @@ pub enum SshError {
     File {
         key: String,
         path: String,
-        error: String,
+        problem: FileProblem,
     },
     /// A file the agent's user could not read (checked by `up` once it knows that user).
     Unreadable {
         key: String,
-        path: String,
+        path: PathBuf,
         user: String,
         owner: u32,
         mode: u32,
@@ -103,11 +103,12 @@ impl std::fmt::Display for SshError {
             SshError::UnknownKey { key } => write!(f, "ssh.{key} is not a setting of the SSH backend (one of: {keys})"),
             SshError::NoHost => write!(f, "ssh.host is required: the host that runs the commands"),
             SshError::BadValue { key, expected } => write!(f, "ssh.{key} must be {expected}"),
-            SshError::File { key, path, error } => write!(f, "ssh.{key} {path}: {error}"),
+            SshError::File { key, path, problem } => write!(f, "ssh.{key} {path}: {problem}"),
             SshError::Unreadable { key, path, user, owner, mode } => write!(
                 f,
-                "ssh.{key} {path} (uid {owner}, mode {mode:o}) cannot be read by the agent's user '{user}': run the \
-                 agent as uid {owner} (--agent-user {owner}:GID, or an agent image built with AGENT_UID={owner})"
+                "ssh.{key} {} (uid {owner}, mode {mode:o}) cannot be read by the agent's user '{user}': run the \
+                 agent as uid {owner} (--agent-user {owner}:GID, or an agent image built with AGENT_UID={owner})",
+                path.display()
             ),
         }
     }
@@ -163,7 +164,8 @@ impl SshBackend {
                 Kind::HostFile { target } => {
                     let written = value.as_str().ok_or_else(|| bad("a file path on this machine"))?;
                     let source = host_file(&key, written, cwd, workspace)?;
-                    let volume = Volume { source, target: (*target).to_owned(), read_only: true };
+                    let volume =
+                        Volume { source: VolumeSource::Host(source), target: (*target).to_owned(), read_only: true };
                     backend.files.insert((*variable).to_owned(), volume);
                     (*target).to_owned()
                 }
@@ -194,9 +196,9 @@ impl SshBackend {
         self.env.iter().map(|(name, value)| format!("{name}={value}")).collect()
     }
 
-    /// The engine's binds for the files, `source:target:ro`.
-    pub fn binds(&self) -> Vec<String> {
-        self.files.values().map(Volume::bind).collect()
+    /// The files as read-only volumes of the agent.
+    pub fn mounts(&self) -> Vec<Volume> {
+        self.files.values().cloned().collect()
     }
 
     /// The first file the agent's `user` (the engine's `User`: "", "uid", "uid:gid" or a name) could not read: a
@@ -207,7 +209,8 @@ impl SshBackend {
         let uid_text = user.split_once(':').map_or(user, |(uid, _)| uid);
         let uid: u32 = if uid_text.is_empty() { 0 } else { uid_text.parse().ok()? };
         self.files.iter().find_map(|(variable, file)| {
-            let meta = std::fs::metadata(&file.source).ok()?;
+            let VolumeSource::Host(path) = &file.source else { return None };
+            let meta = std::fs::metadata(path).ok()?;
             let mode = meta.mode() & 0o7777;
             let readable = mode & 0o044 != 0 || (meta.uid() == uid && mode & 0o400 != 0);
             (!readable).then(|| SshError::Unreadable {
@@ -215,7 +218,7 @@ impl SshBackend {
                     .iter()
                     .find(|(_, name, _)| name == variable)
                     .map_or_else(String::new, |(key, ..)| (*key).to_owned()),
-                path: file.source.clone(),
+                path: path.clone(),
                 user: if user.is_empty() { "root".to_owned() } else { user.to_owned() },
                 owner: meta.uid(),
                 mode,
@@ -226,16 +229,35 @@ impl SshBackend {
 
 /// `~/…` is under `$HOME`, `${CWD}` is the workspace, a relative path is relative to the current folder; the file
 /// must exist and be a regular file (a missing bind source would be created by the engine as an empty folder).
-fn host_file(key: &str, written: &str, cwd: &Path, workspace: &Path) -> Result<String, SshError> {
-    let file_error = |error: String| SshError::File { key: key.to_owned(), path: written.to_owned(), error };
+fn host_file(key: &str, written: &str, cwd: &Path, workspace: &Path) -> Result<PathBuf, SshError> {
+    let file_error = |problem| SshError::File { key: key.to_owned(), path: written.to_owned(), problem };
     let expanded = written.replace("${CWD}", &workspace.display().to_string());
     let path = match expanded.strip_prefix("~/") {
-        Some(rest) => Path::new(&std::env::var("HOME").map_err(|_| file_error("HOME is not set".into()))?).join(rest),
+        Some(rest) => Path::new(&std::env::var("HOME").map_err(|_| file_error(FileProblem::NoHome))?).join(rest),
         None => cwd.join(&expanded),
     };
-    let canonical = path.canonicalize().map_err(|e| file_error(e.to_string()))?;
+    let canonical = path.canonicalize().map_err(|e| file_error(FileProblem::Io(e)))?;
     if !canonical.is_file() {
-        return Err(file_error("not a file".into()));
+        return Err(file_error(FileProblem::NotAFile));
     }
-    Ok(canonical.display().to_string())
+    Ok(canonical)
+}
+
+/// Why a file the block names cannot be used.
+#[derive(Debug)]
+pub enum FileProblem {
+    Io(std::io::Error),
+    /// `~/…` with no `HOME` to expand it.
+    NoHome,
+    NotAFile,
+}
+
+impl std::fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileProblem::Io(e) => e.fmt(f),
+            FileProblem::NoHome => f.write_str("HOME is not set"),
+            FileProblem::NotAFile => f.write_str("not a file"),
+        }
+    }
 }

@@ -1,12 +1,17 @@
 use super::*;
+use crate::runtime::Runtime;
 
 fn opts() -> RunOptions {
     RunOptions::default()
 }
 
-fn build_yaml(yaml: &str, options: &RunOptions) -> Result<Run, ModelError> {
+fn build_yaml(yaml: &str, options: &RunOptions) -> Result<RunConfig, ModelError> {
     let profile = Profile::parse(yaml, "test.yaml").map_err(ModelError::Profile)?;
-    Run::build(options, profile, &std::env::temp_dir())
+    RunConfig::build(options, profile, &std::env::temp_dir(), WorkspaceLookup::Resolve)
+}
+
+fn workspace() -> VolumeSource {
+    VolumeSource::Workspace { under: String::new() }
 }
 
 fn message(yaml: &str, options: &RunOptions) -> String {
@@ -39,14 +44,19 @@ fn the_seed_profile_parses_with_its_defaults() {
     let run = build_yaml(SEED_PROFILE, &opts()).unwrap();
     let tmp = std::env::temp_dir().canonicalize().unwrap();
     assert_eq!(run.workspace, tmp);
-    assert_eq!(
-        run.volumes,
-        vec![Volume { source: tmp.display().to_string(), target: "/workspace".into(), read_only: false }]
-    );
+    assert_eq!(run.volumes, vec![Volume { source: workspace(), target: "/workspace".into(), read_only: false }]);
     let [node, python] = &run.sidecars[..] else { panic!("two sidecars: {:?}", run.sidecars) };
     assert_eq!(node.runtime, Runtime::Node);
     assert_eq!(node.port, 8081);
-    assert_eq!(node.command, ["exec-server", "-port", "8081", "-cwd", "/workspace"]);
+    assert_eq!(node.command, None, "the plan's exec-server command");
+    assert_eq!(
+        node.cache_volumes,
+        [Volume {
+            source: VolumeSource::Named("heretic-npm-cache".into()),
+            target: "/home/builder/.npm".into(),
+            read_only: false
+        }]
+    );
     assert_eq!(node.env["NPM_CONFIG_FUND"], "false");
     assert_eq!(node.env["RETRIES"], "3");
     assert_eq!(node.env["STRICT"], "true");
@@ -59,10 +69,6 @@ fn the_seed_profile_parses_with_its_defaults() {
         Some(&["CMD".to_owned(), "exec-server".into(), "-healthcheck".into()][..])
     );
     assert!(run.token);
-    assert_eq!(
-        run.build_sidecars_json(Sidecar::internal_url),
-        r#"{"node":{"internal_url":"http://builder-node:8081"},"python":{"internal_url":"http://builder-python:8080"}}"#
-    );
     assert_eq!(run.env_passthrough(), "NPM_TOKEN,PIP_INDEX_URL");
 }
 
@@ -213,16 +219,34 @@ fn workspace_flag_is_cwd_and_the_workspace_bind() {
     let options = RunOptions { workspace: Some(path.clone()), sidecars: vec!["node".into()], ..opts() };
     // No volumes in the profile: the workspace alone, at the sidecars' target.
     let run = build_yaml("", &options).unwrap();
-    assert_eq!(
-        run.volumes,
-        vec![Volume { source: path.display().to_string(), target: "/workspace".into(), read_only: false }]
-    );
+    assert_eq!(run.volumes, vec![Volume { source: workspace(), target: "/workspace".into(), read_only: false }]);
     // ${CWD} is the workspace; an explicit --workspace also replaces a fixed workspace source.
     let yaml =
         "volumes: [{source: /elsewhere, target: /workspace}, {source: '${CWD}/data', target: /data, read_only: true}]";
     let run = build_yaml(yaml, &options).unwrap();
-    assert_eq!(run.volumes[0].source, path.display().to_string());
-    assert_eq!(run.volumes[1].bind(), format!("{}/data:/data:ro", path.display()));
+    assert_eq!(run.volumes[0].source, workspace());
+    assert_eq!(
+        run.volumes[1],
+        Volume { source: VolumeSource::Workspace { under: "data".into() }, target: "/data".into(), read_only: true }
+    );
+    // Other paths are this machine's, relative ones placed in the current folder (here the workspace, so `./y` is
+    // under it); other sources name volumes.
+    let yaml =
+        "volumes: [{source: /elsewhere, target: /a}, {source: ./x/../y, target: /b}, {source: data, target: /c}]";
+    let sources: Vec<VolumeSource> = build_yaml(yaml, &opts()).unwrap().volumes.into_iter().map(|v| v.source).collect();
+    assert_eq!(
+        sources,
+        [
+            VolumeSource::Host("/elsewhere".into()),
+            VolumeSource::Workspace { under: "y".into() },
+            VolumeSource::Named("data".into())
+        ]
+    );
+    assert_eq!(
+        message("volumes: [{source: 'my volume', target: /a}]", &opts()),
+        "volumes[0].source 'my volume' is neither a path (/…, ./…) nor a volume name (letters, digits, '_', '.', '-', \
+         starting with a letter or digit)"
+    );
 
     let missing = RunOptions { workspace: Some(path.join("nope")), ..opts() };
     assert!(message("", &missing).starts_with(&format!("workspace {}", path.join("nope").display())));
@@ -234,13 +258,48 @@ fn ulimits_from_profile_and_flags() {
     let run = build_yaml("ulimits: [\"nofile=1024:2048\", \"core=0\"]", &options).unwrap();
     let shown: Vec<_> = run.ulimits.iter().map(|u| format!("{}={}:{}", u.name, u.soft, u.hard)).collect();
     assert_eq!(shown, ["core=0:0", "nofile=4096:4096", "nproc=2048:2048"]);
-    for bad in ["nofile", "nofile=a", "=1", "nofile=10:5"] {
+    for bad in ["nofile", "nofile=a", "nofile=1:x"] {
         let options = RunOptions { ulimits: vec![bad.into()], ..opts() };
         assert_eq!(
             message("", &options),
             format!("ulimit '{bad}' is not NAME=SOFT[:HARD] with numbers (e.g. nofile=4096:4096)")
         );
     }
+    // Issue 24, item 16: an unknown name and a limit no container can start with were accepted, and failed only
+    // when the engine started a container (after the builders); -1 is unlimited, as with `docker run`.
+    let cases = [
+        ("nofiles=4096", "names no limit the engines know (one of: core, cpu, data, fsize, locks, memlock, "),
+        ("=1", "names no limit the engines know"),
+        ("nofile=0", "would let no container start: nofile and nproc must be at least 1"),
+        ("nproc=0:10", "would let no container start"),
+        ("nofile=10:5", "needs whole numbers or -1 (unlimited), the soft limit at most the hard"),
+        ("core=-2", "needs whole numbers or -1"),
+        ("memlock=-1:5", "needs whole numbers or -1"),
+    ];
+    for (bad, problem) in cases {
+        let got = message("", &RunOptions { ulimits: vec![bad.into()], ..opts() });
+        assert!(got.starts_with(&format!("ulimit '{bad}' {problem}")), "{got}");
+    }
+    let run = build_yaml("ulimits: [\"memlock=-1:-1\", \"stack=8192:-1\"]", &opts()).unwrap();
+    assert_eq!((run.ulimits[0].soft, run.ulimits[1].hard), (-1, -1));
+}
+
+/// Issue 24, item 16: a profile's env names became `NAME=value` entries unchecked (`A=B` set another variable).
+#[test]
+fn env_and_passthrough_names_are_variable_names() {
+    let base = "tool_backends:\n  sidecars:\n    - {runtime: node, image: x, ";
+    let cases = [
+        ("env: {'A=B': v}}", "tool_backends.sidecars[0].env: 'A=B' is not a variable name"),
+        ("env: {'1X': v}}", "tool_backends.sidecars[0].env: '1X' is not a variable name"),
+        ("env: {'': v}}", "tool_backends.sidecars[0].env: '' is not a variable name"),
+        ("env_passthrough: ['NPM TOKEN']}", "tool_backends.sidecars[0].env_passthrough: 'NPM TOKEN' is not a"),
+        ("env_passthrough: ['A,B']}", "tool_backends.sidecars[0].env_passthrough: 'A,B' is not a"),
+    ];
+    for (entry, expected) in cases {
+        let got = message(&format!("{base}{entry}\n"), &opts());
+        assert!(got.starts_with(expected), "{entry}: {got}");
+    }
+    build_yaml(&format!("{base}env: {{_A1: v}}, env_passthrough: [NPM_TOKEN]}}\n"), &opts()).unwrap();
 }
 
 #[test]
@@ -297,13 +356,12 @@ fn the_ssh_block_becomes_the_agents_variables_and_read_only_binds() {
             "SSH_WORKSPACE=/src",
         ]
     );
-    assert_eq!(
-        ssh.binds(),
-        [
-            format!("{}:/run/secrets/ssh-key:ro", key.display()),
-            format!("{}:/run/secrets/ssh-known-hosts:ro", known.display())
-        ]
-    );
+    let file = |path: &Path, target: &str| Volume {
+        source: VolumeSource::Host(path.to_path_buf()),
+        target: target.to_owned(),
+        read_only: true,
+    };
+    assert_eq!(ssh.mounts(), [file(&key, "/run/secrets/ssh-key"), file(&known, "/run/secrets/ssh-known-hosts")]);
     // No builders: no "two filesystems" warning.
     assert!(run.warnings.is_empty(), "{:?}", run.warnings);
     // The agent's user owns the key (mode 0600): readable.
@@ -313,7 +371,7 @@ fn the_ssh_block_becomes_the_agents_variables_and_read_only_binds() {
     // `-e SSH_KEY_PATH=…` (a key inside the agent image) wins: that variable and its bind go, the rest stays.
     let without = ssh.without(&["SSH_KEY_PATH", "SSH_TTY"]);
     assert!(!without.env.contains_key("SSH_KEY_PATH") && !without.env.contains_key("SSH_TTY"));
-    assert_eq!(without.binds(), [format!("{}:/run/secrets/ssh-known-hosts:ro", known.display())]);
+    assert_eq!(without.mounts(), [file(&known, "/run/secrets/ssh-known-hosts")]);
     assert_eq!(without.env["SSH_HOST"], "mac.example");
 }
 
@@ -323,10 +381,10 @@ fn ssh_file_paths_relative_home_and_cwd() {
     let root = dir.path().canonicalize().unwrap();
     let relative = RunOptions { workspace: Some(root.clone()), ..opts() };
     let profile = Profile::parse("ssh: {host: h, key_path: ./id_ed25519}", "test.yaml").unwrap();
-    let run = Run::build(&relative, profile, &root).unwrap();
-    assert_eq!(run.ssh.unwrap().files["SSH_KEY_PATH"].source, key.display().to_string());
+    let run = RunConfig::build(&relative, profile, &root, WorkspaceLookup::Resolve).unwrap();
+    assert_eq!(run.ssh.unwrap().files["SSH_KEY_PATH"].source, VolumeSource::Host(key.clone()));
     let run = build_yaml("ssh: {host: h, key_path: '${CWD}/id_ed25519'}", &relative).unwrap();
-    assert_eq!(run.ssh.unwrap().files["SSH_KEY_PATH"].source, key.display().to_string());
+    assert_eq!(run.ssh.unwrap().files["SSH_KEY_PATH"].source, VolumeSource::Host(key.clone()));
     // With builders, SSH_WORKSPACE is their workspace_target.
     let run = build_yaml(&format!("{SEED_PROFILE}\nssh: {{host: h}}\n"), &opts()).unwrap();
     assert_eq!(run.ssh.unwrap().env["SSH_WORKSPACE"], "/workspace");
@@ -334,7 +392,7 @@ fn ssh_file_paths_relative_home_and_cwd() {
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.join(".profile").is_file()) {
         let run = build_yaml("ssh: {host: h, known_hosts: ~/.profile}", &opts()).unwrap();
         let source = &run.ssh.unwrap().files["SSH_KNOWN_HOSTS"].source;
-        assert_eq!(*source, home.join(".profile").canonicalize().unwrap().display().to_string());
+        assert_eq!(*source, VolumeSource::Host(home.join(".profile").canonicalize().unwrap()));
     }
 }
 
