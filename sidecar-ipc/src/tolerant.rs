@@ -2,7 +2,7 @@
 //! a reader can see an empty or half-written file and must read it again when it changes.
 //!
 //! Whoever writes the folders may also leave what is no file to read at all (a FIFO, a symlink to `/dev/zero`, a
-//! 10 GiB sparse file): files are read by [`agent_files::read_request`] (regular files only, never through a
+//! 10 GiB sparse file): files are read by [`agent_files::read_regular_file`] (regular files only, never through a
 //! symlink, at most [`LIMIT`] bytes, never blocking), and anything else is [`Reading::Invalid`] at once.
 
 use std::fs::Metadata;
@@ -59,7 +59,7 @@ impl Stamp {
 }
 
 pub fn read<T: DeserializeOwned>(path: &Path) -> Reading<T> {
-    let (bytes, stamp) = match agent_files::read_request(path, LIMIT) {
+    let (bytes, stamp) = match agent_files::read_regular_file(path, LIMIT) {
         Ok(contents) => (contents.bytes, Stamp::from_metadata(&contents.metadata)),
         Err(err) if err.is_not_found() => return Reading::Missing,
         // Perhaps passing (a permission not set yet): read again while it settles.

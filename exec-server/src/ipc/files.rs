@@ -52,10 +52,10 @@ pub fn claim(dir: &Path, id: &str) -> std::io::Result<bool> {
     }
 }
 
-/// Reads a request file by the rules of [`agent_files::read_request`]: a regular file of at most
+/// Reads a request file by the rules of [`agent_files::read_regular_file`]: a regular file of at most
 /// [`REQUEST_LIMIT`] bytes, never through a symlink, never blocking.
 pub fn read_request(dir: &Path, id: &str) -> Result<Contents, ReadError> {
-    agent_files::read_request(&request_path(dir, id), REQUEST_LIMIT as u64)
+    agent_files::read_regular_file(&request_path(dir, id), REQUEST_LIMIT as u64)
 }
 
 /// Writes the result atomically (the agent never reads half a result) through an exclusive temporary of a short
