@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use agent_files::{DocumentError, Reading};
 use serde_json::{json, Value};
 
 use crate::failure::Failure;
 use crate::ipc::{self, Ipc};
-use crate::tolerant::{self, Reading};
 use crate::{inflight, json_arg};
 
 /// Set by `run` for the orchestrator: `finish` then writes only the run result, and the supervisor writes
@@ -30,12 +30,14 @@ pub fn write_done(ipc: &Ipc) -> Result<(), String> {
     ipc::write_file(&ipc.done(), b"")
 }
 
-/// Whether the run result on disk is JSON (an error message if not).
-pub fn check_run_result(ipc: &Ipc) -> Option<Result<(), String>> {
-    match tolerant::read::<Value>(&ipc.run_result()) {
+/// Whether the run result on disk is JSON (why not if not). Its writer is done by the time this is asked (the
+/// orchestrator's group is gone, or it is `finish` itself), so a run result that is incomplete is final here.
+pub fn check_run_result(ipc: &Ipc) -> Option<Result<(), DocumentError>> {
+    match ipc::read_json::<Value>(&ipc.run_result()) {
         Reading::Missing => None,
-        Reading::Ready(_) => Some(Ok(())),
-        Reading::Incomplete { error, .. } | Reading::Invalid(error) => Some(Err(error)),
+        Reading::Ready { .. } => Some(Ok(())),
+        Reading::Incomplete { why, .. } => Some(Err(why.into())),
+        Reading::Unusable(why) => Some(Err(why.into())),
     }
 }
 
@@ -54,7 +56,7 @@ pub async fn finish(ipc: &Ipc, result: Option<&str>, drain: Duration) -> Result<
         None => match check_run_result(ipc) {
             Some(Ok(())) => None,
             Some(Err(err)) => {
-                let message = format!("the run result already written is not valid JSON: {err}");
+                let message = format!("the run result already written {err}");
                 failure = Some(Failure::new(format!("{message}; replaced it with an error run result")));
                 Some(error_result(&message, 1))
             }

@@ -1,6 +1,10 @@
 //! The layout of the shared IPC folder, as the agent-runner expects it, and the names of the files in it.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_files::{FolderRules, Reading, Recheck};
+use serde::de::DeserializeOwned;
 
 /// The environment twin of `--ipc-root`; `run` also sets it for the orchestrator, so nested calls find the folder.
 pub const ROOT_VAR: &str = "SIDECAR_IPC_ROOT";
@@ -8,6 +12,20 @@ pub const ROOT_VAR: &str = "SIDECAR_IPC_ROOT";
 const REQUEST: &str = "request-";
 const RESULT: &str = "result-";
 const CLEAR: &str = "clear-";
+
+/// How sidecar-ipc reads its folders: agent-files' rules, with these parameters.
+///
+/// - `limit`, 8 MiB: the largest files are prompts, text for a model. The largest context windows (about two
+///   million tokens) hold about 8 MB of text, so no prompt a model could take is refused, and a hostile file costs
+///   at most this much memory. (exec-server's requests are bounded by its HTTP body limit, 1 MiB: they are command
+///   lines, not model input.)
+/// - `recheck`, every second with inotify or without: a wait here looks at one or two files (a result, `done`) or
+///   lists two small folders, which costs next to nothing, and a second is small next to the LLM call every prompt
+///   waits for. (exec-server re-checks a folder of requests every 5 s with inotify, every 0.2 s without.)
+pub const RULES: FolderRules = FolderRules {
+    limit: 8 * 1024 * 1024,
+    recheck: Recheck { with_inotify: Duration::from_secs(1), without_inotify: Duration::from_secs(1) },
+};
 
 /// The IPC root (`/ipc` in a pod) and every path under it.
 #[derive(Debug, Clone)]
@@ -72,6 +90,13 @@ impl Ipc {
         }
         Ok(())
     }
+}
+
+/// Reads a document from the folders by agent-files' rules ([`agent_files::read_document`]: regular files only,
+/// never through a symlink, at most [`RULES`]' limit, never blocking; told apart as ready, unusable, or incomplete
+/// and perhaps still being written).
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Reading<T> {
+    agent_files::read_document(path, RULES.limit)
 }
 
 /// Writes a document into the folders: pretty JSON with a final newline, atomically, through an exclusive

@@ -16,7 +16,6 @@ mod run;
 mod run_config;
 mod schema;
 mod server;
-mod tolerant;
 mod wire;
 
 use cli::Command;

@@ -1,10 +1,10 @@
 //! `sidecar-ipc prompt`: one LLM call through the agent, answer on stdout.
 
 use std::io::{Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use agent_files::{excerpt, DocumentError, Reading, UnfinishedWrite, Verdict};
 use serde_json::Value;
-use tokio::time::Instant;
 
 use crate::changes::Changes;
 use crate::failure::{Failure, TIMED_OUT};
@@ -12,7 +12,6 @@ use crate::ids::new_id;
 use crate::ipc::{self, Ipc};
 use crate::json_arg;
 use crate::schema::{self, SchemaSpec};
-use crate::tolerant::{self, Reading, Settle};
 use crate::wire::{PromptRequest, PromptResult};
 
 pub struct PromptArgs {
@@ -24,7 +23,7 @@ pub struct PromptArgs {
 /// How the wait for a result ended.
 enum Waited {
     Answered(PromptResult),
-    Unreadable(String),
+    Unreadable(DocumentError),
     RunEnded,
     TimedOut,
 }
@@ -66,7 +65,7 @@ pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), Failure> {
     let result = match wait_for_result(ipc, &id, deadline, &mut changes).await {
         Waited::Answered(result) => result,
         Waited::Unreadable(error) => {
-            return Err(Failure::new(format!("the result of prompt {id} is unreadable: {error}")));
+            return Err(Failure::new(format!("the result of prompt {id} is unreadable: it {error}")));
         }
         Waited::RunEnded => {
             return Err(Failure::new(format!(
@@ -137,28 +136,28 @@ fn parsed_answer(result: &PromptResult) -> Result<Value, String> {
     }
     let content = result.content.as_deref().unwrap_or_default();
     serde_json::from_str(content.trim()).map_err(|err| {
-        format!("a schema was given but the answer is not JSON ({err}): {}", tolerant::excerpt(content.as_bytes()))
+        format!("a schema was given but the answer is not JSON ({err}): {}", excerpt(content.as_bytes()))
     })
 }
 
 async fn wait_for_result(ipc: &Ipc, id: &str, deadline: Instant, changes: &mut Changes) -> Waited {
     let path = ipc.result(id);
-    let mut settle = Settle::default();
+    let mut unfinished = UnfinishedWrite::default();
     loop {
-        let now = Instant::now();
-        match tolerant::read::<PromptResult>(&path) {
-            Reading::Ready(result) => return Waited::Answered(result),
-            Reading::Invalid(error) => return Waited::Unreadable(error),
+        let mut wake_by = deadline;
+        match ipc::read_json::<PromptResult>(&path) {
+            Reading::Ready { value, .. } => return Waited::Answered(value),
+            Reading::Unusable(why) => return Waited::Unreadable(why.into()),
             // Written in place by the agent: read again when it changes, unless it has stopped changing.
-            Reading::Incomplete { error, stamp } => {
-                if settle.stalled(stamp) || now >= deadline {
-                    return Waited::Unreadable(error);
-                }
-            }
+            Reading::Incomplete { why, version } => match unfinished.judge(version) {
+                Verdict::Wait { .. } if Instant::now() >= deadline => return Waited::Unreadable(why.into()),
+                Verdict::Wait { until } => wake_by = wake_by.min(until),
+                Verdict::Abandoned => return Waited::Unreadable(why.into()),
+            },
             Reading::Missing if ipc.is_done() => return Waited::RunEnded,
-            Reading::Missing if now >= deadline => return Waited::TimedOut,
+            Reading::Missing if Instant::now() >= deadline => return Waited::TimedOut,
             Reading::Missing => {}
         }
-        changes.wait(Some(deadline)).await;
+        changes.wait(Some(wake_by)).await;
     }
 }

@@ -33,7 +33,7 @@ fn parse(text: &str) -> Result<Option<Map<String, Value>>, String> {
         Value::Object(object) => Ok(Some(object)),
         other => Err(format!(
             "{VAR} holds {}, not a JSON object; it must hold an object such as {EXAMPLE}",
-            crate::tolerant::excerpt(other.to_string().as_bytes())
+            agent_files::excerpt(other.to_string().as_bytes())
         )),
     }
 }

@@ -6,6 +6,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use agent_files::FileVersion;
 use nix::sys::signal::Signal;
 use process_group::{self as group, exit_code_of, next_stop_signal, StopSignals};
 use serde_json::json;
@@ -14,7 +15,6 @@ use tokio::time::{sleep_until, Instant};
 use crate::failure::TIMED_OUT;
 use crate::finish::{self, SUPERVISED_VAR};
 use crate::ipc::{self, Ipc};
-use crate::tolerant::Stamp;
 use crate::{inflight, run_config};
 
 pub struct RunArgs {
@@ -47,7 +47,7 @@ pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
         eprintln!("sidecar-ipc: {err}");
     }
     // A result already there (a re-used folder) only counts as the orchestrator's if it is written anew.
-    let before = Stamp::of(&ipc.run_result());
+    let before = FileVersion::of(&ipc.run_result());
     // SIGHUP too: its default action would end us before `/ipc/done`.
     let mut signals = match StopSignals::install() {
         Ok(signals) => Some(signals),
@@ -84,12 +84,12 @@ pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
 }
 
 /// Keeps the orchestrator's own valid run result, or writes an error result saying how it ended.
-fn settle_run_result(ipc: &Ipc, before: Option<Stamp>, ended: &OrchestratorEnd) {
-    let now = Stamp::of(&ipc.run_result());
+fn settle_run_result(ipc: &Ipc, before: Option<FileVersion>, ended: &OrchestratorEnd) {
+    let now = FileVersion::of(&ipc.run_result());
     let own = now.is_some() && now != before;
     let message = match (own, finish::check_run_result(ipc)) {
         (true, Some(Ok(()))) => return,
-        (true, Some(Err(err))) => format!("{}, and its run result is not valid JSON: {err}", ended.what),
+        (true, Some(Err(err))) => format!("{}, and its run result {err}", ended.what),
         _ if !ended.started => ended.what.clone(),
         _ => format!("{} without writing a run result", ended.what),
     };

@@ -10,19 +10,18 @@ mod history;
 mod openai;
 mod replay;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use agent_files::{excerpt, DocumentError, Reading, UnfinishedWrite, UnfinishedWrites, Verdict};
 use process_group::StopSignals;
 use serde_json::{json, Value};
-use tokio::time::Instant;
 
 use crate::changes::Changes;
 use crate::failure::Failure;
 use crate::ipc::{self, Ipc};
 use crate::schema::{self, SchemaSpec};
-use crate::tolerant::{self, Reading, Settle};
 use crate::wire::{ClearContextRequest, Metrics, PromptRequest, PromptResult, ERROR};
 use audit::Audit;
 use history::History;
@@ -90,8 +89,14 @@ pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
     let Ok(mut signals) = StopSignals::install() else {
         return Err(Failure::new("cannot install signal handlers"));
     };
-    let mut server =
-        Server { ipc: ipc.clone(), audit, backend, history, seen: HashSet::new(), settling: HashMap::new() };
+    let mut server = Server {
+        ipc: ipc.clone(),
+        audit,
+        backend,
+        history,
+        seen: HashSet::new(),
+        unfinished: UnfinishedWrites::default(),
+    };
     let mut start = server.backend.describe();
     start["useContext"] = json!(server.history.use_context());
     start["ipcRoot"] = json!(ipc.root());
@@ -111,8 +116,8 @@ struct Server {
     history: History,
     /// Files handled (or given up on) for good.
     seen: HashSet<PathBuf>,
-    /// Files that did not parse yet, to tell "still being written" from "broken".
-    settling: HashMap<PathBuf, Settle>,
+    /// Files that are not usable yet, to tell "still being written" from "broken".
+    unfinished: UnfinishedWrites<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -134,7 +139,7 @@ impl Server {
         let mut changes = Changes::watch(&[self.ipc.prompts(), self.ipc.context(), self.ipc.root().to_path_buf()]);
         loop {
             if self.ipc.is_done() {
-                return self.end_of_run().await;
+                return self.end_of_run(&mut changes).await;
             }
             for item in self.pending() {
                 if self.ipc.is_done() {
@@ -142,7 +147,8 @@ impl Server {
                 }
                 self.handle(item).await;
             }
-            changes.wait(None).await;
+            // A file still being written is judged when its quiet period ends, if no change comes first.
+            changes.wait(self.unfinished.next_verdict()).await;
         }
     }
 
@@ -171,6 +177,8 @@ impl Server {
             }
         }
         found.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
+        // A file still being written that is gone, or was answered by someone else, is waited for no more.
+        self.unfinished.retain(|path| found.iter().any(|(_, _, item)| &item.path == path));
         found.into_iter().map(|(_, _, item)| item).collect()
     }
 
@@ -193,27 +201,26 @@ impl Server {
     /// The file's content once complete; `None` while it may still be written, or when it is broken (then logged,
     /// and a broken request gets an error result so that its orchestrator does not wait for a timeout).
     fn read<T: serde::de::DeserializeOwned>(&mut self, item: &Item) -> Option<T> {
-        let error = match tolerant::read::<T>(&item.path) {
-            Reading::Ready(value) => {
+        let error: DocumentError = match ipc::read_json::<T>(&item.path) {
+            Reading::Ready { value, .. } => {
                 self.seen.insert(item.path.clone());
-                self.settling.remove(&item.path);
+                self.unfinished.forget(&item.path);
                 return Some(value);
             }
             Reading::Missing => {
                 self.seen.insert(item.path.clone());
-                self.settling.remove(&item.path);
+                self.unfinished.forget(&item.path);
                 return None;
             }
-            Reading::Incomplete { error, stamp } => {
-                if !self.settling.entry(item.path.clone()).or_default().stalled(stamp) {
-                    return None;
-                }
-                error
-            }
-            Reading::Invalid(error) => error,
+            Reading::Incomplete { why, version } => match self.unfinished.judge(item.path.clone(), version) {
+                Verdict::Wait { .. } => return None,
+                Verdict::Abandoned => why.into(),
+            },
+            Reading::Unusable(why) => why.into(),
         };
         self.seen.insert(item.path.clone());
-        self.settling.remove(&item.path);
+        self.unfinished.forget(&item.path);
+        let error = format!("it {error}");
         self.audit.log("invalid", json!({"file": item.path, "error": error}));
         if let Some(id) = ipc::request_id(&item.name).filter(|id| item.kind == Kind::Request && ipc::is_safe_id(id)) {
             let result = PromptResult::error(id, format!("the request file {} is unusable: {error}", item.name));
@@ -275,7 +282,7 @@ impl Server {
                 .map_err(|err| {
                     format!(
                         "a schema was given but the answer is not valid JSON ({err}): {}",
-                        tolerant::excerpt(reply.text.as_bytes())
+                        excerpt(reply.text.as_bytes())
                     )
                 })
                 .and_then(|parsed| schema::check(&validator, &parsed).map(|()| parsed));
@@ -301,32 +308,32 @@ impl Server {
     }
 
     /// `/ipc/done` is there: print the run result and stop.
-    async fn end_of_run(&mut self) -> Result<(), Failure> {
+    async fn end_of_run(&mut self, changes: &mut Changes) -> Result<(), Failure> {
         let path = self.ipc.run_result();
-        let mut settle = Settle::default();
+        let mut unfinished = UnfinishedWrite::default();
         let unused = match &self.backend {
             Backend::Replay(replay) => json!(replay.unused()),
             Backend::OpenAi(_) => Value::Null,
         };
         loop {
-            // Written before done, but perhaps not atomically: give a late writer a moment.
-            let problem = match tolerant::read::<Value>(&path) {
-                Reading::Ready(result) => {
-                    self.audit.log("done", json!({"runResult": result, "unusedReplayAnswers": unused}));
-                    println!("{result}");
+            // Written before done, but perhaps not atomically: a late writer has until it stops writing.
+            let problem = match ipc::read_json::<Value>(&path) {
+                Reading::Ready { value, .. } => {
+                    self.audit.log("done", json!({"runResult": value, "unusedReplayAnswers": unused}));
+                    println!("{value}");
                     return Ok(());
                 }
                 Reading::Missing => {
                     format!("{} appeared but there is no run result at {}", done(&self.ipc), path.display())
                 }
-                Reading::Incomplete { error, stamp } if settle.stalled(stamp) => {
-                    format!("the run result {} is unreadable: {error}", path.display())
-                }
-                Reading::Invalid(error) => format!("the run result {} is unreadable: {error}", path.display()),
-                Reading::Incomplete { .. } => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
+                Reading::Incomplete { why, version } => match unfinished.judge(version) {
+                    Verdict::Wait { until } => {
+                        changes.wait(Some(until)).await;
+                        continue;
+                    }
+                    Verdict::Abandoned => format!("the run result {} is unreadable: it {why}", path.display()),
+                },
+                Reading::Unusable(why) => format!("the run result {} is unreadable: it {why}", path.display()),
             };
             self.audit.log("done", json!({"error": problem}));
             return Err(Failure::new(problem));

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use super::history::Message;
 use super::Reply;
 use crate::schema::SchemaSpec;
-use crate::tolerant::excerpt;
 use crate::wire::Metrics;
+use agent_files::excerpt;
 
 pub struct OpenAi {
     client: reqwest::Client,
