@@ -13,17 +13,17 @@ pub struct Failure {
 
 impl Failure {
     /// Exit 1: something went wrong at run time.
-    pub fn new(message: impl Into<String>) -> Self {
-        Failure { code: 1, message: message.into() }
+    pub fn new(message: impl std::fmt::Display) -> Self {
+        Failure { code: 1, message: message.to_string() }
     }
 
     /// Exit 2: the command line or its inputs are wrong.
-    pub fn usage(message: impl Into<String>) -> Self {
-        Failure { code: USAGE, message: message.into() }
+    pub fn usage(message: impl std::fmt::Display) -> Self {
+        Failure { code: USAGE, message: message.to_string() }
     }
 
-    pub fn with_code(code: i32, message: impl Into<String>) -> Self {
-        Failure { code, message: message.into() }
+    pub fn with_code(code: i32, message: impl std::fmt::Display) -> Self {
+        Failure { code, message: message.to_string() }
     }
 
     /// Prints the message and returns the exit code.
@@ -36,5 +36,17 @@ impl Failure {
 impl From<String> for Failure {
     fn from(message: String) -> Self {
         Failure::new(message)
+    }
+}
+
+impl From<crate::ipc::FolderError> for Failure {
+    fn from(err: crate::ipc::FolderError) -> Self {
+        Failure::new(err)
+    }
+}
+
+impl From<crate::run_config::RunConfigError> for Failure {
+    fn from(err: crate::run_config::RunConfigError) -> Self {
+        Failure::new(err)
     }
 }

@@ -7,7 +7,7 @@ use agent_files::{DocumentError, Reading};
 use serde_json::{json, Value};
 
 use crate::failure::Failure;
-use crate::ipc::{self, Ipc};
+use crate::ipc::{self, FolderError, Ipc};
 use crate::{inflight, json_arg};
 
 /// Set by `run` for the orchestrator: `finish` then writes only the run result, and the supervisor writes
@@ -20,13 +20,13 @@ pub fn error_result(error: &str, exit_code: i32) -> Value {
     json!({"error": error, "phase": "orchestrator", "exitCode": exit_code})
 }
 
-pub fn write_run_result(ipc: &Ipc, value: &Value) -> Result<(), String> {
-    std::fs::create_dir_all(ipc.root()).map_err(|err| format!("cannot create {}: {err}", ipc.root().display()))?;
+pub fn write_run_result(ipc: &Ipc, value: &Value) -> Result<(), FolderError> {
+    ipc::create_dir(ipc.root())?;
     ipc::write_json(&ipc.run_result(), value)
 }
 
 /// The last file of a run.
-pub fn write_done(ipc: &Ipc) -> Result<(), String> {
+pub fn write_done(ipc: &Ipc) -> Result<(), FolderError> {
     ipc::write_file(&ipc.done(), b"")
 }
 

@@ -52,7 +52,9 @@ pub async fn execute(ipc: &Ipc, command: Command) -> i32 {
             server::serve(ipc, server::ServerArgs { backend, audit: args.audit, system: args.system, use_context })
                 .await
         }
-        Command::Config(args) => run_config::print_config(args.key.as_deref(), args.default.as_deref()),
+        Command::Config(args) => {
+            run_config::print_config(args.key.as_deref(), args.default.as_deref()).map_err(Failure::from)
+        }
     };
     match outcome {
         Ok(()) => 0,

@@ -302,7 +302,7 @@ impl Server {
         let mut line = serde_json::to_value(result).unwrap_or_default();
         line["ms"] = json!(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
         if let Err(err) = written {
-            line["writeError"] = json!(err);
+            line["writeError"] = json!(err.to_string());
         }
         self.audit.log("result", line);
     }
