@@ -3,7 +3,7 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use agent_files::{excerpt, DocumentError, Reading, UnfinishedWrite, Verdict};
+use agent_files::{DocumentError, Reading, UnfinishedWrite, Verdict};
 use serde_json::Value;
 
 use crate::changes::Changes;
@@ -11,7 +11,7 @@ use crate::failure::{Failure, TIMED_OUT};
 use crate::ids::new_id;
 use crate::ipc::{self, Ipc};
 use crate::json_arg;
-use crate::schema::{self, SchemaSpec};
+use crate::schema::{self, AnswerError, SchemaSpec};
 use crate::wire::{PromptRequest, PromptResult};
 
 pub struct PromptArgs {
@@ -91,9 +91,10 @@ pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), Failure> {
     }
     let answer = match &schema {
         Some((_, validator)) => {
-            let parsed = parsed_answer(&result).map_err(|err| Failure::new(format!("prompt {id}: {err}")))?;
             // The agent-runner only checks that the answer is JSON; the schema is checked here.
-            schema::check(validator, &parsed).map_err(|err| Failure::new(format!("prompt {id}: {err}")))?;
+            let parsed = parsed_answer(&result)
+                .and_then(|parsed| schema::check(validator, &parsed).map(|()| parsed).map_err(AnswerError::from))
+                .map_err(|err| Failure::new(format!("prompt {id}: {err}")))?;
             let mut line = parsed.to_string();
             line.push('\n');
             line
@@ -130,14 +131,11 @@ fn prompt_text(text: Option<String>) -> Result<String, Failure> {
 }
 
 /// `parsed`, or the content read as JSON when an agent left `parsed` out.
-fn parsed_answer(result: &PromptResult) -> Result<Value, String> {
-    if let Some(parsed) = &result.parsed {
-        return Ok(parsed.clone());
+fn parsed_answer(result: &PromptResult) -> Result<Value, AnswerError> {
+    match &result.parsed {
+        Some(parsed) => Ok(parsed.clone()),
+        None => schema::parse_answer(result.content.as_deref().unwrap_or_default()),
     }
-    let content = result.content.as_deref().unwrap_or_default();
-    serde_json::from_str(content.trim()).map_err(|err| {
-        format!("a schema was given but the answer is not JSON ({err}): {}", excerpt(content.as_bytes()))
-    })
 }
 
 async fn wait_for_result(ipc: &Ipc, id: &str, deadline: Instant, changes: &mut Changes) -> Waited {

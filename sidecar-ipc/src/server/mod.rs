@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agent_files::{excerpt, DocumentError, Reading, UnfinishedWrite, UnfinishedWrites, Verdict};
+use agent_files::{DocumentError, Reading, UnfinishedWrite, UnfinishedWrites, Verdict};
 use process_group::StopSignals;
 use serde_json::{json, Value};
 
@@ -278,19 +278,11 @@ impl Server {
             metrics: reply.metrics,
         };
         if let Some(validator) = validator {
-            let checked = serde_json::from_str::<Value>(reply.text.trim())
-                .map_err(|err| {
-                    format!(
-                        "a schema was given but the answer is not valid JSON ({err}): {}",
-                        excerpt(reply.text.as_bytes())
-                    )
-                })
-                .and_then(|parsed| schema::check(&validator, &parsed).map(|()| parsed));
-            match checked {
+            match schema::checked_answer(&validator, &reply.text) {
                 Ok(parsed) => result.parsed = Some(parsed),
                 Err(err) => {
                     result.status = ERROR.to_owned();
-                    result.error = Some(err);
+                    result.error = Some(err.to_string());
                 }
             }
         }
