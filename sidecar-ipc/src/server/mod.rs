@@ -51,16 +51,32 @@ enum Backend {
     Replay(replay::Replay),
 }
 
+/// Why a backend gave no text for a prompt: the prompt's error result says it.
+#[derive(Debug)]
+enum BackendError {
+    OpenAi(openai::CompletionError),
+    Replay(replay::ReplayError),
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendError::OpenAi(err) => err.fmt(f),
+            BackendError::Replay(err) => err.fmt(f),
+        }
+    }
+}
+
 impl Backend {
     async fn complete(
         &mut self,
         messages: &[history::Message],
         prompt: &str,
         schema: Option<&SchemaSpec>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, BackendError> {
         match self {
-            Backend::OpenAi(backend) => backend.complete(messages, schema).await,
-            Backend::Replay(backend) => backend.answer(prompt),
+            Backend::OpenAi(backend) => backend.complete(messages, schema).await.map_err(BackendError::OpenAi),
+            Backend::Replay(backend) => backend.answer(prompt).map_err(BackendError::Replay),
         }
     }
 
@@ -265,7 +281,7 @@ impl Server {
         let messages = self.history.messages_for(&request.prompt);
         let reply = match self.backend.complete(&messages, &request.prompt, schema.as_ref()).await {
             Ok(reply) => reply,
-            Err(err) => return PromptResult::error(id, err),
+            Err(err) => return PromptResult::error(id, err.to_string()),
         };
         // The model did say it, valid or not: it stays in the history, as in the agent-runner.
         self.history.record(&request.prompt, &reply.text);
