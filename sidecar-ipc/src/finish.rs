@@ -6,7 +6,7 @@ use std::time::Duration;
 use agent_files::{DocumentError, Reading};
 use serde_json::{json, Value};
 
-use crate::failure::Failure;
+use crate::exit::ExitError;
 use crate::ipc::{self, FolderError, Ipc};
 use crate::{inflight, json_arg};
 
@@ -44,20 +44,20 @@ pub fn check_run_result(ipc: &Ipc) -> Option<Result<(), DocumentError>> {
 /// `sidecar-ipc finish [--result FILE|JSON]`. Without `--result`, a run result already written is kept (and `{}`
 /// written if there is none). A `--result` that cannot be read still ends the run, with an error result and exit 1:
 /// a `finish` that stopped short of `/ipc/done` would leave the agent waiting forever.
-pub async fn finish(ipc: &Ipc, result: Option<&str>, drain: Duration) -> Result<(), Failure> {
+pub async fn finish(ipc: &Ipc, result: Option<&str>, drain: Duration) -> Result<(), ExitError> {
     let mut failure = None;
     let value = match result.map(|arg| json_arg::load("--result", arg)) {
         Some(Ok(value)) => Some(value),
         Some(Err(err)) => {
             let value = error_result(&format!("sidecar-ipc finish: {err}"), 1);
-            failure = Some(Failure::new(format!("{err}; wrote an error run result instead")));
+            failure = Some(ExitError::failed(format!("{err}; wrote an error run result instead")));
             Some(value)
         }
         None => match check_run_result(ipc) {
             Some(Ok(())) => None,
             Some(Err(err)) => {
                 let message = format!("the run result already written {err}");
-                failure = Some(Failure::new(format!("{message}; replaced it with an error run result")));
+                failure = Some(ExitError::failed(format!("{message}; replaced it with an error run result")));
                 Some(error_result(&message, 1))
             }
             None => Some(json!({})),

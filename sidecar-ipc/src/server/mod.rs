@@ -19,7 +19,7 @@ use process_group::StopSignals;
 use serde_json::{json, Value};
 
 use crate::changes::Changes;
-use crate::failure::Failure;
+use crate::exit::ExitError;
 use crate::ipc::{self, Ipc};
 use crate::schema::{self, SchemaSpec};
 use crate::wire::{ClearContextRequest, Metrics, PromptRequest, PromptResult, ERROR};
@@ -92,20 +92,20 @@ impl Backend {
 
 /// Serves until `/ipc/done` (exit 0 with the run result on stdout; 1 if it is missing or unreadable) or until
 /// SIGTERM, SIGINT or SIGHUP (exit 0).
-pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
+pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), ExitError> {
     ipc.ensure_dirs()?;
-    let audit = Audit::open(args.audit.as_deref()).map_err(Failure::usage)?;
+    let audit = Audit::open(args.audit.as_deref()).map_err(ExitError::usage)?;
     let backend = match args.backend {
         BackendArgs::OpenAi { url, model, key_var, timeout } => {
-            Backend::OpenAi(openai::OpenAi::new(&url, &model, &key_var, timeout).map_err(Failure::usage)?)
+            Backend::OpenAi(openai::OpenAi::new(&url, &model, &key_var, timeout).map_err(ExitError::usage)?)
         }
-        BackendArgs::Replay(path) => Backend::Replay(replay::Replay::load(&path).map_err(Failure::usage)?),
+        BackendArgs::Replay(path) => Backend::Replay(replay::Replay::load(&path).map_err(ExitError::usage)?),
     };
     let history = History::new(history::use_context_from(args.use_context.as_deref()), args.system);
     let Ok(mut signals) = StopSignals::install() else {
-        return Err(Failure::new("cannot install signal handlers"));
+        return Err(ExitError::failed("cannot install signal handlers"));
     };
-    let mut server = Server {
+    let mut server = PromptServer {
         ipc: ipc.clone(),
         audit,
         backend,
@@ -125,7 +125,7 @@ pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-struct Server {
+struct PromptServer {
     ipc: Ipc,
     audit: Audit,
     backend: Backend,
@@ -136,32 +136,34 @@ struct Server {
     unfinished: UnfinishedWrites<PathBuf>,
 }
 
+/// What a file waiting to be handled is in the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
+enum PendingKind {
     // A clear written in the same instant as a request comes first: an orchestrator clears, then asks.
     Clear,
     Request,
 }
 
-struct Item {
+/// A request or clear not handled yet.
+struct PendingFile {
     path: PathBuf,
     name: String,
-    kind: Kind,
+    kind: PendingKind,
 }
 
-impl Server {
-    async fn serve(&mut self) -> Result<(), Failure> {
+impl PromptServer {
+    async fn serve(&mut self) -> Result<(), ExitError> {
         // Watch first, then look: nothing written in between is missed.
         let mut changes = Changes::watch(&[self.ipc.prompts(), self.ipc.context(), self.ipc.root().to_path_buf()]);
         loop {
             if self.ipc.is_done() {
                 return self.end_of_run(&mut changes).await;
             }
-            for item in self.pending() {
+            for file in self.pending() {
                 if self.ipc.is_done() {
                     break;
                 }
-                self.handle(item).await;
+                self.handle(file).await;
             }
             // A file still being written is judged when its quiet period ends, if no change comes first.
             changes.wait(self.unfinished.next_verdict()).await;
@@ -169,19 +171,19 @@ impl Server {
     }
 
     /// New requests and clears, in the order they were written (modification time, then name).
-    fn pending(&mut self) -> Vec<Item> {
+    fn pending(&mut self) -> Vec<PendingFile> {
         let mut found = Vec::new();
-        for (dir, kind) in [(self.ipc.prompts(), Kind::Request), (self.ipc.context(), Kind::Clear)] {
+        for (dir, kind) in [(self.ipc.prompts(), PendingKind::Request), (self.ipc.context(), PendingKind::Clear)] {
             for name in ipc::file_names(&dir) {
                 let wanted = match kind {
-                    Kind::Request => ipc::is_request_name(&name),
-                    Kind::Clear => ipc::is_clear_name(&name),
+                    PendingKind::Request => ipc::is_request_name(&name),
+                    PendingKind::Clear => ipc::is_clear_name(&name),
                 };
                 let path = dir.join(&name);
                 if !wanted || self.seen.contains(&path) {
                     continue;
                 }
-                if let Some(id) = ipc::request_id(&name).filter(|_| kind == Kind::Request) {
+                if let Some(id) = ipc::request_id(&name).filter(|_| kind == PendingKind::Request) {
                     if self.ipc.result(id).exists() {
                         self.seen.insert(path);
                         continue;
@@ -189,24 +191,24 @@ impl Server {
                 }
                 // The entry itself, not what a symlink points to: a link is read (and refused) like any file.
                 let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
-                found.push((meta.modified().ok(), kind, Item { path, name, kind }));
+                found.push((meta.modified().ok(), kind, PendingFile { path, name, kind }));
             }
         }
         found.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
         // A file still being written that is gone, or was answered by someone else, is waited for no more.
-        self.unfinished.retain(|path| found.iter().any(|(_, _, item)| &item.path == path));
-        found.into_iter().map(|(_, _, item)| item).collect()
+        self.unfinished.retain(|path| found.iter().any(|(_, _, file)| &file.path == path));
+        found.into_iter().map(|(_, _, file)| file).collect()
     }
 
-    async fn handle(&mut self, item: Item) {
-        match item.kind {
-            Kind::Request => {
-                if let Some(request) = self.read::<PromptRequest>(&item) {
-                    self.answer(request, &item).await;
+    async fn handle(&mut self, file: PendingFile) {
+        match file.kind {
+            PendingKind::Request => {
+                if let Some(request) = self.read::<PromptRequest>(&file) {
+                    self.answer(request, &file).await;
                 }
             }
-            Kind::Clear => {
-                if let Some(clear) = self.read::<ClearContextRequest>(&item) {
+            PendingKind::Clear => {
+                if let Some(clear) = self.read::<ClearContextRequest>(&file) {
                     self.history.clear();
                     self.audit.log("clear", json!({"requestId": clear.request_id, "reason": clear.reason}));
                 }
@@ -216,44 +218,46 @@ impl Server {
 
     /// The file's content once complete; `None` while it may still be written, or when it is broken (then logged,
     /// and a broken request gets an error result so that its orchestrator does not wait for a timeout).
-    fn read<T: serde::de::DeserializeOwned>(&mut self, item: &Item) -> Option<T> {
-        let error: DocumentError = match ipc::read_json::<T>(&item.path) {
+    fn read<T: serde::de::DeserializeOwned>(&mut self, file: &PendingFile) -> Option<T> {
+        let error: DocumentError = match ipc::read_json::<T>(&file.path) {
             Reading::Ready { value, .. } => {
-                self.seen.insert(item.path.clone());
-                self.unfinished.forget(&item.path);
+                self.seen.insert(file.path.clone());
+                self.unfinished.forget(&file.path);
                 return Some(value);
             }
             Reading::Missing => {
-                self.seen.insert(item.path.clone());
-                self.unfinished.forget(&item.path);
+                self.seen.insert(file.path.clone());
+                self.unfinished.forget(&file.path);
                 return None;
             }
-            Reading::Incomplete { why, version } => match self.unfinished.judge(item.path.clone(), version) {
+            Reading::Incomplete { why, version } => match self.unfinished.judge(file.path.clone(), version) {
                 Verdict::Wait { .. } => return None,
                 Verdict::Abandoned => why.into(),
             },
             Reading::Unusable(why) => why.into(),
         };
-        self.seen.insert(item.path.clone());
-        self.unfinished.forget(&item.path);
+        self.seen.insert(file.path.clone());
+        self.unfinished.forget(&file.path);
         let error = format!("it {error}");
-        self.audit.log("invalid", json!({"file": item.path, "error": error}));
-        if let Some(id) = ipc::request_id(&item.name).filter(|id| item.kind == Kind::Request && ipc::is_safe_id(id)) {
-            let result = PromptResult::error(id, format!("the request file {} is unusable: {error}", item.name));
+        self.audit.log("invalid", json!({"file": file.path, "error": error}));
+        if let Some(id) =
+            ipc::request_id(&file.name).filter(|id| file.kind == PendingKind::Request && ipc::is_safe_id(id))
+        {
+            let result = PromptResult::error(id, format!("the request file {} is unusable: {error}", file.name));
             self.write_result(&result, Duration::ZERO);
         }
         None
     }
 
-    async fn answer(&mut self, request: PromptRequest, item: &Item) {
+    async fn answer(&mut self, request: PromptRequest, file: &PendingFile) {
         // The result is named after the request's own id, as the agent-runner names it; an id that is not a plain
         // name, or too long for a result name, falls back to the one in the file name (which always fits).
         let id = if ipc::is_safe_id(&request.request_id) {
             request.request_id.clone()
-        } else if let Some(id) = ipc::request_id(&item.name).filter(|id| ipc::is_safe_id(id)) {
+        } else if let Some(id) = ipc::request_id(&file.name).filter(|id| ipc::is_safe_id(id)) {
             id.to_owned()
         } else {
-            self.audit.log("invalid", json!({"file": item.path, "error": "no usable requestId"}));
+            self.audit.log("invalid", json!({"file": file.path, "error": "no usable requestId"}));
             return;
         };
         self.audit.log(
@@ -316,7 +320,7 @@ impl Server {
     }
 
     /// `/ipc/done` is there: print the run result and stop.
-    async fn end_of_run(&mut self, changes: &mut Changes) -> Result<(), Failure> {
+    async fn end_of_run(&mut self, changes: &mut Changes) -> Result<(), ExitError> {
         let path = self.ipc.run_result();
         let mut unfinished = UnfinishedWrite::default();
         let unused = match &self.backend {
@@ -344,7 +348,7 @@ impl Server {
                 Reading::Unusable(why) => format!("the run result {} is unreadable: it {why}", path.display()),
             };
             self.audit.log("done", json!({"error": problem}));
-            return Err(Failure::new(problem));
+            return Err(ExitError::failed(problem));
         }
     }
 }
