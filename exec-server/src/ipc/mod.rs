@@ -274,7 +274,7 @@ impl Transport {
             settings.min_timeout,
             settings.max_timeout,
         )
-        .map_err(|message| ToolResult::refused(id, request::EXIT_BAD_REQUEST, message));
+        .map_err(|bad| ToolResult::refused(id, request::EXIT_BAD_REQUEST, bad.to_string()));
         self.spawn(id, job);
     }
 
