@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use process_group::Pgid;
 use protocol::{RunId, RunInfo, RunState, StoppedBy, StreamKind};
 use tokio::sync::watch;
