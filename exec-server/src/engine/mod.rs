@@ -1,10 +1,9 @@
-//! The process engine: runs one argv in its own process group, enforces its timeout and cancellation, and collects
-//! or streams its output. It knows nothing of HTTP or files: every transport builds a [`Job`], calls
-//! [`Engine::run`], and turns the [`Outcome`] (or the stream of chunks) into its own format.
+//! The process engine: runs one argv in its own process group, enforces its timeout and cancellation, and hands
+//! its output to the sinks its transport supplies ([`Capture`]). It knows nothing of HTTP or files: every transport
+//! builds a [`Job`], calls [`Engine::run`] with its capture, and turns the [`Outcome`] into its own format.
 
+mod capture;
 mod escaped;
-pub mod head_tail;
-mod output;
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -23,7 +22,8 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::{ChildStderr, ChildStdout, Command};
 use tokio_util::sync::CancellationToken;
 
-pub use output::{Captured, LastOutput, Output, OutputChunk, READ_SIZE};
+pub use capture::{Capture, Collect, Collected, OutputChunk, Sink, Stream, READ_SIZE};
+use capture::{LastOutput, Piped};
 
 use crate::metrics::{CommandOutcome, Metrics};
 use crate::workspace::{DirProblem, WorkDir};
@@ -56,9 +56,9 @@ pub struct Job {
     pub group: Option<Arc<OnceLock<Pgid>>>,
 }
 
-/// How a command ended.
+/// How a command ended, and what its capture kept of each pipe (`K`: the capture's [`Sink::Kept`]).
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct Outcome<K> {
     /// The exit code; 128+N when a signal ended it; 124 when it timed out.
     pub exit_code: i32,
     /// The signal that ended the leader, if one did.
@@ -69,12 +69,16 @@ pub struct Outcome {
     /// Stopped because its transport asked (client gone, server shutting down).
     pub cancelled: bool,
     pub duration: Duration,
-    pub stdout: Captured,
-    pub stderr: Captured,
+    /// Every byte each pipe carried, kept or not.
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub stdout: K,
+    pub stderr: K,
 }
 
-/// Why a command never started. Each transport turns the variant into its own exit code; the text (`Display`) is
-/// the HTTP API's `error`, "failed to start command: …", which clients show and match as it is.
+/// Why a command never started. Each transport turns the variant into its own exit code and words; the text
+/// (`Display`) says what was wrong in the user's terms (`npm: not found (is it installed and on PATH?)`), for a
+/// transport to put in its own message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartError {
     /// No such program on the command's PATH, or at the path given.
@@ -89,7 +93,6 @@ pub enum StartError {
 
 impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("failed to start command: ")?;
         match self {
             StartError::NotFound { program } => write!(f, "{program}: not found (is it installed and on PATH?)"),
             StartError::PermissionDenied { program } => write!(f, "{program}: permission denied"),
@@ -232,13 +235,18 @@ impl Engine {
     /// Transports should run this in its own task, so that the timeout is enforced even while the transport is
     /// blocked on a slow peer, and so that dropping the transport's future (a client gone) can only cancel, never
     /// abandon, a command.
-    pub async fn run(&self, job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
+    pub async fn run<C: Capture>(
+        &self,
+        job: Job,
+        capture: C,
+        cancel: CancellationToken,
+    ) -> Result<Outcome<Kept<C>>, StartError> {
         let _running = self.inner.metrics.running();
-        let result = self.run_job(job, output, cancel).await;
+        let result = self.run_job(job, capture, cancel).await;
         let metrics = &self.inner.metrics;
         match &result {
             Ok(outcome) => {
-                let ran = (outcome.duration, outcome.stdout.total, outcome.stderr.total);
+                let ran = (outcome.duration, outcome.stdout_bytes, outcome.stderr_bytes);
                 metrics.command_ended(outcome_of(outcome), Some(ran));
             }
             Err(not_started) => self.not_started(not_started),
@@ -253,7 +261,12 @@ impl Engine {
         self.inner.metrics.command_ended(CommandOutcome::NotStarted, None);
     }
 
-    async fn run_job(&self, mut job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
+    async fn run_job<C: Capture>(
+        &self,
+        mut job: Job,
+        capture: C,
+        cancel: CancellationToken,
+    ) -> Result<Outcome<Kept<C>>, StartError> {
         let id = NEXT_JOB.fetch_add(1, Ordering::Relaxed);
         self.inner.sweeper_started.call_once(|| {
             tokio::spawn(self.inner.sweeper.clone().run(self.inner.policy.grace, self.inner.metrics.clone()));
@@ -262,7 +275,7 @@ impl Engine {
         let started = Instant::now();
 
         let last_output = Arc::new(LastOutput::new());
-        let (mut running, mut readers) = self.spawn(id, &mut job, &program, output, &last_output)?;
+        let (mut running, mut readers) = self.spawn(id, &mut job, &program, capture, &last_output)?;
         // The pipes are read while the leader is waited for, in this same task (see `Readers`).
         let mut read = None;
         let end = {
@@ -302,19 +315,30 @@ impl Engine {
             stderr_bytes = stderr.total,
             "command finished"
         );
-        Ok(Outcome { exit_code, signal, timed_out, idle_timed_out, cancelled, duration, stdout, stderr })
+        Ok(Outcome {
+            exit_code,
+            signal,
+            timed_out,
+            idle_timed_out,
+            cancelled,
+            duration,
+            stdout_bytes: stdout.total,
+            stderr_bytes: stderr.total,
+            stdout: stdout.kept,
+            stderr: stderr.kept,
+        })
     }
 
     /// Spawn: the leader in a new process group, registered as live; its stdin fed in the background (taken from
     /// `job`); one reader per output pipe.
-    fn spawn(
+    fn spawn<C: Capture>(
         &self,
         id: u64,
         job: &mut Job,
         program: &str,
-        output: Output,
+        capture: C,
         last_output: &Arc<LastOutput>,
-    ) -> Result<(Running, Readers), StartError> {
+    ) -> Result<(Running, Readers<Kept<C>>), StartError> {
         let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
         let resolved = resolve_program(first, job).ok_or_else(|| start_error(job, program, None))?;
         let mut command = Command::new(resolved);
@@ -342,7 +366,7 @@ impl Engine {
         }
         let stop = CancellationToken::new();
         let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
-        let reading = Box::pin(read_both(stdout, stderr, output, stop.clone(), last_output.clone()));
+        let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
         Ok((Running { id, leader, guard }, Readers { reading, stop }))
     }
 
@@ -388,7 +412,7 @@ impl Engine {
 
     /// Drain: pipes held open by a background descendant must not hold the result, so once the leader is gone
     /// they are read for the drain window at most, then no more.
-    async fn drain(&self, readers: Readers) -> (Captured, Captured) {
+    async fn drain<K>(&self, readers: Readers<K>) -> BothPipes<K> {
         let Readers { mut reading, stop } = readers;
         tokio::select! {
             both = &mut reading => both,
@@ -432,7 +456,7 @@ impl Engine {
 }
 
 /// The metrics' name for how a command that started ended.
-fn outcome_of(outcome: &Outcome) -> CommandOutcome {
+fn outcome_of<K>(outcome: &Outcome<K>) -> CommandOutcome {
     if outcome.timed_out {
         CommandOutcome::TimedOut
     } else if outcome.cancelled {
@@ -460,36 +484,41 @@ struct Running {
 /// can wake the other worker thread: measured, that was a large part of the time between a short command's exit
 /// and its reply (see BENCHMARKS.md, P1). Both pipes still progress independently (`join`), and in the stream mode
 /// a reader that waits on a slow client holds up neither the other pipe nor the wait.
-struct Readers {
-    reading: Pin<Box<dyn Future<Output = (Captured, Captured)> + Send>>,
+struct Readers<K> {
+    reading: Pin<Box<dyn Future<Output = BothPipes<K>> + Send>>,
     stop: CancellationToken,
 }
 
+/// Stdout and stderr, read to their ends.
+type BothPipes<K> = (Piped<K>, Piped<K>);
+
+/// What a capture's sinks keep of one pipe.
+pub type Kept<C> = <<C as Capture>::Sink as Sink>::Kept;
+
 /// Reads both pipes (those the command has) to their ends, together.
-async fn read_both(
+async fn read_both<C: Capture>(
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
-    output: Output,
+    capture: C,
     stop: CancellationToken,
     last_output: Arc<LastOutput>,
-) -> (Captured, Captured) {
-    // Each reader owns its `output` and drops it when it ends: no stream sender is left behind to hold the stream
-    // open.
-    let stdout = read(stdout, StreamKind::Stdout, output.clone(), stop.clone(), last_output.clone());
-    let stderr = read(stderr, StreamKind::Stderr, output, stop, last_output);
+) -> BothPipes<Kept<C>> {
+    // Each reader owns its sink and drops it when it ends: no stream sender is left behind to hold the stream open.
+    let stdout = read(stdout, capture.sink(StreamKind::Stdout), stop.clone(), last_output.clone());
+    let stderr = read(stderr, capture.sink(StreamKind::Stderr), stop, last_output);
+    drop(capture);
     tokio::join!(stdout, stderr)
 }
 
-async fn read<R: AsyncRead + Unpin>(
+async fn read<R: AsyncRead + Unpin, S: Sink>(
     pipe: Option<R>,
-    kind: StreamKind,
-    output: Output,
+    sink: S,
     stop: CancellationToken,
     last_output: Arc<LastOutput>,
-) -> Captured {
+) -> Piped<S::Kept> {
     match pipe {
-        Some(pipe) => output::read_pipe(pipe, kind, output, stop, last_output).await,
-        None => Captured::default(),
+        Some(pipe) => capture::read_pipe(pipe, sink, stop, last_output).await,
+        None => Piped { total: 0, kept: sink.finish() },
     }
 }
 

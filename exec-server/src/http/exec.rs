@@ -6,9 +6,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::finished::Finished;
+use super::reply_budget::ReplyCapture;
 use super::request::RequestedJob;
 use super::{AppError, AppState};
-use crate::engine::Output;
 
 pub async fn exec(
     State(state): State<AppState>,
@@ -27,10 +27,10 @@ pub async fn exec(
     // Dropped with this handler when the client goes away: the command is cancelled, not abandoned.
     let _cancel_on_drop = cancel.clone().drop_guard();
     let engine = state.engine.clone();
-    let output = Output::Json { budget: state.max_output };
+    let capture = ReplyCapture { budget: state.max_output };
     let timeout = job.timeout;
     // The slot stays with the command until it has ended, then goes to the reply until that is sent.
-    let run = tokio::spawn(async move { (engine.run(job, output, cancel).await, permit) }.in_current_span());
+    let run = tokio::spawn(async move { (engine.run(job, capture, cancel).await, permit) }.in_current_span());
     let (joined, permit) = match run.await {
         Ok((ran, permit)) => (Ok(ran), Some(permit)),
         Err(err) => (Err(err), None),

@@ -11,65 +11,30 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinError;
 
 use super::reply::ReplyBody;
+use super::reply_budget::ReplyOutput;
 use super::AppError;
 use crate::engine::{Outcome, StartError};
 
 /// A command's end as a handler sees it.
-pub enum Finished {
+pub enum Finished<K = ReplyOutput> {
     /// It ran; `timeout` is the one it was granted (the job's), named when it ran out.
-    Ran { outcome: Outcome, timeout: Duration },
+    Ran { outcome: Outcome<K>, timeout: Duration },
     /// It never started (the engine's reason, or the request's missing cwd).
     NotStarted(StartError),
     /// The task running it panicked or was aborted.
     TaskFailed(JoinError),
     /// A named run's stored end: its outcome (output read back from its log) and the message it ended with.
-    Stored { outcome: Outcome, error: Option<String> },
+    Stored { outcome: Outcome<K>, error: Option<String> },
 }
 
-impl Finished {
+impl<K> Finished<K> {
     /// What the engine (run in a task) returned for a job granted `timeout`.
-    pub fn new(joined: Result<Result<Outcome, StartError>, JoinError>, timeout: Duration) -> Self {
+    pub fn new(joined: Result<Result<Outcome<K>, StartError>, JoinError>, timeout: Duration) -> Self {
         match joined {
             Ok(Ok(outcome)) => Finished::Ran { outcome, timeout },
             Ok(Err(not_started)) => Finished::NotStarted(not_started),
             Err(err) => Finished::TaskFailed(err),
         }
-    }
-
-    /// The `/exec` reply; a command that ran keeps `permit` (its `--max-concurrent` slot) until its reply is sent.
-    /// `b64_only`: the request's, see [`protocol::ExecRequest::b64_only`].
-    pub fn into_reply(self, permit: Option<OwnedSemaphorePermit>, b64_only: bool) -> Result<Response, AppError> {
-        let json = [(header::CONTENT_TYPE, "application/json")];
-        let (outcome, error) = match self {
-            Finished::Ran { outcome, timeout } => {
-                let error = ending_message(&outcome, timeout);
-                (outcome, error)
-            }
-            Finished::Stored { outcome, error } => (outcome, error),
-            Finished::NotStarted(err) => {
-                let reply = ExecReply {
-                    exit_code: protocol::EXIT_NOT_STARTED,
-                    error: Some(err.to_string()),
-                    ..Default::default()
-                };
-                return Ok((json, reply.to_json()).into_response());
-            }
-            Finished::TaskFailed(err) => {
-                return Err(AppError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("command task failed: {err}")))
-            }
-        };
-        // A named run's stored reply (read back from its log) vouches the same as a fresh one. With it, where a cut
-        // stdout's head ends: a client writing stdout as it arrives stops there, so what it wrote is always the
-        // command's own first bytes (what a resume after a lost reply counts from).
-        let head = outcome.stdout.head.filter(|_| b64_only);
-        let mut response = (json, Body::from_stream(ReplyBody::new(outcome, error, permit, b64_only))).into_response();
-        if b64_only {
-            response.headers_mut().insert(protocol::B64_ONLY_HEADER, header::HeaderValue::from_static("1"));
-        }
-        if let Some(head) = head {
-            response.headers_mut().insert(protocol::OUTPUT_HEAD_HEADER, header::HeaderValue::from(head));
-        }
-        Ok(response)
     }
 
     /// The last frames of `/exec/stream`: an error frame when there is something to say, then the exit frame.
@@ -92,14 +57,57 @@ impl Finished {
                 };
                 error.into_iter().chain([exit]).collect()
             }
-            Finished::NotStarted(err) => never_ran(err.to_string()),
+            Finished::NotStarted(err) => never_ran(not_started_message(&err)),
             Finished::TaskFailed(err) => never_ran(format!("command task failed: {err}")),
         }
     }
 }
 
+impl Finished<ReplyOutput> {
+    /// The `/exec` reply; a command that ran keeps `permit` (its `--max-concurrent` slot) until its reply is sent.
+    /// `b64_only`: the request's, see [`protocol::ExecRequest::b64_only`].
+    pub fn into_reply(self, permit: Option<OwnedSemaphorePermit>, b64_only: bool) -> Result<Response, AppError> {
+        let json = [(header::CONTENT_TYPE, "application/json")];
+        let (outcome, error) = match self {
+            Finished::Ran { outcome, timeout } => {
+                let error = ending_message(&outcome, timeout);
+                (outcome, error)
+            }
+            Finished::Stored { outcome, error } => (outcome, error),
+            Finished::NotStarted(err) => {
+                let reply = ExecReply {
+                    exit_code: protocol::EXIT_NOT_STARTED,
+                    error: Some(not_started_message(&err)),
+                    ..Default::default()
+                };
+                return Ok((json, reply.to_json()).into_response());
+            }
+            Finished::TaskFailed(err) => {
+                return Err(AppError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("command task failed: {err}")))
+            }
+        };
+        // A named run's stored reply (read back from its log) vouches the same as a fresh one. With it, where a cut
+        // stdout's head ends: a client writing stdout as it arrives stops there, so what it wrote is always the
+        // command's own first bytes (what a resume after a lost reply counts from).
+        let head = outcome.stdout.head.filter(|_| b64_only);
+        let mut response = (json, Body::from_stream(ReplyBody::new(outcome, error, permit, b64_only))).into_response();
+        if b64_only {
+            response.headers_mut().insert(protocol::B64_ONLY_HEADER, header::HeaderValue::from_static("1"));
+        }
+        if let Some(head) = head {
+            response.headers_mut().insert(protocol::OUTPUT_HEAD_HEADER, header::HeaderValue::from(head));
+        }
+        Ok(response)
+    }
+}
+
+/// The API's `error` for a command that never started, which clients show as it is.
+pub(super) fn not_started_message(err: &StartError) -> String {
+    format!("failed to start command: {err}")
+}
+
 /// The message for a command that ended early by a timeout or cancellation, if it did.
-pub(super) fn ending_message(outcome: &Outcome, timeout: Duration) -> Option<String> {
+pub(super) fn ending_message<K>(outcome: &Outcome<K>, timeout: Duration) -> Option<String> {
     if let Some(idle) = outcome.idle_timed_out {
         Some(format!("command produced no output for {} s (idle_timeout); it was stopped", idle.as_secs()))
     } else if outcome.timed_out {
@@ -130,9 +138,8 @@ fn never_ran(message: String) -> Vec<Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Captured;
 
-    fn timed_out() -> Finished {
+    fn timed_out() -> Finished<()> {
         let outcome = Outcome {
             exit_code: 124,
             signal: Some(15),
@@ -140,8 +147,10 @@ mod tests {
             idle_timed_out: None,
             cancelled: false,
             duration: Duration::from_millis(7_010),
-            stdout: Captured::default(),
-            stderr: Captured::default(),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout: (),
+            stderr: (),
         };
         Finished::Ran { outcome, timeout: Duration::from_secs(7) }
     }
@@ -160,8 +169,8 @@ mod tests {
         };
         assert_eq!(timed_out().into_frames(), [Frame::Error { data: "command timed out after 7s".into() }, exit]);
         let not_started = StartError::Other("nope".into());
-        let frames = Finished::NotStarted(not_started.clone()).into_frames();
-        assert_eq!(frames[0], Frame::Error { data: not_started.to_string() });
+        let frames = Finished::<()>::NotStarted(not_started.clone()).into_frames();
+        assert_eq!(frames[0], Frame::Error { data: format!("failed to start command: {not_started}") });
         assert!(matches!(frames[1], Frame::Exit { data: protocol::EXIT_NOT_STARTED, .. }));
     }
 }

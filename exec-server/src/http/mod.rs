@@ -24,6 +24,7 @@ mod metrics;
 mod named;
 mod openapi;
 mod reply;
+mod reply_budget;
 mod request;
 mod run_stream;
 mod runs;

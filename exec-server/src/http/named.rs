@@ -8,13 +8,13 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::{RunId, RunState, StoppedBy, StreamKind};
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
-use super::finished::{ending_message, Finished};
+use super::finished::{ending_message, not_started_message, Finished};
+use super::reply_budget::{HeadTail, ReplyOutput};
 use super::{run_stream, AppError, AppState};
-use crate::engine::head_tail::HeadTail;
-use crate::engine::{Captured, Engine, Job, Outcome, Output, OutputChunk, READ_SIZE};
+use crate::engine::{Engine, Job, Outcome, Stream, READ_SIZE};
 use crate::runs::{Attachment, Claim, ClaimError, Read, Run, RunEnd, SpillWriter};
 
 /// The run `id` names for `job`: attached to, or claimed and started. The caller reads it while holding the
@@ -62,10 +62,9 @@ fn start(engine: Engine, run: Arc<Run>, mut job: Job, permit: OwnedSemaphorePerm
     let timeout = job.timeout;
     let task = async move {
         let _permit = permit;
-        let (chunks_tx, mut chunks) = mpsc::channel::<OutputChunk>(super::stream::CHANNEL_DEPTH);
+        let (capture, mut chunks) = Stream::channel();
         let cancel = run.cancel.clone();
-        let command =
-            tokio::spawn(async move { engine.run(job, Output::Stream(chunks_tx), cancel).await }.in_current_span());
+        let command = tokio::spawn(async move { engine.run(job, capture, cancel).await }.in_current_span());
         let mut progress = run.follower_progress();
         let mut writer: Option<SpillWriter> = None;
         while let Some(chunk) = chunks.recv().await {
@@ -84,7 +83,7 @@ fn start(engine: Engine, run: Arc<Run>, mut job: Job, permit: OwnedSemaphorePerm
 }
 
 /// A command's end as a run records it.
-fn end_of(finished: Finished) -> RunEnd {
+fn end_of(finished: Finished<()>) -> RunEnd {
     match finished {
         Finished::Ran { outcome, timeout } => {
             let error = ending_message(&outcome, timeout);
@@ -110,7 +109,7 @@ fn end_of(finished: Finished) -> RunEnd {
             exit_code: Some(protocol::EXIT_NOT_STARTED),
             signal: None,
             timed_out: false,
-            error: Some(err.to_string()),
+            error: Some(not_started_message(&err)),
             stopped_by: None,
             duration: Duration::ZERO,
         },
@@ -128,7 +127,7 @@ fn end_of(finished: Finished) -> RunEnd {
 
 /// What stopped a command, as the engine tells it. A cancellation the engine saw is the shutdown's unless the run
 /// was cancelled by someone (DELETE, the reattach window): [`Run::finish`] puts their cause in its place.
-fn stopped_by(outcome: &Outcome) -> Option<StoppedBy> {
+fn stopped_by<K>(outcome: &Outcome<K>) -> Option<StoppedBy> {
     if outcome.idle_timed_out.is_some() {
         Some(StoppedBy::IdleTimeout)
     } else if outcome.timed_out {
@@ -162,6 +161,8 @@ pub async fn exec(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Res
         idle_timed_out: None,
         cancelled: end.state == RunState::Cancelled,
         duration: end.duration,
+        stdout_bytes: run.total(StreamKind::Stdout),
+        stderr_bytes: run.total(StreamKind::Stderr),
         stdout,
         stderr,
     };
@@ -195,7 +196,7 @@ pub async fn wait_for_end(run: &Run) -> RunEnd {
 
 /// What a reply keeps of a stream's log: all of it, or head and tail within `budget` (its own dropped middle
 /// counted in the cut).
-fn kept(run: &Run, kind: StreamKind, budget: usize) -> Captured {
+fn kept(run: &Run, kind: StreamKind, budget: usize) -> ReplyOutput {
     let mut kept = HeadTail::new(budget);
     let mut offset = 0;
     loop {
@@ -215,7 +216,5 @@ fn kept(run: &Run, kind: StreamKind, budget: usize) -> Captured {
             }
         }
     }
-    let (total, head) = (kept.total(), kept.head_len());
-    let (bytes, truncated) = kept.finish();
-    Captured { bytes, truncated, total, head }
+    kept.into_reply_output()
 }

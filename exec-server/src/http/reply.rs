@@ -15,6 +15,7 @@ use protocol::reply_text::LossyText;
 use protocol::ReplyPart;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::reply_budget::ReplyOutput;
 use crate::engine::Outcome;
 
 /// Raw bytes of output written per piece (each becomes up to six times as many).
@@ -46,7 +47,12 @@ enum Which {
 impl ReplyBody {
     /// The reply for `outcome`, holding `permit` while it is sent. `b64_only` (the request's, see
     /// [`protocol::ExecRequest::b64_only`]): output that is not UTF-8 goes as base64 with an empty text field.
-    pub fn new(outcome: Outcome, error: Option<String>, permit: Option<OwnedSemaphorePermit>, b64_only: bool) -> Self {
+    pub fn new(
+        outcome: Outcome<ReplyOutput>,
+        error: Option<String>,
+        permit: Option<OwnedSemaphorePermit>,
+        b64_only: bool,
+    ) -> Self {
         // The small fields as they are; the output fields' places, filled from the kept bytes as they are sent.
         let layout = protocol::ExecReply {
             exit_code: outcome.exit_code,
@@ -134,7 +140,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::engine::Captured;
 
     fn collect(mut body: ReplyBody) -> Vec<u8> {
         let mut out = Vec::new();
@@ -144,7 +149,7 @@ mod tests {
         out
     }
 
-    fn outcome(stdout: Vec<u8>, stderr: Vec<u8>, signal: Option<i32>) -> Outcome {
+    fn outcome(stdout: Vec<u8>, stderr: Vec<u8>, signal: Option<i32>) -> Outcome<ReplyOutput> {
         Outcome {
             exit_code: 3,
             signal,
@@ -152,8 +157,10 @@ mod tests {
             idle_timed_out: None,
             cancelled: false,
             duration: Duration::from_millis(42),
-            stdout: Captured { total: stdout.len() as u64, bytes: stdout, truncated: true, head: None },
-            stderr: Captured { total: stderr.len() as u64, bytes: stderr, truncated: false, head: None },
+            stdout_bytes: stdout.len() as u64,
+            stderr_bytes: stderr.len() as u64,
+            stdout: ReplyOutput { bytes: stdout, truncated: true, head: None },
+            stderr: ReplyOutput { bytes: stderr, truncated: false, head: None },
         }
     }
 

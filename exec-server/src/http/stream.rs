@@ -21,7 +21,7 @@ use tracing::Instrument;
 use super::finished::Finished;
 use super::request::RequestedJob;
 use super::{AppError, AppState};
-use crate::engine::{Engine, Job, Output, OutputChunk, StartError, READ_SIZE};
+use crate::engine::{Engine, Job, StartError, Stream, READ_SIZE};
 
 /// How long an unfinished line (a prompt, a progress bar) waits for its newline before it is sent as `nl: false`.
 pub(super) const PARTIAL_LINE_WAIT: Duration = Duration::from_millis(20);
@@ -81,17 +81,17 @@ impl Pump {
             Err(not_started) => {
                 engine.not_started(&not_started);
                 let mut events: Vec<_> =
-                    Finished::NotStarted(not_started).into_frames().iter().map(Frame::to_event).collect();
+                    Finished::<()>::NotStarted(not_started).into_frames().iter().map(Frame::to_event).collect();
                 self.send_all(&mut events).await;
                 return;
             }
         };
         let timeout = job.timeout;
-        let (chunks_tx, mut chunks) = mpsc::channel::<OutputChunk>(CHANNEL_DEPTH);
+        let (capture, mut chunks) = Stream::channel();
         let run = tokio::spawn(
             async move {
                 let _permit = permit;
-                engine.run(job, Output::Stream(chunks_tx), cancel).await
+                engine.run(job, capture, cancel).await
             }
             .in_current_span(),
         );

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use request::{normalize_target, routed_here, ToolRequest, ToolResult, OUTPUT_CAP, TRUNCATED};
 
-use crate::engine::{Engine, Output};
+use crate::engine::{Collect, Engine};
 use crate::metrics::IpcOutcome;
 
 /// How long a request file that does not parse yet (empty, or half written) is waited for before it is answered
@@ -339,14 +339,10 @@ impl Transport {
                 Ok(true) => {
                     let (result, mut outcome) = match job {
                         Err(refused) => (refused, IpcOutcome::Refused),
-                        Ok(job) => {
-                            match engine.run(job, Output::Collect { cap: OUTPUT_CAP }, CancellationToken::new()).await {
-                                Ok(outcome) => (ToolResult::from_outcome(&id, &outcome), IpcOutcome::Ran),
-                                Err(not_started) => {
-                                    (ToolResult::not_started(&id, &not_started), IpcOutcome::NotStarted)
-                                }
-                            }
-                        }
+                        Ok(job) => match engine.run(job, Collect { cap: OUTPUT_CAP }, CancellationToken::new()).await {
+                            Ok(outcome) => (ToolResult::from_outcome(&id, &outcome), IpcOutcome::Ran),
+                            Err(not_started) => (ToolResult::not_started(&id, &not_started), IpcOutcome::NotStarted),
+                        },
                     };
                     if let Err(err) = files::write_result(&dir, &result) {
                         tracing::error!(id, "cannot write the result: {err}");
