@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 pub use capture::{Capture, Collect, Collected, OutputChunk, Sink, Stream, READ_SIZE};
 use capture::{LastOutput, Piped};
 
-use crate::metrics::{CommandOutcome, Metrics};
+use crate::metrics::{CommandMetrics, CommandOutcome};
 use crate::workspace::{DirProblem, WorkDir};
 pub use process_group::{become_subreaper, exit_code_of, reap_adopted_forever};
 
@@ -122,7 +122,7 @@ struct Inner {
     shutdown_at: OnceLock<tokio::time::Instant>,
     sweeper: Arc<escaped::Sweeper>,
     sweeper_started: std::sync::Once,
-    metrics: Arc<Metrics>,
+    metrics: CommandMetrics,
 }
 
 /// How long [`Engine::finish_shutdown`] waits for SIGKILLed processes to disappear: short, since the whole
@@ -159,7 +159,8 @@ enum Stop {
 }
 
 impl Engine {
-    pub fn new(policy: Policy) -> Self {
+    /// An engine that counts its commands into `metrics`.
+    pub fn new(policy: Policy, metrics: CommandMetrics) -> Self {
         Engine {
             inner: Arc::new(Inner {
                 policy,
@@ -168,14 +169,9 @@ impl Engine {
                 shutdown_at: OnceLock::new(),
                 sweeper: Arc::default(),
                 sweeper_started: std::sync::Once::new(),
-                metrics: Arc::default(),
+                metrics,
             }),
         }
-    }
-
-    /// What this engine (and the transports over it) counts.
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.inner.metrics
     }
 
     /// How many process groups are alive (running commands and leftovers being terminated).

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::activity::{Activity, Expiry, InFlight, Timeouts};
 use super::socket::Stream;
 use super::wire::Wire;
-use crate::metrics::Metrics;
+use crate::metrics::HttpMetrics;
 
 /// The largest request head (request line and headers): a request's data travels in its body; a head this large
 /// is a mistake or an attack, and each connection may hold this much while it waits for the rest.
@@ -39,7 +39,7 @@ pub async fn serve(
     router: Router,
     activity: Arc<Activity>,
     timeouts: Timeouts,
-    metrics: &Metrics,
+    metrics: &HttpMetrics,
     stop: CancellationToken,
 ) {
     let wire = Wire::new(stream, activity.clone(), MAX_HEAD);

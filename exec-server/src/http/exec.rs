@@ -27,7 +27,7 @@ pub async fn exec(
     // Dropped with this handler when the client goes away: the command is cancelled, not abandoned.
     let _cancel_on_drop = cancel.clone().drop_guard();
     let engine = state.engine.clone();
-    let capture = ReplyCapture { budget: state.max_output };
+    let capture = ReplyCapture { budget: state.settings.max_output };
     let timeout = job.timeout;
     // The slot stays with the command until it has ended, then goes to the reply until that is sent.
     let run = tokio::spawn(async move { (engine.run(job, capture, cancel).await, permit) }.in_current_span());

@@ -18,7 +18,7 @@ use super::activity::{Activity, Timeouts};
 use super::connection;
 use super::error::AppError;
 use super::socket::{Listener, Stream};
-use crate::metrics::Metrics;
+use crate::metrics::HttpMetrics;
 
 /// The `endpoint` label of replies written on the connection itself, before any route (503 at the cap, 408).
 pub const CONNECTION: &str = "connection";
@@ -43,7 +43,7 @@ pub async fn serve(
     listeners: Vec<Listener>,
     router: Router,
     limits: Limits,
-    metrics: Arc<Metrics>,
+    metrics: HttpMetrics,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let registry = Arc::new(Registry { cap: limits.max_connections, open: Mutex::default(), next: AtomicU64::new(0) });

@@ -34,8 +34,7 @@ mod trace;
 mod wire;
 
 pub use activity::Timeouts;
-pub use listener::{serve, Limits};
-pub use request::inherited_env;
+pub use listener::Limits;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -48,31 +47,103 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use protocol::{Health, Info};
+use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
+use crate::metrics::Metrics;
+use crate::runs::Runs;
 pub use error::AppError;
+
+/// What HTTP serves, where, and how.
+pub struct Settings {
+    /// The TCP socket, already bound (the binary binds it first, to publish its port).
+    pub tcp: Option<TcpListener>,
+    /// `--listen unix:PATH` addresses: UNIX sockets to create, with `socket_mode`.
+    pub listen: Vec<String>,
+    pub socket_mode: u32,
+    /// The connection cap and timeouts.
+    pub limits: Limits,
+    pub api: ApiSettings,
+    /// The named runs (requests with a `run_id`): the server closes the registry at exit.
+    pub runs: Runs,
+}
+
+/// What the API's handlers are configured with.
+#[derive(Debug)]
+pub struct ApiSettings {
+    /// Canonical workspace root.
+    pub root: PathBuf,
+    pub allow_any_cwd: bool,
+    pub token: Option<String>,
+    pub runtime: String,
+    pub max_concurrent: usize,
+    pub max_timeout: u64,
+    pub max_output: usize,
+    pub keepalive: Duration,
+    /// `GET /metrics` needs no token (`--metrics-open`).
+    pub metrics_open: bool,
+    /// The server's own environment minus its EXEC_SERVER_* settings: what every command starts from.
+    pub base_env: Arc<Vec<(OsString, OsString)>>,
+}
+
+/// The HTTP transport, started: its sockets bound, its router built. [`Server::serve`] serves them.
+pub struct Server {
+    listeners: Vec<socket::Listener>,
+    router: Router,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+}
+
+impl Server {
+    /// Creates the UNIX sockets and builds the router over `engine`; counts into `metrics` (and serves them).
+    pub fn start(settings: Settings, engine: Engine, metrics: Arc<Metrics>) -> std::io::Result<Self> {
+        let Settings { tcp, listen, socket_mode, limits, api, runs } = settings;
+        let mut listeners: Vec<socket::Listener> = tcp.into_iter().map(socket::Listener::Tcp).collect();
+        for listen in &listen {
+            let path = socket::parse_listen(listen).map_err(std::io::Error::other)?;
+            let socket = socket::UnixSocket::bind(&path, socket_mode).map_err(std::io::Error::other)?;
+            listeners.push(socket::Listener::Unix(socket));
+        }
+        let addr = listeners.iter().find_map(socket::Listener::tcp_addr);
+        let sockets: Vec<String> = listeners.iter().filter_map(socket::Listener::unix_path).collect();
+        tracing::info!(
+            addr = %addr.map_or("none".into(), |addr| addr.to_string()),
+            sockets = %sockets.join(" "),
+            root = %api.root.display(),
+            runtime = %api.runtime,
+            auth = api.token.is_some(),
+            max_connections = limits.max_connections,
+            "exec-server listening"
+        );
+        let state = AppState {
+            engine,
+            metrics: metrics.clone(),
+            runs,
+            permits: Arc::new(Semaphore::new(api.max_concurrent)),
+            settings: Arc::new(api),
+        };
+        Ok(Server { listeners, router: router(state), limits, metrics })
+    }
+
+    /// Serves until `stop`; then stops accepting, lets every connection finish its request in flight, and returns
+    /// once all are closed (the caller aborts this when they take too long, which closes them).
+    pub async fn serve(self, stop: CancellationToken) -> std::io::Result<()> {
+        listener::serve(self.listeners, self.router, self.limits, self.metrics.http().clone(), stop).await
+    }
+}
 
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Engine,
-    /// Canonical workspace root.
-    pub root: PathBuf,
-    pub allow_any_cwd: bool,
-    pub token: Option<Arc<str>>,
-    pub runtime: String,
+    /// The server's metrics: HTTP counts its requests and serves them all.
+    pub metrics: Arc<Metrics>,
+    pub runs: Runs,
+    /// One per command that may run (`--max-concurrent`).
     pub permits: Arc<Semaphore>,
-    pub max_concurrent: usize,
-    pub max_timeout: u64,
-    pub max_output: usize,
-    pub keepalive: Duration,
-    /// The server's own environment minus its EXEC_SERVER_* settings: what every command starts from.
-    pub base_env: Arc<Vec<(OsString, OsString)>>,
-    /// `GET /metrics` needs no token (`--metrics-open`).
-    pub metrics_open: bool,
-    /// Named runs (requests with a `run_id`).
-    pub runs: crate::runs::Runs,
+    pub settings: Arc<ApiSettings>,
 }
 
 impl AppState {
@@ -84,18 +155,18 @@ impl AppState {
                 format!(
                     "too many commands running or replies still being sent (limit {}, set by --max-concurrent); \
                      retry shortly",
-                    self.max_concurrent
+                    self.settings.max_concurrent
                 ),
             )
         })
     }
 
     fn running(&self) -> usize {
-        self.max_concurrent - self.permits.available_permits()
+        self.settings.max_concurrent - self.permits.available_permits()
     }
 }
 
-pub fn router(state: AppState) -> Router {
+fn router(state: AppState) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/info", get(info))
@@ -121,12 +192,13 @@ async fn health() -> impl IntoResponse {
 }
 
 async fn info(State(state): State<AppState>) -> impl IntoResponse {
+    let settings = &state.settings;
     axum::Json(Info {
-        cwd: state.root.display().to_string(),
-        runtime: state.runtime.clone(),
+        cwd: settings.root.display().to_string(),
+        runtime: settings.runtime.clone(),
         version: env!("CARGO_PKG_VERSION").into(),
-        max_timeout: Some(state.max_timeout),
-        max_concurrent: Some(state.max_concurrent),
+        max_timeout: Some(settings.max_timeout),
+        max_concurrent: Some(settings.max_concurrent),
         running: Some(state.running()),
     })
 }

@@ -143,7 +143,7 @@ fn stopped_by<K>(outcome: &Outcome<K>) -> Option<StoppedBy> {
 /// belongs to the reader, not the run: a re-POST or a `GET /runs/{id}/stream` chooses its own).
 pub fn stream(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Result<Response, AppError> {
     let (run, attachment) = claim_and_attach(state, id, job)?;
-    Ok(run_stream::response(run, [0, 0], b64_only, attachment, state.keepalive))
+    Ok(run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive))
 }
 
 /// `POST /exec` of a named run: waits for its end (attached meanwhile), then replies with what its log holds,
@@ -152,8 +152,10 @@ pub async fn exec(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Res
     let (run, attachment) = claim_and_attach(state, id, job)?;
     let end = wait_for_end(&run).await;
     drop(attachment);
-    let (stdout, stderr) =
-        (kept(&run, StreamKind::Stdout, state.max_output), kept(&run, StreamKind::Stderr, state.max_output));
+    let (stdout, stderr) = (
+        kept(&run, StreamKind::Stdout, state.settings.max_output),
+        kept(&run, StreamKind::Stderr, state.settings.max_output),
+    );
     let outcome = Outcome {
         exit_code: end.exit_code.unwrap_or(protocol::EXIT_NOT_STARTED),
         signal: end.signal,

@@ -74,7 +74,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         ))
     })?;
     validate_cmd(&request.cmd)?;
-    let timeout_secs = grant_timeout(request.timeout, state.max_timeout);
+    let timeout_secs = grant_timeout(request.timeout, state.settings.max_timeout);
     let stdin = match (&request.stdin_b64, &request.stdin) {
         (Some(b64), _) => Some(
             protocol::text::from_base64(b64)
@@ -83,13 +83,13 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         (None, Some(text)) => Some(text.clone().into_bytes()),
         (None, None) => None,
     };
-    let mut env = build_env(&state.base_env, request.env.iter().flatten())?;
+    let mut env = build_env(&state.settings.base_env, request.env.iter().flatten())?;
     // The request's trace context is the current one: it wins over a TRACEPARENT in the server's or request's env.
     if let Some(traceparent) = traceparent {
         env.retain(|(name, _)| name != "TRACEPARENT");
         env.push(("TRACEPARENT".into(), traceparent.into()));
     }
-    let cwd = match resolve_cwd(&state.root, request.cwd.as_deref(), state.allow_any_cwd) {
+    let cwd = match resolve_cwd(&state.settings.root, request.cwd.as_deref(), state.settings.allow_any_cwd) {
         Ok(cwd) => cwd,
         Err(CwdError::Missing { path, problem }) => {
             return Ok(RequestedJob(
@@ -162,11 +162,6 @@ fn build_env<'a>(
         env.push((name.into(), value.into()));
     }
     Ok(env)
-}
-
-/// The environment a server passes on: its own, minus its own settings (the token above all).
-pub fn inherited_env() -> Vec<(OsString, OsString)> {
-    std::env::vars_os().filter(|(name, _)| !name.to_string_lossy().starts_with("EXEC_SERVER_")).collect()
 }
 
 #[cfg(test)]

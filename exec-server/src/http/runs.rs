@@ -72,7 +72,7 @@ pub async fn stream(
             )));
         }
     }
-    Ok(run_stream::response(run, offsets, b64_only, attachment, state.keepalive))
+    Ok(run_stream::response(run, offsets, b64_only, attachment, state.settings.keepalive))
 }
 
 /// `POST /runs/{id}/signal` `{"signal": "TERM"}`: to the run's whole process group.

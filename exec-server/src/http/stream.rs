@@ -42,7 +42,7 @@ pub async fn exec_stream(
     };
     let cancel = CancellationToken::new();
     let (events, rx) = mpsc::channel(CHANNEL_DEPTH);
-    let pump = Pump { events, keepalive: state.keepalive };
+    let pump = Pump { events, keepalive: state.settings.keepalive };
     let run = pump.run(state.engine.clone(), job, b64_only, permit, cancel.clone());
     tokio::spawn(run.in_current_span());
     // The SSE body: events from the pump, each already `data: <json>` and a blank line (JSON never holds a raw CR

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 pub use request::{normalize_target, routed_here, ToolRequest, ToolResult, OUTPUT_CAP, TRUNCATED};
 
 use crate::engine::{Collect, Engine};
-use crate::metrics::IpcOutcome;
+use crate::metrics::{IpcMetrics, IpcOutcome};
 
 /// How long a request file that does not parse yet (empty, or half written) is waited for before it is answered
 /// with an error.
@@ -60,6 +60,7 @@ pub struct Settings {
 pub struct Transport {
     settings: Arc<Settings>,
     engine: Engine,
+    metrics: IpcMetrics,
     inotify: FolderWatch,
     tools_watch: WatchDescriptor,
     done_watch: WatchDescriptor,
@@ -85,7 +86,7 @@ pub enum StopReason {
 impl Transport {
     /// Creates the folder if needed and starts watching it (and the `done` file's folder) before anything is read,
     /// so no request written from now on can be missed.
-    pub fn start(settings: Settings, engine: Engine) -> std::io::Result<Self> {
+    pub fn start(settings: Settings, engine: Engine, metrics: IpcMetrics) -> std::io::Result<Self> {
         std::fs::create_dir_all(&settings.dir).map_err(|err| {
             std::io::Error::other(format!("cannot create the IPC folder {}: {err}", settings.dir.display()))
         })?;
@@ -112,6 +113,7 @@ impl Transport {
             permits: Arc::new(Semaphore::new(settings.parallel.max(1))),
             settings: Arc::new(settings),
             engine,
+            metrics,
             inotify,
             tools_watch,
             done_watch,
@@ -329,6 +331,7 @@ impl Transport {
         let id = id.to_owned();
         let dir = self.settings.dir.clone();
         let engine = self.engine.clone();
+        let metrics = self.metrics.clone();
         let permits = self.permits.clone();
         let active = self.active.clone();
         let closing = self.closing.clone();
@@ -348,12 +351,12 @@ impl Transport {
                         tracing::error!(id, "cannot write the result: {err}");
                         outcome = IpcOutcome::IoError;
                     }
-                    engine.metrics().ipc_request(outcome);
+                    metrics.request(outcome);
                 }
-                Ok(false) => engine.metrics().ipc_request(IpcOutcome::NotClaimed),
+                Ok(false) => metrics.request(IpcOutcome::NotClaimed),
                 Err(err) => {
                     tracing::error!(id, "cannot claim the request: {err}");
-                    engine.metrics().ipc_request(IpcOutcome::IoError);
+                    metrics.request(IpcOutcome::IoError);
                 }
             }
             active.lock().unwrap().remove(&id);
