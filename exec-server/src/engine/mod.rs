@@ -4,29 +4,31 @@
 
 mod capture;
 mod escaped;
+mod spawn;
 
 use std::collections::HashMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use process_group::{self as group, program, Members, Pgid, Tagged};
+use process_group::{self as group, Members, Pgid, Tagged};
 use protocol::StreamKind;
-use tokio::io::{AsyncRead, AsyncWriteExt};
-use tokio::process::{ChildStderr, ChildStdout, Command};
+use tokio::io::AsyncRead;
+use tokio::process::{ChildStderr, ChildStdout};
 use tokio_util::sync::CancellationToken;
 
 pub use capture::{Capture, Collect, Collected, OutputChunk, Sink, Stream, READ_SIZE};
 use capture::{LastOutput, Piped};
 
 use crate::metrics::{CommandMetrics, CommandOutcome};
-use crate::workspace::{DirProblem, WorkDir};
+pub use spawn::StartError;
+
+use crate::workspace::WorkDir;
 pub use process_group::{become_subreaper, exit_code_of, reap_adopted_forever};
 
 /// How the engine treats every command.
@@ -75,36 +77,6 @@ pub struct Outcome<K> {
     pub stdout: K,
     pub stderr: K,
 }
-
-/// Why a command never started. Each transport turns the variant into its own exit code and words; the text
-/// (`Display`) says what was wrong in the user's terms (`npm: not found (is it installed and on PATH?)`), for a
-/// transport to put in its own message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StartError {
-    /// No such program on the command's PATH, or at the path given.
-    NotFound { program: String },
-    /// The program is there but may not be run.
-    PermissionDenied { program: String },
-    /// The working directory is not there, or is no directory: every program would fail the same way.
-    WorkingDirectory { path: PathBuf, problem: DirProblem },
-    /// Anything else: an empty command, or what the spawn reported.
-    Other(String),
-}
-
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StartError::NotFound { program } => write!(f, "{program}: not found (is it installed and on PATH?)"),
-            StartError::PermissionDenied { program } => write!(f, "{program}: permission denied"),
-            StartError::WorkingDirectory { path, problem } => {
-                write!(f, "working directory {} {problem}", path.display())
-            }
-            StartError::Other(detail) => f.write_str(detail),
-        }
-    }
-}
-
-impl std::error::Error for StartError {}
 
 /// Runs commands. Cheap to clone; every clone shares the set of live process groups and the shutdown switch.
 #[derive(Clone, Debug)]
@@ -325,8 +297,8 @@ impl Engine {
         })
     }
 
-    /// Spawn: the leader in a new process group, registered as live; its stdin fed in the background (taken from
-    /// `job`); one reader per output pipe.
+    /// Spawn (see [`spawn`]): the leader in a new process group, registered as live; its stdin fed in the
+    /// background (taken from `job`); one reader per output pipe, into the capture's sinks.
     fn spawn<C: Capture>(
         &self,
         id: u64,
@@ -335,31 +307,12 @@ impl Engine {
         capture: C,
         last_output: &Arc<LastOutput>,
     ) -> Result<(Running, Readers<Kept<C>>), StartError> {
-        let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
-        let resolved = resolve_program(first, job).ok_or_else(|| start_error(job, program, None))?;
-        let mut command = Command::new(resolved);
-        command
-            .arg0(first)
-            .args(&job.argv[1..])
-            .current_dir(job.cwd.enter())
-            .env_clear()
-            .envs(job.env.iter().map(|(k, v)| (k, v)))
-            .env(escaped::JOB_VARIABLE, escaped::tag_value(id))
-            .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut leader = group::spawn_leader(&mut command).map_err(|err| start_error(job, program, Some(&err)))?;
+        let mut leader = spawn::start_leader(id, job, program)?;
         let guard = GroupGuard::register(self.clone(), leader.pgid(), id);
         if let Some(group) = &job.group {
             let _ = group.set(leader.pgid());
         }
-
-        if let (Some(bytes), Some(mut stdin)) = (job.stdin.take(), leader.child().stdin.take()) {
-            // A command that exits without reading its stdin is not an error.
-            tokio::spawn(async move {
-                let _ = stdin.write_all(&bytes).await;
-            });
-        }
+        spawn::feed_stdin(job, &mut leader);
         let stop = CancellationToken::new();
         let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
         let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
@@ -515,38 +468,6 @@ async fn read<R: AsyncRead + Unpin, S: Sink>(
     match pipe {
         Some(pipe) => capture::read_pipe(pipe, sink, stop, last_output).await,
         None => Piped { total: 0, kept: sink.finish() },
-    }
-}
-
-/// The program to execute: a name without a `/` is looked up on the command's own PATH here, so that the spawn
-/// can use `posix_spawn` (std falls back to `fork`, which copies the server's page tables, whenever the child's
-/// PATH differs from ours and the program is not a path). Names with a `/` are left to the spawn, relative to the
-/// command's working directory. `None`: not found.
-fn resolve_program(program: &OsString, job: &Job) -> Option<PathBuf> {
-    if !program::is_bare_name(program) {
-        return Some(PathBuf::from(program));
-    }
-    let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
-    let cwd = job.cwd.enter();
-    let found = program::executables_on_path(program, path.unwrap_or(OsStr::new(program::DEFAULT_PATH)), &cwd).next();
-    found
-}
-
-/// Why a command did not start (`spawn`: what the spawn reported; `None` when the lookup on PATH found nothing), in
-/// the user's terms. The working directory is checked first, and only here: a missing one fails every program, and
-/// the spawn reports it as the program's own ENOENT.
-fn start_error(job: &Job, program: &str, spawn: Option<&std::io::Error>) -> StartError {
-    if let Some(problem) = DirProblem::of(job.cwd.path()) {
-        return StartError::WorkingDirectory { path: job.cwd.path().to_path_buf(), problem };
-    }
-    let program = program.to_owned();
-    match spawn {
-        None => StartError::NotFound { program },
-        Some(err) => match err.kind() {
-            std::io::ErrorKind::NotFound => StartError::NotFound { program },
-            std::io::ErrorKind::PermissionDenied => StartError::PermissionDenied { program },
-            _ => StartError::Other(format!("{program}: {err}")),
-        },
     }
 }
 
