@@ -181,7 +181,7 @@ fn ipc_settings(
 /// after a reserve for every command that may run (HTTP and file protocol).
 fn connection_limits(config: &Config) -> http::Limits {
     let budget =
-        http::fds::ConnectionBudget::current(config.max_connections.map(|n| n as usize), config.max_commands());
+        http::server::fds::ConnectionBudget::current(config.max_connections.map(|n| n as usize), config.max_commands());
     if budget.starved() {
         tracing::warn!(
             nofile = budget.nofile,

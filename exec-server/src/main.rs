@@ -25,11 +25,11 @@ fn main() -> ExitCode {
     }
     // Connections and commands share the open-file limit: raise it to what they need, no further, since commands
     // inherit it (see `http::fds`).
-    let fds = exec_server::http::fds::ConnectionBudget::nofile_wanted(
+    let fds = exec_server::http::server::fds::ConnectionBudget::nofile_wanted(
         config.max_connections.map(|n| n as usize),
         config.max_commands(),
     );
-    match exec_server::http::fds::raise_nofile_limit(fds) {
+    match exec_server::http::server::fds::raise_nofile_limit(fds) {
         Ok((before, after)) if before < after => tracing::debug!(before, after, "open-file limit raised"),
         Ok(_) => {}
         Err(err) => tracing::warn!("cannot raise the open-file limit to {fds}: {err}"),

@@ -9,7 +9,7 @@ use super::AppState;
 use crate::metrics::CONTENT_TYPE;
 
 /// The routes, as the `endpoint` label names them; any other path is `other`, so that clients cannot grow the
-/// series by inventing paths. Replies written on the connection itself are `connection` (see `listener`).
+/// series by inventing paths. Replies written on the connection itself are `connection` (see the server layer's `connection`).
 const ROUTES: [&str; 7] = ["/health", "/info", "/exec", "/exec/stream", "/runs", "/metrics", "/openapi.json"];
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

@@ -15,13 +15,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Timeouts};
-use super::connection;
-use super::error::AppError;
+use super::connection::{self, CONNECTION};
+use super::refusal::Refusal;
 use super::socket::{Listener, Stream};
 use crate::metrics::HttpMetrics;
-
-/// The `endpoint` label of replies written on the connection itself, before any route (503 at the cap, 408).
-pub const CONNECTION: &str = "connection";
 
 /// Connections being refused at once (each for at most a second); beyond that a refused connection is closed
 /// without a reply, so refusing can never use more than a few descriptors.
@@ -90,7 +87,7 @@ fn is_about_the_connection(err: &std::io::Error) -> bool {
 fn refuse(stream: Stream, refusing: &Arc<Semaphore>, tasks: &mut JoinSet<()>, cap: usize) {
     let Ok(permit) = refusing.clone().try_acquire_owned() else { return };
     tracing::warn!(cap, "connection refused: every open connection has a request in flight");
-    let reply = AppError::new(
+    let reply = Refusal::new(
         StatusCode::SERVICE_UNAVAILABLE,
         format!(
             "too many open connections (limit {cap}, set by --max-connections), each with a request in flight; \

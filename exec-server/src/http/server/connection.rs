@@ -20,6 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Expiry, InFlight, Timeouts};
+use super::refusal::Refusal;
 use super::socket::Stream;
 use super::wire::Wire;
 use crate::metrics::HttpMetrics;
@@ -31,6 +32,8 @@ pub const MAX_HEAD: usize = 32 * 1024;
 const MAX_BUFFER: usize = 64 * 1024;
 /// How long a connection closed for its header timeout may take to receive its 408.
 const FAREWELL: Duration = Duration::from_secs(1);
+/// The `endpoint` label of replies written on the connection itself, before any route (503 at the cap, 408).
+pub const CONNECTION: &str = "connection";
 
 /// Serves `stream` until the client closes it, a timeout closes it, the registry evicts it, or `stop` (graceful:
 /// a request in flight is finished first; the caller aborts what lingers).
@@ -67,7 +70,7 @@ pub async fn serve(
                 match activity.deadline(timeouts) {
                     Some((at, expiry)) if at <= tokio::time::Instant::now() => {
                         if expiry == Expiry::Header {
-                            metrics.request(super::listener::CONNECTION, 408);
+                            metrics.request(CONNECTION, 408);
                         }
                         return expire(connection, expiry, timeouts).await;
                     }
@@ -111,7 +114,7 @@ async fn expire(connection: Connection, expiry: Expiry, timeouts: Timeouts) {
     }
     let Some(stream) = connection.into_parts().io.into_inner().into_clean_stream() else { return };
     let seconds = timeouts.header.unwrap_or_default().as_secs_f64();
-    let reply = super::error::AppError::new(
+    let reply = Refusal::new(
         axum::http::StatusCode::REQUEST_TIMEOUT,
         format!(
             "the request head did not arrive within {seconds} s (--header-timeout): send the request line and \
@@ -188,14 +191,12 @@ impl hyper::service::Service<Request<Incoming>> for Service {
 /// The reply to a request whose connection was evicted before it could start: nothing ran, retry on a new
 /// connection.
 fn evicted_reply() -> Response<TrackedBody> {
-    let reply = super::error::AppError::new(
+    let reply = Refusal::new(
         axum::http::StatusCode::SERVICE_UNAVAILABLE,
         "this connection was closed to make room for a new one (--max-connections) before the request started; \
          nothing was run: retry on a new connection",
     );
-    let mut response = axum::response::IntoResponse::into_response(reply);
-    response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
-    response.map(|body| TrackedBody { body, in_flight: None })
+    reply.into_response().map(|body| TrackedBody { body, in_flight: None })
 }
 
 /// A request body that must arrive within a time limit; past it, reading fails with [`BodyTimeout`] (the handler

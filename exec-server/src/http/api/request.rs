@@ -10,10 +10,10 @@ use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use protocol::{ExecRequest, RunId};
 
-use super::connection::BodyTimeout;
 use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::{Job, StartError};
+use crate::http::server::BodyTimeout;
 use crate::workspace::{resolve_cwd, CwdError};
 
 /// A request body that passed validation: a job to run, or the contract's start failure (a missing cwd) to report
