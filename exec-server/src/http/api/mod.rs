@@ -25,6 +25,7 @@ mod reply_budget;
 mod request;
 mod run_stream;
 mod runs;
+mod sse;
 mod stream;
 mod trace;
 
