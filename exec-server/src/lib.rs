@@ -2,6 +2,7 @@
 //! output) is transport-free; `http` and `ipc` are the two transports over it.
 
 pub mod config;
+pub mod ending;
 pub mod engine;
 pub mod environment;
 pub mod http;

@@ -10,7 +10,7 @@ mod state_dir;
 mod writer;
 
 pub use log::{Budget, Read, StreamLog};
-pub use run::{Attachment, Follower, Run, RunEnd};
+pub use run::{Attachment, Follower, Run};
 pub use writer::SpillWriter;
 
 use std::collections::HashMap;

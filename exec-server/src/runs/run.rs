@@ -11,21 +11,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::log::{Found, Pending, Read, StreamLog, MEMORY_PER_STREAM};
-
-/// How a run ended.
-#[derive(Debug, Clone)]
-pub struct RunEnd {
-    pub state: RunState,
-    /// `None` for a run that never started.
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub timed_out: bool,
-    /// The message of the error frame and of the reply's `error`.
-    pub error: Option<String>,
-    /// What stopped it, if something did: its exit frame's and `RunInfo`'s `stopped_by`.
-    pub stopped_by: Option<StoppedBy>,
-    pub duration: Duration,
-}
+use crate::ending::Ending;
 
 /// A named run, shared by the task that runs it, its readers and the registry.
 #[derive(Debug)]
@@ -50,7 +36,7 @@ pub struct Run {
 struct Inner {
     stdout: StreamLog,
     stderr: StreamLog,
-    end: Option<RunEnd>,
+    end: Option<Ending>,
     /// When it ended (for retention).
     ended_at: Option<Instant>,
     attached: u32,
@@ -208,13 +194,13 @@ impl Run {
     }
 
     /// Both streams' totals and the end, if the run has one.
-    pub fn progress(&self) -> ([u64; 2], Option<RunEnd>) {
+    pub fn progress(&self) -> ([u64; 2], Option<Ending>) {
         let inner = self.inner.lock().unwrap();
         ([inner.stdout.total(), inner.stderr.total()], inner.end.clone())
     }
 
     /// Records the end; a cancellation by someone carries their cause and message.
-    pub fn finish(&self, mut end: RunEnd) {
+    pub fn finish(&self, mut end: Ending) {
         {
             let mut inner = self.inner.lock().unwrap();
             if end.state == RunState::Cancelled {
@@ -243,7 +229,7 @@ impl Run {
         self.cancel.cancel();
     }
 
-    pub fn end(&self) -> Option<RunEnd> {
+    pub fn end(&self) -> Option<Ending> {
         self.inner.lock().unwrap().end.clone()
     }
 
@@ -305,7 +291,7 @@ impl Run {
             cwd: self.cwd.display().to_string(),
             started_unix_ms: self.started_unix_ms,
             state: end.map_or(RunState::Running, |end| end.state),
-            exit_code: end.and_then(|end| end.exit_code),
+            exit_code: end.map(|end| end.exit_code),
             signal: end.and_then(|end| end.signal),
             error: end.and_then(|end| end.error.clone()),
             stdout_bytes: inner.stdout.total(),

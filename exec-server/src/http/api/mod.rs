@@ -16,7 +16,6 @@
 mod auth;
 mod error;
 mod exec;
-mod finished;
 mod metrics;
 mod named;
 mod openapi;

@@ -3,19 +3,18 @@
 //! read it from its log.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use protocol::{RunId, RunState, StoppedBy, StreamKind};
+use protocol::{RunId, StreamKind};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
-use super::finished::{ending_message, not_started_message, Finished};
 use super::reply_budget::{HeadTail, ReplyOutput};
-use super::{run_stream, AppError, AppState};
-use crate::engine::{Engine, Job, Outcome, Stream, READ_SIZE};
-use crate::runs::{Attachment, Claim, ClaimError, Read, Run, RunEnd, SpillWriter};
+use super::{reply, run_stream, AppError, AppState};
+use crate::ending::Ending;
+use crate::engine::{Engine, Job, Stream, READ_SIZE};
+use crate::runs::{Attachment, Claim, ClaimError, Read, Run, SpillWriter};
 
 /// The run `id` names for `job`: attached to, or claimed and started. The caller reads it while holding the
 /// attachment.
@@ -32,15 +31,7 @@ pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<R
                 Ok(permit) => permit,
                 Err(err) => {
                     // A request for the same id may have attached meanwhile: it gets this end, not a wait forever.
-                    run.finish(RunEnd {
-                        state: RunState::Exited,
-                        exit_code: Some(protocol::EXIT_NOT_STARTED),
-                        signal: None,
-                        timed_out: false,
-                        error: Some(format!("the command was not started: {}", err.message)),
-                        stopped_by: None,
-                        duration: Duration::ZERO,
-                    });
+                    run.finish(Ending::never_ran(format!("the command was not started: {}", err.message)));
                     state.runs.forget(id);
                     return Err(err);
                 }
@@ -77,66 +68,9 @@ fn start(engine: Engine, run: Arc<Run>, mut job: Job, permit: OwnedSemaphorePerm
         if let Some(writer) = writer {
             writer.finish().await;
         }
-        run.finish(end_of(Finished::new(command.await, timeout)));
+        run.finish(Ending::of(&command.await, timeout));
     };
     tokio::spawn(task.in_current_span());
-}
-
-/// A command's end as a run records it.
-fn end_of(finished: Finished<()>) -> RunEnd {
-    match finished {
-        Finished::Ran { outcome, timeout } => {
-            let error = ending_message(&outcome, timeout);
-            end_of(Finished::Stored { outcome, error })
-        }
-        Finished::Stored { outcome, error } => RunEnd {
-            state: if outcome.timed_out {
-                RunState::TimedOut
-            } else if outcome.cancelled {
-                RunState::Cancelled
-            } else {
-                RunState::Exited
-            },
-            exit_code: Some(outcome.exit_code),
-            signal: outcome.signal,
-            timed_out: outcome.timed_out,
-            error,
-            stopped_by: stopped_by(&outcome),
-            duration: outcome.duration,
-        },
-        Finished::NotStarted(err) => RunEnd {
-            state: RunState::Exited,
-            exit_code: Some(protocol::EXIT_NOT_STARTED),
-            signal: None,
-            timed_out: false,
-            error: Some(not_started_message(&err)),
-            stopped_by: None,
-            duration: Duration::ZERO,
-        },
-        Finished::TaskFailed(err) => RunEnd {
-            state: RunState::Exited,
-            exit_code: Some(-1),
-            signal: None,
-            timed_out: false,
-            error: Some(format!("command task failed: {err}")),
-            stopped_by: None,
-            duration: Duration::ZERO,
-        },
-    }
-}
-
-/// What stopped a command, as the engine tells it. A cancellation the engine saw is the shutdown's unless the run
-/// was cancelled by someone (DELETE, the reattach window): [`Run::finish`] puts their cause in its place.
-fn stopped_by<K>(outcome: &Outcome<K>) -> Option<StoppedBy> {
-    if outcome.idle_timed_out.is_some() {
-        Some(StoppedBy::IdleTimeout)
-    } else if outcome.timed_out {
-        Some(StoppedBy::Timeout)
-    } else if outcome.cancelled {
-        Some(StoppedBy::Shutdown)
-    } else {
-        None
-    }
 }
 
 /// `POST /exec/stream` of a named run: its frames from the start, in the form this request asked for (`b64_only`
@@ -156,25 +90,13 @@ pub async fn exec(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Res
         kept(&run, StreamKind::Stdout, state.settings.max_output),
         kept(&run, StreamKind::Stderr, state.settings.max_output),
     );
-    let outcome = Outcome {
-        exit_code: end.exit_code.unwrap_or(protocol::EXIT_NOT_STARTED),
-        signal: end.signal,
-        timed_out: end.timed_out,
-        idle_timed_out: None,
-        cancelled: end.state == RunState::Cancelled,
-        duration: end.duration,
-        stdout_bytes: run.total(StreamKind::Stdout),
-        stderr_bytes: run.total(StreamKind::Stderr),
-        stdout,
-        stderr,
-    };
-    let mut reply = Finished::Stored { outcome, error: end.error }.into_reply(None, b64_only)?;
+    let mut reply = reply::ran(&end, stdout, stderr, None, b64_only);
     reply.headers_mut().insert(protocol::RUN_KEPT_HEADER, axum::http::HeaderValue::from_static("1"));
     Ok(reply)
 }
 
 /// The run's end, once it has one.
-pub async fn wait_for_end(run: &Run) -> RunEnd {
+pub async fn wait_for_end(run: &Run) -> Ending {
     let mut changed = run.subscribe();
     loop {
         changed.borrow_and_update();
@@ -183,15 +105,7 @@ pub async fn wait_for_end(run: &Run) -> RunEnd {
         }
         if changed.changed().await.is_err() {
             // The run is gone with its sender: cannot happen while we hold it, but never wait forever.
-            return run.end().unwrap_or(RunEnd {
-                state: RunState::Cancelled,
-                exit_code: None,
-                signal: None,
-                timed_out: false,
-                error: Some("the run was lost".into()),
-                stopped_by: None,
-                duration: Duration::ZERO,
-            });
+            return run.end().unwrap_or_else(Ending::lost);
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use super::sse::{self, FrameSource, Step};
 use crate::engine::READ_SIZE;
-use crate::runs::{Attachment, Follower, Read, Run, RunEnd};
+use crate::runs::{Attachment, Follower, Read, Run};
 
 /// The SSE response for `run` from `offsets` (stdout, stderr). `attachment` is held while the client reads.
 /// `b64_only`: this reader's choice (see [`protocol::ExecRequest::b64_only`]); the log keeps raw bytes, so each
@@ -32,21 +32,6 @@ pub fn response(
     let follower = run.follow(offsets);
     let source = RunLog { run, offsets, changed, follower, _attachment: attachment };
     sse::response(source, encoders, keepalive)
-}
-
-/// The frames that end a run's stream: the error (if any), then the exit frame with both totals.
-pub fn final_frames(end: &RunEnd, totals: [u64; 2]) -> Vec<Frame> {
-    let error = end.error.clone().map(|data| Frame::Error { data });
-    let exit = Frame::Exit {
-        data: end.exit_code.unwrap_or(protocol::EXIT_NOT_STARTED),
-        timed_out: end.timed_out,
-        signal: end.signal,
-        duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
-        stdout_bytes: Some(totals[0]),
-        stderr_bytes: Some(totals[1]),
-        stopped_by: end.stopped_by,
-    };
-    error.into_iter().chain([exit]).collect()
 }
 
 /// A reader's way through a run's log.
@@ -77,7 +62,7 @@ impl FrameSource for RunLog {
                 (_, None) => {}
                 // Bytes may have come between the reads above and the end: read on until both are at their totals.
                 (totals, Some(_)) if self.offsets[0] < totals[0] || self.offsets[1] < totals[1] => continue,
-                (totals, Some(end)) => return Step::End(final_frames(&end, totals)),
+                (totals, Some(end)) => return Step::End(end.frames(Some(totals))),
             }
             // Caught up with a run still going: wait for its next change.
             let _ = self.changed.changed().await;

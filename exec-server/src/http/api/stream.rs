@@ -10,10 +10,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
-use super::finished::Finished;
 use super::request::RequestedJob;
 use super::sse::{self, FrameSource, Step};
 use super::{AppError, AppState};
+use crate::ending::Ending;
 use crate::engine::{Job, Outcome, OutputChunk, StartError, Stream, READ_SIZE};
 
 pub async fn exec_stream(
@@ -33,7 +33,7 @@ pub async fn exec_stream(
         Ok(job) => job,
         Err(not_started) => {
             state.engine.not_started(&not_started);
-            let frames = Finished::<()>::NotStarted(not_started).into_frames();
+            let frames = Ending::not_started(&not_started).frames(None);
             return Ok(sse::response(Ended(Some(frames)), encoders, keepalive));
         }
     };
@@ -81,7 +81,7 @@ impl FrameSource for CommandOutput {
                 encoder.push(&chunk.bytes, out);
                 Step::More
             }
-            None => Step::End(Finished::new((&mut self.run).await, self.timeout).into_frames()),
+            None => Step::End(Ending::of(&(&mut self.run).await, self.timeout).frames(None)),
         }
     }
 }
