@@ -14,7 +14,7 @@ use crate::ending::{task_failed_message, Ending};
 
 pub async fn exec(
     State(state): State<AppState>,
-    RequestedJob(job, run_id, b64_only): RequestedJob,
+    RequestedJob { job, run_id, b64_only }: RequestedJob,
 ) -> Result<Response, AppError> {
     let job = match (job, run_id) {
         (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job, b64_only).await,

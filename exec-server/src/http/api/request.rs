@@ -16,14 +16,18 @@ use crate::engine::{Job, StartError};
 use crate::http::server::BodyTimeout;
 use crate::workspace::{resolve_cwd, CwdError};
 
-/// A request body that passed validation: a job to run, or the contract's start failure (a missing cwd) to report
-/// as a command that did not start. Anything else wrong with the body is the extractor's rejection, a 4xx
+/// A request body that passed validation. Anything else wrong with the body is the extractor's rejection, a 4xx
 /// [`AppError`] that names what is wrong.
-///
-/// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there. The second field is
-/// the run's name when the request gave one (a named run, issue 12); the third the request's `b64_only`: how the
-/// reply or frames carry output that is not UTF-8 (a wire matter, not the job's).
-pub struct RequestedJob(pub Result<Job, StartError>, pub Option<RunId>, pub bool);
+pub struct RequestedJob {
+    /// The job to run, or the contract's start failure (a missing cwd) to report as a command that did not start.
+    /// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there.
+    pub job: Result<Job, StartError>,
+    /// The run's name, when the request gave one (a named run, issue 12).
+    pub run_id: Option<RunId>,
+    /// The request's `b64_only`: how the reply or frames carry output that is not UTF-8 (a wire matter, not the
+    /// job's).
+    pub b64_only: bool,
+}
 
 impl FromRequest<AppState> for RequestedJob {
     type Rejection = AppError;
@@ -92,11 +96,11 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
     let cwd = match resolve_cwd(&state.settings.root, request.cwd.as_deref(), state.settings.allow_any_cwd) {
         Ok(cwd) => cwd,
         Err(CwdError::Missing { path, problem }) => {
-            return Ok(RequestedJob(
-                Err(StartError::WorkingDirectory { path, problem }),
-                request.run_id,
-                request.b64_only,
-            ))
+            return Ok(RequestedJob {
+                job: Err(StartError::WorkingDirectory { path, problem }),
+                run_id: request.run_id,
+                b64_only: request.b64_only,
+            })
         }
         Err(err) => return Err(AppError::bad_request(err.to_string())),
     };
@@ -114,7 +118,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
             .map(|secs| Duration::from_secs(secs.min(timeout_secs))),
         group: None,
     };
-    Ok(RequestedJob(Ok(job), request.run_id, request.b64_only))
+    Ok(RequestedJob { job: Ok(job), run_id: request.run_id, b64_only: request.b64_only })
 }
 
 fn validate_cmd(cmd: &[String]) -> Result<(), AppError> {

@@ -18,20 +18,17 @@ use crate::engine::{Job, Outcome, OutputChunk, StartError, Stream, READ_SIZE};
 
 pub async fn exec_stream(
     State(state): State<AppState>,
-    RequestedJob(job, run_id, b64_only): RequestedJob,
+    RequestedJob { job, run_id, b64_only }: RequestedJob,
 ) -> Result<Response, AppError> {
-    if let (Ok(_), Some(run_id)) = (&job, &run_id) {
-        let Ok(job) = job else { unreachable!("matched above") };
-        return super::named::stream(&state, run_id, job, b64_only);
-    }
     let encoders = [
         FrameEncoder::new(StreamKind::Stdout, READ_SIZE).b64_only(b64_only),
         FrameEncoder::new(StreamKind::Stderr, READ_SIZE).b64_only(b64_only),
     ];
     let keepalive = state.settings.keepalive;
-    let job = match job {
-        Ok(job) => job,
-        Err(not_started) => {
+    let job = match (job, run_id) {
+        (Ok(job), Some(run_id)) => return super::named::stream(&state, &run_id, job, b64_only),
+        (Ok(job), None) => job,
+        (Err(not_started), _) => {
             state.engine.not_started(&not_started);
             let frames = Ending::not_started(&not_started).frames(None);
             return Ok(sse::response(Ended(Some(frames)), encoders, keepalive));
