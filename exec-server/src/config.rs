@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use protocol::vars;
 
 /// Runs commands for sidecar-exec clients: a small HTTP server for builder containers.
 ///
@@ -15,7 +16,7 @@ use clap::Parser;
 #[command(version, about, long_about)]
 pub struct Config {
     /// TCP port for the HTTP API [default: 8080]. With --ipc-dir, HTTP is served only when a port is given.
-    #[arg(long, env = "EXEC_SERVER_PORT")]
+    #[arg(long, env = vars::EXEC_SERVER_PORT)]
     pub port: Option<u16>,
 
     /// Address to listen on. A builder is reached over a private network, so the default is every interface.
@@ -23,16 +24,16 @@ pub struct Config {
     pub host: String,
 
     /// Workspace root: relative request cwds resolve against it, and a cwd outside it is refused.
-    #[arg(long, env = "EXEC_SERVER_CWD", default_value = "/workspace")]
+    #[arg(long, env = vars::EXEC_SERVER_CWD, default_value = "/workspace")]
     pub cwd: PathBuf,
 
     /// Runtime name reported by /info (node, python, java, go, rust, …).
-    #[arg(long, env = "EXEC_SERVER_RUNTIME", default_value = "unknown")]
+    #[arg(long, env = vars::EXEC_SERVER_RUNTIME, default_value = "unknown")]
     pub runtime: String,
 
     /// Read the bearer token from this file (for mounted secrets; surrounding whitespace is ignored).
     /// EXEC_SERVER_TOKEN sets the token directly; it has no flag so the token never shows in `ps`.
-    #[arg(long, env = "EXEC_SERVER_TOKEN_FILE", value_name = "FILE")]
+    #[arg(long, env = vars::EXEC_SERVER_TOKEN_FILE, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 
     /// Probe a running server: GET http://127.0.0.1:PORT/health with a 3 s timeout; exit 0 on 200, else 1. PORT is

@@ -18,7 +18,7 @@ pub use protocol::token::normalize;
 use protocol::token::TokenFileError;
 
 /// The variable that holds the token itself (it has no flag, so it never shows in `ps`).
-pub const VARIABLE: &str = "EXEC_SERVER_TOKEN";
+pub const VARIABLE: &str = protocol::vars::EXEC_SERVER_TOKEN;
 
 /// Takes the token out of the environment: reads `EXEC_SERVER_TOKEN` (normalized; empty counts as unset), removes
 /// it from this process's environment and overwrites it in the environment block that `/proc/<pid>/environ` shows
