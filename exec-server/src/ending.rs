@@ -120,7 +120,7 @@ fn message_of<K>(outcome: &Outcome<K>, timeout: Duration) -> Option<String> {
 }
 
 /// What stopped a command, as the engine tells it. A cancellation the engine saw is the shutdown's unless the run
-/// was cancelled by someone (DELETE, the reattach window): [`crate::runs::Run::finish`] puts their cause in its
+/// was cancelled by someone (DELETE, the reattach window): [`crate::runs::NamedRun::finish`] puts their cause in its
 /// place.
 fn stopped_by<K>(outcome: &Outcome<K>) -> Option<StoppedBy> {
     if outcome.idle_timed_out.is_some() {

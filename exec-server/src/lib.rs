@@ -6,8 +6,8 @@ pub mod ending;
 pub mod engine;
 pub mod environment;
 pub mod http;
+pub mod in_process;
 pub mod ipc;
-pub mod local;
 pub mod metrics;
 pub mod runs;
 pub mod token;
@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use config::Config;
-use engine::{Engine, Policy};
+use engine::{Policy, ProcessEngine};
 use metrics::Metrics;
 
 /// Serves the HTTP API on `listener` (and the file protocol too when `config.ipc_dir` is set) until `shutdown`
@@ -59,7 +59,7 @@ pub async fn run(
         ));
     }
     let metrics = Arc::new(Metrics::default());
-    let engine = Engine::new(Policy { grace: config.grace, drain: config.drain }, metrics.commands().clone());
+    let engine = ProcessEngine::new(Policy { grace: config.grace, drain: config.drain }, metrics.commands().clone());
     let base_env = Arc::new(environment::inherited());
     let stop = CancellationToken::new();
 

@@ -1,6 +1,6 @@
 //! The process engine: runs one argv in its own process group, enforces its timeout and cancellation, and hands
 //! its output to the sinks its transport supplies ([`Capture`]). It knows nothing of HTTP or files: every transport
-//! builds a [`Job`], calls [`Engine::run`] with its capture, and turns the [`Outcome`] into its own format.
+//! builds a [`Job`], calls [`ProcessEngine::run`] with its capture, and turns the [`Outcome`] into its own format.
 
 mod capture;
 mod escaped;
@@ -80,7 +80,7 @@ pub struct Outcome<K> {
 
 /// Runs commands. Cheap to clone; every clone shares the set of live process groups and the shutdown switch.
 #[derive(Clone, Debug)]
-pub struct Engine {
+pub struct ProcessEngine {
     inner: Arc<Inner>,
 }
 
@@ -90,14 +90,14 @@ struct Inner {
     /// Process group → job id of every command not yet cleaned up.
     live_groups: Mutex<HashMap<Pgid, u64>>,
     shutdown: CancellationToken,
-    /// When [`Engine::shutdown`] was called: the grace period of everything it stops counts from here.
+    /// When [`ProcessEngine::shutdown`] was called: the grace period of everything it stops counts from here.
     shutdown_at: OnceLock<tokio::time::Instant>,
     sweeper: Arc<escaped::Sweeper>,
     sweeper_started: std::sync::Once,
     metrics: CommandMetrics,
 }
 
-/// How long [`Engine::finish_shutdown`] waits for SIGKILLed processes to disappear: short, since the whole
+/// How long [`ProcessEngine::finish_shutdown`] waits for SIGKILLed processes to disappear: short, since the whole
 /// shutdown must fit in the grace period plus a second.
 pub const SHUTDOWN_KILL_WAIT: Duration = Duration::from_millis(400);
 
@@ -130,10 +130,10 @@ enum Stop {
     Cancelled,
 }
 
-impl Engine {
+impl ProcessEngine {
     /// An engine that counts its commands into `metrics`.
     pub fn new(policy: Policy, metrics: CommandMetrics) -> Self {
-        Engine {
+        ProcessEngine {
             inner: Arc::new(Inner {
                 policy,
                 live_groups: Mutex::new(HashMap::new()),
@@ -153,7 +153,7 @@ impl Engine {
 
     /// Stops every running command by the policy, and refuses none: transports stop accepting work themselves.
     /// Escapees of running commands and of finished jobs not yet swept get their SIGTERM now too, so that one grace
-    /// period, counted from here, covers everything; [`Engine::finish_shutdown`] completes the policy. Each process
+    /// period, counted from here, covers everything; [`ProcessEngine::finish_shutdown`] completes the policy. Each process
     /// gets one SIGTERM: members of a live group get theirs from their command's own termination, and escapees
     /// being swept already had theirs.
     pub fn shutdown(&self) {
@@ -168,10 +168,10 @@ impl Engine {
         group::ask_to_stop(&mut escapees);
     }
 
-    /// Completes the shutdown before the process exits: waits until the grace period that [`Engine::shutdown`]
+    /// Completes the shutdown before the process exits: waits until the grace period that [`ProcessEngine::shutdown`]
     /// started has passed for whatever still carries the tag of an unfinished job (commands, what escaped them,
     /// sweeps under way), SIGKILLs what is left, and gives up on what survives SIGKILL for [`SHUTDOWN_KILL_WAIT`].
-    /// Returns within the grace period plus that wait, counted from [`Engine::shutdown`].
+    /// Returns within the grace period plus that wait, counted from [`ProcessEngine::shutdown`].
     pub async fn finish_shutdown(&self) {
         let started = *self.inner.shutdown_at.get_or_init(tokio::time::Instant::now);
         let mut unfinished = self.unfinished();
@@ -197,7 +197,7 @@ impl Engine {
     }
 
     /// Runs `job` to its end. `cancel` stops it early (TERM → grace → KILL to its whole group), as does
-    /// [`Engine::shutdown`]. Returns once the leader is reaped and the output is read; leftover members of the group
+    /// [`ProcessEngine::shutdown`]. Returns once the leader is reaped and the output is read; leftover members of the group
     /// are terminated in the background by the same policy.
     ///
     /// Transports should run this in its own task, so that the timeout is enforced even while the transport is
@@ -474,13 +474,13 @@ async fn read<R: AsyncRead + Unpin, S: Sink>(
 /// Keeps a process group in the engine's live set until its members are gone; if the run is abandoned before
 /// that (its task dropped at runtime shutdown), SIGKILLs the group so nothing outlives us unnoticed.
 struct GroupGuard {
-    engine: Engine,
+    engine: ProcessEngine,
     pgid: Pgid,
     released: bool,
 }
 
 impl GroupGuard {
-    fn register(engine: Engine, pgid: Pgid, job: u64) -> Self {
+    fn register(engine: ProcessEngine, pgid: Pgid, job: u64) -> Self {
         engine.inner.live_groups.lock().unwrap().insert(pgid, job);
         GroupGuard { engine, pgid, released: false }
     }

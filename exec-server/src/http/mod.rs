@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 pub use api::ApiSettings;
 pub use server::{Limits, Timeouts};
 
-use crate::engine::Engine;
+use crate::engine::ProcessEngine;
 use crate::metrics::Metrics;
 use crate::runs::Runs;
 use server::socket;
@@ -43,7 +43,7 @@ pub struct Server {
 
 impl Server {
     /// Creates the UNIX sockets and builds the router over `engine`; counts into `metrics` (and serves them).
-    pub fn start(settings: Settings, engine: Engine, metrics: Arc<Metrics>) -> std::io::Result<Self> {
+    pub fn start(settings: Settings, engine: ProcessEngine, metrics: Arc<Metrics>) -> std::io::Result<Self> {
         let Settings { tcp, listen, socket_mode, limits, api, runs } = settings;
         let mut listeners: Vec<socket::Listener> = tcp.into_iter().map(socket::Listener::Tcp).collect();
         for listen in &listen {

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use request::{normalize_target, routed_here, ToolRequest, ToolResult, OUTPUT_CAP, TRUNCATED};
 
-use crate::engine::{Collect, Engine};
+use crate::engine::{Collect, ProcessEngine};
 use crate::metrics::{IpcMetrics, IpcOutcome};
 
 /// How long a request file that does not parse yet (empty, or half written) is waited for before it is answered
@@ -59,7 +59,7 @@ pub struct Settings {
 /// The file transport: watches the folder and answers requests.
 pub struct Transport {
     settings: Arc<Settings>,
-    engine: Engine,
+    engine: ProcessEngine,
     metrics: IpcMetrics,
     inotify: FolderWatch,
     tools_watch: WatchDescriptor,
@@ -86,7 +86,7 @@ pub enum StopReason {
 impl Transport {
     /// Creates the folder if needed and starts watching it (and the `done` file's folder) before anything is read,
     /// so no request written from now on can be missed.
-    pub fn start(settings: Settings, engine: Engine, metrics: IpcMetrics) -> std::io::Result<Self> {
+    pub fn start(settings: Settings, engine: ProcessEngine, metrics: IpcMetrics) -> std::io::Result<Self> {
         std::fs::create_dir_all(&settings.dir).map_err(|err| {
             std::io::Error::other(format!("cannot create the IPC folder {}: {err}", settings.dir.display()))
         })?;

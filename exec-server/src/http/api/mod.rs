@@ -41,7 +41,7 @@ use axum::Router;
 use protocol::{Health, Info};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::engine::Engine;
+use crate::engine::ProcessEngine;
 use crate::metrics::Metrics;
 use crate::runs::Runs;
 pub use error::AppError;
@@ -67,7 +67,7 @@ pub struct ApiSettings {
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
-    pub engine: Engine,
+    pub engine: ProcessEngine,
     /// The server's metrics: HTTP counts its requests and serves them all.
     pub metrics: Arc<Metrics>,
     pub runs: Runs,
@@ -77,7 +77,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(engine: Engine, metrics: Arc<Metrics>, runs: Runs, settings: ApiSettings) -> Self {
+    pub fn new(engine: ProcessEngine, metrics: Arc<Metrics>, runs: Runs, settings: ApiSettings) -> Self {
         let permits = Arc::new(Semaphore::new(settings.max_concurrent));
         AppState { engine, metrics, runs, permits, settings: Arc::new(settings) }
     }

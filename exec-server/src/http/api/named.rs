@@ -13,12 +13,12 @@ use tracing::Instrument;
 use super::reply_budget::{HeadTail, ReplyOutput};
 use super::{reply, run_stream, AppError, AppState};
 use crate::ending::Ending;
-use crate::engine::{Engine, Job, Stream, READ_SIZE};
-use crate::runs::{Attachment, Claim, ClaimError, Read, Run, SpillWriter};
+use crate::engine::{Job, ProcessEngine, Stream, READ_SIZE};
+use crate::runs::{Attachment, Claim, ClaimError, NamedRun, Read, SpillWriter};
 
 /// The run `id` names for `job`: attached to, or claimed and started. The caller reads it while holding the
 /// attachment.
-pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<Run>, Attachment), AppError> {
+pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<NamedRun>, Attachment), AppError> {
     let argv: Vec<String> = job.argv.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
     let window = state.runs.settings().reattach_window;
     match state.runs.claim(id, &argv, job.cwd.path()) {
@@ -46,9 +46,9 @@ pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<R
 }
 
 /// Runs `job` for `run` in its own task: its output goes to the run's log at the pace of the readers following it
-/// (as an unnamed stream goes at its client's), or as fast as it comes while none does (see [`Run::paced`]), and
+/// (as an unnamed stream goes at its client's), or as fast as it comes while none does (see [`NamedRun::paced`]), and
 /// its end is recorded. The slot is held until the command has ended.
-fn start(engine: Engine, run: Arc<Run>, mut job: Job, permit: OwnedSemaphorePermit) {
+fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedSemaphorePermit) {
     job.group = Some(run.group.clone());
     let timeout = job.timeout;
     let task = async move {
@@ -96,7 +96,7 @@ pub async fn exec(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Res
 }
 
 /// The run's end, once it has one.
-pub async fn wait_for_end(run: &Run) -> Ending {
+pub async fn wait_for_end(run: &NamedRun) -> Ending {
     let mut changed = run.subscribe();
     loop {
         changed.borrow_and_update();
@@ -112,7 +112,7 @@ pub async fn wait_for_end(run: &Run) -> Ending {
 
 /// What a reply keeps of a stream's log: all of it, or head and tail within `budget` (its own dropped middle
 /// counted in the cut).
-fn kept(run: &Run, kind: StreamKind, budget: usize) -> ReplyOutput {
+fn kept(run: &NamedRun, kind: StreamKind, budget: usize) -> ReplyOutput {
     let mut kept = HeadTail::new(budget);
     let mut offset = 0;
     loop {

@@ -12,13 +12,13 @@ use tokio::sync::watch;
 
 use super::sse::{self, FrameSource, Step};
 use crate::engine::READ_SIZE;
-use crate::runs::{Attachment, Follower, Read, Run};
+use crate::runs::{Attachment, Follower, NamedRun, Read};
 
 /// The SSE response for `run` from `offsets` (stdout, stderr). `attachment` is held while the client reads.
 /// `b64_only`: this reader's choice (see [`protocol::ExecRequest::b64_only`]); the log keeps raw bytes, so each
 /// reader of the same run gets the frames it asked for.
 pub fn response(
-    run: Arc<Run>,
+    run: Arc<NamedRun>,
     offsets: [u64; 2],
     b64_only: bool,
     attachment: Attachment,
@@ -36,11 +36,11 @@ pub fn response(
 
 /// A reader's way through a run's log.
 struct RunLog {
-    run: Arc<Run>,
+    run: Arc<NamedRun>,
     /// Where the reader is in each stream (stdout, stderr).
     offsets: [u64; 2],
     changed: watch::Receiver<u64>,
-    /// The command waits for this reader (see [`Run::paced`]).
+    /// The command waits for this reader (see [`NamedRun::paced`]).
     follower: Follower,
     _attachment: Attachment,
 }
@@ -76,7 +76,7 @@ impl FrameSource for RunLog {
 
 /// Reads the next piece of stream `kind` from `offset` into frames; false when there was nothing.
 fn read_some(
-    run: &Run,
+    run: &NamedRun,
     kind: StreamKind,
     offset: &mut u64,
     encoder: &mut FrameEncoder,

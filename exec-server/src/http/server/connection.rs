@@ -20,9 +20,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Expiry, InFlight, Timeouts};
+use super::connection_io::ConnectionIo;
 use super::refusal::Refusal;
 use super::socket::Stream;
-use super::wire::Wire;
 use crate::metrics::HttpMetrics;
 
 /// The largest request head (request line and headers): a request's data travels in its body; a head this large
@@ -35,7 +35,7 @@ const FAREWELL: Duration = Duration::from_secs(1);
 /// The `endpoint` label of replies written on the connection itself, before any route (503 at the cap, 408).
 pub const CONNECTION: &str = "connection";
 
-/// Serves `stream` until the client closes it, a timeout closes it, the registry evicts it, or `stop` (graceful:
+/// Serves `stream` until the client closes it, a timeout closes it, the connection cap evicts it, or `stop` (graceful:
 /// a request in flight is finished first; the caller aborts what lingers).
 pub async fn serve(
     stream: Stream,
@@ -45,13 +45,13 @@ pub async fn serve(
     metrics: &HttpMetrics,
     stop: CancellationToken,
 ) {
-    let wire = Wire::new(stream, activity.clone(), MAX_HEAD);
+    let connection_io = ConnectionIo::new(stream, activity.clone(), MAX_HEAD);
     let service = Service { router: TowerToHyperService::new(router), activity: activity.clone(), timeouts };
     let mut connection = http1::Builder::new()
         .keep_alive(true)
         .max_buf_size(MAX_BUFFER)
         .max_header_size(MAX_HEAD)
-        .serve_connection(TokioIo::new(wire), service);
+        .serve_connection(TokioIo::new(connection_io), service);
     let mut stopping = false;
     loop {
         let deadline = activity.deadline(timeouts);
@@ -103,7 +103,7 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-type Connection = http1::Connection<TokioIo<Wire>, Service>;
+type Connection = http1::Connection<TokioIo<ConnectionIo>, Service>;
 
 /// Closes a connection whose time ran out; a request head that came too slowly gets a 408 first, when nothing of
 /// an earlier reply is still unsent.

@@ -4,11 +4,11 @@
 
 mod activity;
 mod connection;
+mod connection_io;
 pub mod fds;
 mod listener;
 mod refusal;
 pub mod socket;
-mod wire;
 
 pub use activity::Timeouts;
 pub use connection::BodyTimeout;

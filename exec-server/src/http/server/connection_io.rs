@@ -19,8 +19,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::activity::Activity;
 use super::socket::Stream;
 
-/// A connection's socket, with hyper's automatic replies rewritten.
-pub struct Wire {
+/// A connection's socket as hyper reads and writes it: reads mark the connection active, and hyper's automatic error
+/// replies are rewritten with a JSON body.
+pub struct ConnectionIo {
     stream: Stream,
     activity: Arc<Activity>,
     /// The largest request head hyper accepts, for the 431 message.
@@ -31,9 +32,9 @@ pub struct Wire {
     clean: bool,
 }
 
-impl Wire {
+impl ConnectionIo {
     pub fn new(stream: Stream, activity: Arc<Activity>, max_head: usize) -> Self {
-        Wire { stream, activity, max_head, pending: Vec::new(), clean: true }
+        ConnectionIo { stream, activity, max_head, pending: Vec::new(), clean: true }
     }
 
     /// The socket, if every byte written to it is out (no response, or part of one, is left unsent).
@@ -66,7 +67,7 @@ impl Wire {
     }
 }
 
-impl AsyncRead for Wire {
+impl AsyncRead for ConnectionIo {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let result = ready!(Pin::new(&mut self.stream).poll_read(cx, buf));
@@ -77,7 +78,7 @@ impl AsyncRead for Wire {
     }
 }
 
-impl AsyncWrite for Wire {
+impl AsyncWrite for ConnectionIo {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         ready!(self.poll_pending(cx))?;
         if self.replace(buf) {
