@@ -203,11 +203,20 @@ pub fn normalize_single_dash<I: IntoIterator<Item = std::ffi::OsString>>(args: I
         .collect()
 }
 
-fn parse_mode(text: &str) -> Result<u32, String> {
-    u32::from_str_radix(text.trim(), 8)
-        .ok()
-        .filter(|mode| *mode <= 0o777)
-        .ok_or_else(|| format!("{text:?} is not a permission mode in octal (e.g. 0660)"))
+/// `--socket-mode` that is not permission bits in octal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAMode(pub String);
+
+impl std::fmt::Display for NotAMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} is not a permission mode in octal (e.g. 0660)", self.0)
+    }
+}
+
+impl std::error::Error for NotAMode {}
+
+fn parse_mode(text: &str) -> Result<u32, NotAMode> {
+    u32::from_str_radix(text.trim(), 8).ok().filter(|mode| *mode <= 0o777).ok_or_else(|| NotAMode(text.to_owned()))
 }
 
 /// Seconds, up to a day ([`process_group::parse_seconds`]).
@@ -241,7 +250,7 @@ impl Config {
 
     /// The token in force: EXEC_SERVER_TOKEN (already taken into `token`, see [`crate::token::take_from_env`]) or
     /// the token file, both trimmed the same way.
-    pub fn resolve_token(&self) -> Result<Option<String>, String> {
+    pub fn resolve_token(&self) -> Result<Option<String>, crate::token::TokenError> {
         if let Some(token) = self.token.as_deref().and_then(crate::token::normalize) {
             return Ok(Some(token.to_owned()));
         }
@@ -277,5 +286,7 @@ mod tests {
         assert_eq!(normalize_single_dash(["-x".into(), "-portx".into()]), ["-x", "-portx"]);
         assert!(Config::try_parse_from(["exec-server", "--max-timeout", "7200"]).is_err());
         assert!(Config::try_parse_from(["exec-server", "--grace", "soon"]).is_err());
+        assert_eq!(parse_mode("0755"), Ok(0o755));
+        assert_eq!(parse_mode("999"), Err(NotAMode("999".into())));
     }
 }

@@ -12,7 +12,7 @@
 //! commands as another user); and the server's memory, where the kernel lets the same user read it (`ptrace_scope`
 //! 0, or `CAP_SYS_PTRACE`). The token guards the API against the network, not against the commands the server runs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use protocol::token::normalize;
 use protocol::token::TokenFileError;
@@ -33,15 +33,29 @@ pub fn take_from_env() -> (Option<String>, Result<(), std::io::Error>) {
     (token, hide_from_proc(VARIABLE))
 }
 
+/// Why `--token-file` gives no token: the file, and what is wrong with it.
+#[derive(Debug)]
+pub struct TokenError {
+    pub path: PathBuf,
+    pub problem: TokenFileError,
+}
+
+impl std::fmt::Display for TokenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = self.path.display();
+        match &self.problem {
+            TokenFileError::Unreadable(err) => write!(f, "cannot read token file {path}: {err}"),
+            TokenFileError::Empty => write!(f, "token file {path} is empty: put the token in it, or drop --token-file"),
+        }
+    }
+}
+
+impl std::error::Error for TokenError {}
+
 /// Reads a token file ([`protocol::token::read_file`]). An empty file is an error rather than a silently open
 /// server.
-pub fn read_file(path: &Path) -> Result<String, String> {
-    protocol::token::read_file(path).map_err(|err| match err {
-        TokenFileError::Unreadable(err) => format!("cannot read token file {}: {err}", path.display()),
-        TokenFileError::Empty => {
-            format!("token file {} is empty: put the token in it, or drop --token-file", path.display())
-        }
-    })
+pub fn read_file(path: &Path) -> Result<String, TokenError> {
+    protocol::token::read_file(path).map_err(|problem| TokenError { path: path.to_path_buf(), problem })
 }
 
 /// Overwrites every `NAME=…` entry of the environment block the kernel shows in `/proc/self/environ` with NUL bytes,
@@ -89,6 +103,8 @@ mod tests {
         std::fs::write(file.path(), "tok\n").unwrap();
         assert_eq!(read_file(file.path()).unwrap(), "tok");
         std::fs::write(file.path(), "\n").unwrap();
-        assert!(read_file(file.path()).unwrap_err().contains("is empty"));
+        let empty = read_file(file.path()).unwrap_err();
+        assert!(matches!(empty.problem, TokenFileError::Empty));
+        assert!(empty.to_string().contains("is empty"));
     }
 }
