@@ -47,11 +47,7 @@ pub async fn serve(
 ) {
     let connection_io = ConnectionIo::new(stream, activity.clone(), MAX_HEAD);
     let service = Service { router: TowerToHyperService::new(router), activity: activity.clone(), timeouts };
-    let mut connection = http1::Builder::new()
-        .keep_alive(true)
-        .max_buf_size(MAX_BUFFER)
-        .max_header_size(MAX_HEAD)
-        .serve_connection(TokioIo::new(connection_io), service);
+    let mut connection = http1_builder().serve_connection(TokioIo::new(connection_io), service);
     let mut stopping = false;
     loop {
         let deadline = activity.deadline(timeouts);
@@ -94,6 +90,13 @@ pub async fn serve(
             }
         }
     }
+}
+
+/// hyper as every connection gets it (and as `connection_io`'s tests pin its automatic replies).
+pub(super) fn http1_builder() -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder.keep_alive(true).max_buf_size(MAX_BUFFER).max_header_size(MAX_HEAD);
+    builder
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {
