@@ -1,5 +1,14 @@
-//! exec-server: runs commands for sidecar-exec clients and tool-sidecar agents. The engine (processes, groups,
-//! output) is transport-free; `http` and `ipc` are the two transports over it.
+//! exec-server: runs commands for sidecar-exec clients and tool-sidecar agents.
+//!
+//! - [`engine`]: processes, groups, timeouts, and each pipe's bytes into the capture its transport supplies; it
+//!   knows no transport.
+//! - [`http`] and [`ipc`]: the two transports over it, each `start(settings, engine, metrics)` then `serve(stop)`.
+//!   HTTP has two layers: `http::server` (sockets, connections, their cap and timeouts) and `http::api` (routes,
+//!   handlers, the SSE pump, the `/exec` reply).
+//! - [`runs`]: the named-run registry and logs (HTTP's, transport-free); [`ending`]: how a command ended, as the
+//!   API tells it.
+//! - [`metrics`], [`environment`], [`workspace`], [`token`], [`config`]: what the parts share; [`run`] makes the
+//!   shared parts and hands them out.
 
 pub mod config;
 pub mod ending;
