@@ -31,8 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use request::{normalize_target, routed_here, ToolRequest, ToolResult, OUTPUT_CAP, TRUNCATED};
 
-use crate::engine::{Engine, Output};
-use crate::metrics::IpcOutcome;
+use crate::engine::{Collect, ProcessEngine};
+use crate::metrics::{IpcMetrics, IpcOutcome};
 
 /// The tools folder's place among the watched folders.
 const TOOLS: usize = 0;
@@ -59,7 +59,8 @@ pub struct Settings {
 /// The file transport: watches the folder and answers requests.
 pub struct Transport {
     settings: Arc<Settings>,
-    engine: Engine,
+    engine: ProcessEngine,
+    metrics: IpcMetrics,
     /// The tools folder ([`TOOLS`]) and the `done` file's ([`DONE`]).
     changes: FolderChanges,
     permits: Arc<Semaphore>,
@@ -85,7 +86,7 @@ pub enum StopReason {
 impl Transport {
     /// Creates the folder if needed and starts watching it (and the `done` file's folder) before anything is read,
     /// so no request written from now on can be missed.
-    pub fn start(settings: Settings, engine: Engine) -> std::io::Result<Self> {
+    pub fn start(settings: Settings, engine: ProcessEngine, metrics: IpcMetrics) -> std::io::Result<Self> {
         std::fs::create_dir_all(&settings.dir).map_err(|err| {
             std::io::Error::other(format!("cannot create the IPC folder {}: {err}", settings.dir.display()))
         })?;
@@ -103,6 +104,7 @@ impl Transport {
             permits: Arc::new(Semaphore::new(settings.parallel.max(1))),
             settings: Arc::new(settings),
             engine,
+            metrics,
             changes,
             active: Arc::default(),
             unfinished: UnfinishedWrites::default(),
@@ -289,6 +291,7 @@ impl Transport {
         let id = id.to_owned();
         let dir = self.settings.dir.clone();
         let engine = self.engine.clone();
+        let metrics = self.metrics.clone();
         let permits = self.permits.clone();
         let active = self.active.clone();
         let closing = self.closing.clone();
@@ -299,25 +302,21 @@ impl Transport {
                 Ok(true) => {
                     let (result, mut outcome) = match job {
                         Err(refused) => (refused, IpcOutcome::Refused),
-                        Ok(job) => {
-                            match engine.run(job, Output::Collect { cap: OUTPUT_CAP }, CancellationToken::new()).await {
-                                Ok(outcome) => (ToolResult::from_outcome(&id, &outcome), IpcOutcome::Ran),
-                                Err(not_started) => {
-                                    (ToolResult::not_started(&id, &not_started), IpcOutcome::NotStarted)
-                                }
-                            }
-                        }
+                        Ok(job) => match engine.run(job, Collect { cap: OUTPUT_CAP }, CancellationToken::new()).await {
+                            Ok(outcome) => (ToolResult::from_outcome(&id, &outcome), IpcOutcome::Ran),
+                            Err(not_started) => (ToolResult::not_started(&id, &not_started), IpcOutcome::NotStarted),
+                        },
                     };
                     if let Err(err) = files::write_result(&dir, &result) {
                         tracing::error!(id, "cannot write the result: {err}");
                         outcome = IpcOutcome::IoError;
                     }
-                    engine.metrics().ipc_request(outcome);
+                    metrics.request(outcome);
                 }
-                Ok(false) => engine.metrics().ipc_request(IpcOutcome::NotClaimed),
+                Ok(false) => metrics.request(IpcOutcome::NotClaimed),
                 Err(err) => {
                     tracing::error!(id, "cannot claim the request: {err}");
-                    engine.metrics().ipc_request(IpcOutcome::IoError);
+                    metrics.request(IpcOutcome::IoError);
                 }
             }
             active.lock().unwrap().remove(&id);

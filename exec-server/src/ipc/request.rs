@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Job, Outcome, StartError};
+use crate::engine::{Collected, Job, Outcome, StartError};
 
 /// Bytes of stdout and of stderr a result carries, as the protocol's executors cut them.
 pub const OUTPUT_CAP: usize = 51_200;
@@ -65,7 +65,7 @@ impl ToolResult {
         }
     }
 
-    pub fn from_outcome(id: &str, outcome: &Outcome) -> Self {
+    pub fn from_outcome(id: &str, outcome: &Outcome<Collected>) -> Self {
         let mut stderr = capped(&outcome.stderr.bytes, outcome.stderr.truncated);
         if outcome.cancelled {
             stderr.push_str("\nexec-server: command cancelled: the run is over or the executor is shutting down\n");
@@ -87,7 +87,7 @@ impl ToolResult {
             StartError::PermissionDenied { .. } => 126,
             StartError::WorkingDirectory { .. } | StartError::Other(_) => 1,
         };
-        ToolResult::refused(id, code, err.to_string())
+        ToolResult::refused(id, code, format!("failed to start command: {err}"))
     }
 }
 

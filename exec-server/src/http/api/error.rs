@@ -1,5 +1,6 @@
-//! The one error type of the HTTP transport: a status, a message that names the problem and what to do, and for
-//! the refusals a client acts on, a code it matches (the message is for people and free to change).
+//! The one error type of the API: a status, a message that names the problem and what to do, and for the refusals a
+//! client acts on, a code it matches (the message is for people and free to change). The server layer's own
+//! refusals (`server::refusal`) carry the same body.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -40,29 +41,9 @@ impl AppError {
 }
 
 impl AppError {
-    /// The `{"error": …, "code": …}` body both ways of writing the reply send.
+    /// The `{"error": …, "code": …}` body.
     fn body(&self) -> ErrorBody {
         ErrorBody { error: self.message.clone(), code: self.code }
-    }
-
-    /// The reply as raw HTTP/1.1, for the few written outside the router (a connection refused at the connection
-    /// cap, a request head that came too slowly): the same status, headers and `{"error": …}` body, plus
-    /// `connection: close`, since the connection ends with it.
-    pub fn to_http1_bytes(&self) -> Vec<u8> {
-        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
-        let mut head = format!(
-            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n",
-            self.status.as_u16(),
-            self.status.canonical_reason().unwrap_or(""),
-            body.len()
-        );
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            head.push_str("retry-after: 1\r\n");
-        }
-        head.push_str("\r\n");
-        let mut bytes = head.into_bytes();
-        bytes.extend_from_slice(&body);
-        bytes
     }
 }
 
@@ -81,20 +62,5 @@ impl IntoResponse for AppError {
             _ => {}
         }
         response
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn both_ways_of_writing_a_reply_carry_the_code() {
-        let error = AppError::run_not_known(&RunId::new("r1").unwrap());
-        let raw = error.to_http1_bytes();
-        let raw = String::from_utf8_lossy(&raw);
-        assert!(raw.starts_with("HTTP/1.1 404 Not Found\r\n"), "{raw}");
-        assert!(raw.ends_with(r#""code":"run_not_known"}"#), "{raw}");
-        assert!(!AppError::bad_request("x").to_http1_bytes().windows(6).any(|w| w == b"\"code\""));
     }
 }

@@ -9,9 +9,9 @@ use super::error::AppError;
 use super::AppState;
 
 pub async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if let Some(expected) = state.token.as_deref() {
+    if let Some(expected) = state.settings.token.as_deref() {
         let path = request.uri().path();
-        if path != "/health" && !(state.metrics_open && path == "/metrics") {
+        if path != "/health" && !(state.settings.metrics_open && path == "/metrics") {
             if let Err(err) = check(request.headers().get(header::AUTHORIZATION), expected) {
                 return err.into_response();
             }

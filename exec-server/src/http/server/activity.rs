@@ -47,7 +47,7 @@ enum Phase {
 }
 
 /// One connection's activity, shared by its socket (bytes arriving), its service (requests starting and ending),
-/// its watchdog (the timeouts) and the connection registry (eviction).
+/// its watchdog (the timeouts) and the open connections (eviction at the cap).
 #[derive(Debug)]
 pub struct Activity {
     state: Mutex<State>,

@@ -5,17 +5,53 @@
 //! Strings first) a reply of 16 MiB of control bytes cost over 200 MB. Streamed, a reply holds the kept bytes and
 //! one piece of about 64 KiB. The reply also holds its `--max-concurrent` slot until it is sent or dropped, so
 //! replies that a client does not read are counted like the commands that made them.
+//!
+//! Every `/exec` reply is made here, from the command's [`Ending`]: streamed for a command that ran (or a named
+//! run's end, with the output read back from its log), whole and small for one that never started.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use protocol::reply_text::LossyText;
-use protocol::ReplyPart;
+use protocol::{ExecReply, ReplyPart};
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::engine::Outcome;
+use super::reply_budget::ReplyOutput;
+use crate::ending::Ending;
+
+/// The reply of a command that ran: the streamed JSON, holding `permit` (its `--max-concurrent` slot) until it is
+/// sent. `b64_only`: the request's, see [`protocol::ExecRequest::b64_only`].
+pub fn ran(
+    ending: &Ending,
+    stdout: ReplyOutput,
+    stderr: ReplyOutput,
+    permit: Option<OwnedSemaphorePermit>,
+    b64_only: bool,
+) -> Response {
+    // A named run's stored reply (read back from its log) vouches the same as a fresh one. With it, where a cut
+    // stdout's head ends: a client writing stdout as it arrives stops there, so what it wrote is always the
+    // command's own first bytes (what a resume after a lost reply counts from).
+    let head = stdout.head.filter(|_| b64_only);
+    let body = ReplyBody::new(ending, stdout, stderr, permit, b64_only);
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(body)).into_response();
+    if b64_only {
+        response.headers_mut().insert(protocol::B64_ONLY_HEADER, header::HeaderValue::from_static("1"));
+    }
+    if let Some(head) = head {
+        response.headers_mut().insert(protocol::OUTPUT_HEAD_HEADER, header::HeaderValue::from(head));
+    }
+    response
+}
+
+/// The reply of a command that never started: its exit code and message, and nothing else.
+pub fn never_ran(ending: &Ending) -> Response {
+    let reply = ExecReply { exit_code: ending.exit_code, error: ending.error.clone(), ..Default::default() };
+    ([(header::CONTENT_TYPE, "application/json")], reply.to_json()).into_response()
+}
 
 /// Raw bytes of output written per piece (each becomes up to six times as many).
 const PIECE: usize = 64 * 1024;
@@ -44,20 +80,27 @@ enum Which {
 }
 
 impl ReplyBody {
-    /// The reply for `outcome`, holding `permit` while it is sent. `b64_only` (the request's, see
-    /// [`protocol::ExecRequest::b64_only`]): output that is not UTF-8 goes as base64 with an empty text field.
-    pub fn new(outcome: Outcome, error: Option<String>, permit: Option<OwnedSemaphorePermit>, b64_only: bool) -> Self {
+    /// The reply for `ending` with `stdout` and `stderr`, holding `permit` while it is sent. `b64_only` (the
+    /// request's, see [`protocol::ExecRequest::b64_only`]): output that is not UTF-8 goes as base64 with an empty
+    /// text field.
+    fn new(
+        ending: &Ending,
+        stdout: ReplyOutput,
+        stderr: ReplyOutput,
+        permit: Option<OwnedSemaphorePermit>,
+        b64_only: bool,
+    ) -> Self {
         // The small fields as they are; the output fields' places, filled from the kept bytes as they are sent.
-        let layout = protocol::ExecReply {
-            exit_code: outcome.exit_code,
-            error,
-            timed_out: outcome.timed_out,
-            signal: outcome.signal,
-            duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-            output_truncated: outcome.stdout.truncated,
-            stderr_truncated: outcome.stderr.truncated,
-            output_b64: std::str::from_utf8(&outcome.stdout.bytes).is_err().then(String::new),
-            stderr_b64: std::str::from_utf8(&outcome.stderr.bytes).is_err().then(String::new),
+        let layout = ExecReply {
+            exit_code: ending.exit_code,
+            error: ending.error.clone(),
+            timed_out: ending.timed_out,
+            signal: ending.signal,
+            duration_ms: u64::try_from(ending.duration.as_millis()).unwrap_or(u64::MAX),
+            output_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            output_b64: std::str::from_utf8(&stdout.bytes).is_err().then(String::new),
+            stderr_b64: std::str::from_utf8(&stderr.bytes).is_err().then(String::new),
             ..Default::default()
         };
         let text = |which, b64: &Option<String>| match b64 {
@@ -75,7 +118,7 @@ impl ReplyBody {
                 ReplyPart::StderrB64 => Part::Base64(Which::Stderr, 0),
             })
             .collect();
-        ReplyBody { stdout: outcome.stdout.bytes, stderr: outcome.stderr.bytes, parts, permit }
+        ReplyBody { stdout: stdout.bytes, stderr: stderr.bytes, parts, permit }
     }
 
     /// The next piece of at least `PIECE` bytes (unless it is the last), or `None` at the end.
@@ -134,7 +177,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::engine::Captured;
 
     fn collect(mut body: ReplyBody) -> Vec<u8> {
         let mut out = Vec::new();
@@ -144,17 +186,27 @@ mod tests {
         out
     }
 
-    fn outcome(stdout: Vec<u8>, stderr: Vec<u8>, signal: Option<i32>) -> Outcome {
-        Outcome {
+    /// A body for `stdout` and `stderr` (the first cut, the second whole) of a command that exited 3 after 42 ms.
+    fn reply_body(
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+        signal: Option<i32>,
+        error: Option<String>,
+        permit: Option<OwnedSemaphorePermit>,
+        b64_only: bool,
+    ) -> ReplyBody {
+        let ending = Ending {
+            state: protocol::RunState::Exited,
             exit_code: 3,
             signal,
             timed_out: signal.is_some(),
-            idle_timed_out: None,
-            cancelled: false,
+            error,
+            stopped_by: None,
             duration: Duration::from_millis(42),
-            stdout: Captured { total: stdout.len() as u64, bytes: stdout, truncated: true, head: None },
-            stderr: Captured { total: stderr.len() as u64, bytes: stderr, truncated: false, head: None },
-        }
+        };
+        let stdout = ReplyOutput { bytes: stdout, truncated: true, head: None };
+        let stderr = ReplyOutput { bytes: stderr, truncated: false, head: None };
+        ReplyBody::new(&ending, stdout, stderr, permit, b64_only)
     }
 
     /// Byte for byte the JSON the whole reply would have been.
@@ -172,7 +224,7 @@ mod tests {
         for (stdout, stderr, signal, error) in cases {
             let (output, output_b64) = protocol::text::encode(&stdout);
             let (stderr_text, stderr_b64) = protocol::text::encode(&stderr);
-            let mut whole = protocol::ExecReply {
+            let mut whole = ExecReply {
                 exit_code: 3,
                 output,
                 stderr: stderr_text,
@@ -185,8 +237,7 @@ mod tests {
                 output_b64,
                 stderr_b64,
             };
-            let streamed =
-                collect(ReplyBody::new(outcome(stdout.clone(), stderr.clone(), signal), error.clone(), None, false));
+            let streamed = collect(reply_body(stdout.clone(), stderr.clone(), signal, error.clone(), None, false));
             assert!(
                 streamed == whole.to_json(),
                 "streamed reply differs ({} vs {} bytes)",
@@ -199,7 +250,7 @@ mod tests {
                     text.clear();
                 }
             }
-            let b64_only = collect(ReplyBody::new(outcome(stdout, stderr, signal), error, None, true));
+            let b64_only = collect(reply_body(stdout, stderr, signal, error, None, true));
             assert!(b64_only == whole.to_json(), "b64-only reply differs");
         }
     }
@@ -208,13 +259,13 @@ mod tests {
     fn the_slot_is_given_back_when_the_last_piece_is_out() {
         let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
         let permit = permits.clone().try_acquire_owned().unwrap();
-        let mut body = ReplyBody::new(outcome(vec![1; 300_000], Vec::new(), None), None, Some(permit), false);
+        let mut body = reply_body(vec![1; 300_000], Vec::new(), None, None, Some(permit), false);
         assert!(body.next_piece().is_some());
         assert_eq!(permits.available_permits(), 0, "held while pieces remain");
         while body.next_piece().is_some() {}
         assert_eq!(permits.available_permits(), 1);
         let permit = permits.clone().try_acquire_owned().unwrap();
-        drop(ReplyBody::new(outcome(vec![1; 10], Vec::new(), None), None, Some(permit), false));
+        drop(reply_body(vec![1; 10], Vec::new(), None, None, Some(permit), false));
         assert_eq!(permits.available_permits(), 1, "given back when dropped");
     }
 }

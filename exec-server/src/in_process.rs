@@ -1,5 +1,5 @@
 //! A server on an ephemeral loopback port inside this process: for tests (of this crate and of the client) and for
-//! embedding. Dropping it without [`LocalServer::stop`] aborts it.
+//! embedding. Dropping it without [`InProcessServer::stop`] aborts it.
 
 use std::net::SocketAddr;
 
@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 
 use crate::Config;
 
-pub struct LocalServer {
+pub struct InProcessServer {
     pub addr: SocketAddr,
     /// `http://127.0.0.1:PORT`
     pub url: String,
@@ -16,7 +16,7 @@ pub struct LocalServer {
     task: Option<JoinHandle<std::io::Result<()>>>,
 }
 
-impl LocalServer {
+impl InProcessServer {
     /// Binds `127.0.0.1:0` and serves `config` there (its host and port are ignored).
     pub async fn start(config: Config) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
@@ -25,7 +25,7 @@ impl LocalServer {
         let task = tokio::spawn(crate::serve(config, listener, async move {
             let _ = stopped.await;
         }));
-        Ok(LocalServer { addr, url: format!("http://{addr}"), stop: Some(stop), task: Some(task) })
+        Ok(InProcessServer { addr, url: format!("http://{addr}"), stop: Some(stop), task: Some(task) })
     }
 
     /// Shuts down as on SIGTERM and waits for it.
@@ -40,7 +40,7 @@ impl LocalServer {
     }
 }
 
-impl Drop for LocalServer {
+impl Drop for InProcessServer {
     fn drop(&mut self) {
         if let Some(task) = &self.task {
             task.abort();

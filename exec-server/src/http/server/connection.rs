@@ -20,9 +20,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Expiry, InFlight, Timeouts};
+use super::connection_io::ConnectionIo;
+use super::refusal::Refusal;
 use super::socket::Stream;
-use super::wire::Wire;
-use crate::metrics::Metrics;
+use crate::metrics::HttpMetrics;
 
 /// The largest request head (request line and headers): a request's data travels in its body; a head this large
 /// is a mistake or an attack, and each connection may hold this much while it waits for the rest.
@@ -31,24 +32,22 @@ pub const MAX_HEAD: usize = 32 * 1024;
 const MAX_BUFFER: usize = 64 * 1024;
 /// How long a connection closed for its header timeout may take to receive its 408.
 const FAREWELL: Duration = Duration::from_secs(1);
+/// The `endpoint` label of replies written on the connection itself, before any route (503 at the cap, 408).
+pub const CONNECTION: &str = "connection";
 
-/// Serves `stream` until the client closes it, a timeout closes it, the registry evicts it, or `stop` (graceful:
+/// Serves `stream` until the client closes it, a timeout closes it, the connection cap evicts it, or `stop` (graceful:
 /// a request in flight is finished first; the caller aborts what lingers).
 pub async fn serve(
     stream: Stream,
     router: Router,
     activity: Arc<Activity>,
     timeouts: Timeouts,
-    metrics: &Metrics,
+    metrics: &HttpMetrics,
     stop: CancellationToken,
 ) {
-    let wire = Wire::new(stream, activity.clone(), MAX_HEAD);
+    let connection_io = ConnectionIo::new(stream, activity.clone(), MAX_HEAD);
     let service = Service { router: TowerToHyperService::new(router), activity: activity.clone(), timeouts };
-    let mut connection = http1::Builder::new()
-        .keep_alive(true)
-        .max_buf_size(MAX_BUFFER)
-        .max_header_size(MAX_HEAD)
-        .serve_connection(TokioIo::new(wire), service);
+    let mut connection = http1_builder().serve_connection(TokioIo::new(connection_io), service);
     let mut stopping = false;
     loop {
         let deadline = activity.deadline(timeouts);
@@ -67,7 +66,7 @@ pub async fn serve(
                 match activity.deadline(timeouts) {
                     Some((at, expiry)) if at <= tokio::time::Instant::now() => {
                         if expiry == Expiry::Header {
-                            metrics.request(super::listener::CONNECTION, 408);
+                            metrics.request(CONNECTION, 408);
                         }
                         return expire(connection, expiry, timeouts).await;
                     }
@@ -93,6 +92,13 @@ pub async fn serve(
     }
 }
 
+/// hyper as every connection gets it (and as `connection_io`'s tests pin its automatic replies).
+pub(super) fn http1_builder() -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder.keep_alive(true).max_buf_size(MAX_BUFFER).max_header_size(MAX_HEAD);
+    builder
+}
+
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -100,7 +106,7 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-type Connection = http1::Connection<TokioIo<Wire>, Service>;
+type Connection = http1::Connection<TokioIo<ConnectionIo>, Service>;
 
 /// Closes a connection whose time ran out; a request head that came too slowly gets a 408 first, when nothing of
 /// an earlier reply is still unsent.
@@ -111,7 +117,7 @@ async fn expire(connection: Connection, expiry: Expiry, timeouts: Timeouts) {
     }
     let Some(stream) = connection.into_parts().io.into_inner().into_clean_stream() else { return };
     let seconds = timeouts.header.unwrap_or_default().as_secs_f64();
-    let reply = super::error::AppError::new(
+    let reply = Refusal::new(
         axum::http::StatusCode::REQUEST_TIMEOUT,
         format!(
             "the request head did not arrive within {seconds} s (--header-timeout): send the request line and \
@@ -188,14 +194,12 @@ impl hyper::service::Service<Request<Incoming>> for Service {
 /// The reply to a request whose connection was evicted before it could start: nothing ran, retry on a new
 /// connection.
 fn evicted_reply() -> Response<TrackedBody> {
-    let reply = super::error::AppError::new(
+    let reply = Refusal::new(
         axum::http::StatusCode::SERVICE_UNAVAILABLE,
         "this connection was closed to make room for a new one (--max-connections) before the request started; \
          nothing was run: retry on a new connection",
     );
-    let mut response = axum::response::IntoResponse::into_response(reply);
-    response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
-    response.map(|body| TrackedBody { body, in_flight: None })
+    reply.into_response().map(|body| TrackedBody { body, in_flight: None })
 }
 
 /// A request body that must arrive within a time limit; past it, reading fails with [`BodyTimeout`] (the handler

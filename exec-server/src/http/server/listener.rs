@@ -15,13 +15,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Timeouts};
-use super::connection;
-use super::error::AppError;
+use super::connection::{self, CONNECTION};
+use super::refusal::Refusal;
 use super::socket::{Listener, Stream};
-use crate::metrics::Metrics;
-
-/// The `endpoint` label of replies written on the connection itself, before any route (503 at the cap, 408).
-pub const CONNECTION: &str = "connection";
+use crate::metrics::HttpMetrics;
 
 /// Connections being refused at once (each for at most a second); beyond that a refused connection is closed
 /// without a reply, so refusing can never use more than a few descriptors.
@@ -43,17 +40,18 @@ pub async fn serve(
     listeners: Vec<Listener>,
     router: Router,
     limits: Limits,
-    metrics: Arc<Metrics>,
+    metrics: HttpMetrics,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    let registry = Arc::new(Registry { cap: limits.max_connections, open: Mutex::default(), next: AtomicU64::new(0) });
+    let open_connections =
+        Arc::new(OpenConnections { cap: limits.max_connections, open: Mutex::default(), next: AtomicU64::new(0) });
     let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
             accepted = Listener::accept_any(&listeners) => match accepted {
-                Ok(stream) => match registry.admit() {
+                Ok(stream) => match open_connections.admit() {
                     Some(slot) => {
                         let (router, stop, metrics) = (router.clone(), stop.clone(), metrics.clone());
                         connections.spawn(async move {
@@ -90,7 +88,7 @@ fn is_about_the_connection(err: &std::io::Error) -> bool {
 fn refuse(stream: Stream, refusing: &Arc<Semaphore>, tasks: &mut JoinSet<()>, cap: usize) {
     let Ok(permit) = refusing.clone().try_acquire_owned() else { return };
     tracing::warn!(cap, "connection refused: every open connection has a request in flight");
-    let reply = AppError::new(
+    let reply = Refusal::new(
         StatusCode::SERVICE_UNAVAILABLE,
         format!(
             "too many open connections (limit {cap}, set by --max-connections), each with a request in flight; \
@@ -104,20 +102,20 @@ fn refuse(stream: Stream, refusing: &Arc<Semaphore>, tasks: &mut JoinSet<()>, ca
 }
 
 /// The open connections, for the cap.
-struct Registry {
+struct OpenConnections {
     cap: usize,
     open: Mutex<HashMap<u64, Arc<Activity>>>,
     next: AtomicU64,
 }
 
-/// A connection's place in the registry, given back when dropped.
+/// A connection's place among the open connections, given back when dropped.
 struct Slot {
-    registry: Arc<Registry>,
+    open_connections: Arc<OpenConnections>,
     id: u64,
     activity: Arc<Activity>,
 }
 
-impl Registry {
+impl OpenConnections {
     /// A place for a new connection: a free one, or the one of the connection unused for longest, which is told
     /// to close; `None` when every connection has a request in flight. A connection whose request starts while it
     /// is being chosen is not evicted (see `Activity::try_evict`): the next unused one is.
@@ -133,13 +131,13 @@ impl Registry {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let activity = Arc::new(Activity::new());
         open.insert(id, activity.clone());
-        Some(Slot { registry: self.clone(), id, activity })
+        Some(Slot { open_connections: self.clone(), id, activity })
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.registry.open.lock().unwrap().remove(&self.id);
+        self.open_connections.open.lock().unwrap().remove(&self.id);
     }
 }
 
@@ -149,18 +147,18 @@ mod tests {
 
     #[tokio::test]
     async fn at_the_cap_the_longest_unused_connection_gives_way() {
-        let registry = Arc::new(Registry { cap: 2, open: Mutex::default(), next: AtomicU64::new(0) });
-        let first = registry.admit().unwrap();
+        let open_connections = Arc::new(OpenConnections { cap: 2, open: Mutex::default(), next: AtomicU64::new(0) });
+        let first = open_connections.admit().unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let second = registry.admit().unwrap();
+        let second = open_connections.admit().unwrap();
         let _busy = second.activity.request_started().unwrap();
-        let third = registry.admit().unwrap();
+        let third = open_connections.admit().unwrap();
         assert!(first.activity.unused_since().is_some());
         tokio::time::timeout(Duration::from_secs(1), first.activity.evicted()).await.expect("first evicted");
         let _busy_too = third.activity.request_started().unwrap();
         assert!(first.activity.request_started().is_err(), "the evicted one starts no request");
-        assert!(registry.admit().is_none(), "every connection has a request in flight");
+        assert!(open_connections.admit().is_none(), "every connection has a request in flight");
         drop(second);
-        assert!(registry.admit().is_some(), "room again once a connection closed");
+        assert!(open_connections.admit().is_some(), "room again once a connection closed");
     }
 }

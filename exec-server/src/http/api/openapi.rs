@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 /// The document, as served.
-pub const DOCUMENT: &str = include_str!("../../openapi.json");
+pub const DOCUMENT: &str = include_str!("../../../openapi.json");
 
 pub async fn document() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], DOCUMENT)

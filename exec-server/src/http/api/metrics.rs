@@ -9,18 +9,18 @@ use super::AppState;
 use crate::metrics::CONTENT_TYPE;
 
 /// The routes, as the `endpoint` label names them; any other path is `other`, so that clients cannot grow the
-/// series by inventing paths. Replies written on the connection itself are `connection` (see `listener`).
+/// series by inventing paths. Replies written on the connection itself are `connection` (see the server layer's `connection`).
 const ROUTES: [&str; 7] = ["/health", "/info", "/exec", "/exec/stream", "/runs", "/metrics", "/openapi.json"];
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], state.engine.metrics().encode())
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], state.metrics.encode())
 }
 
 /// Counts the request once its reply head is ready (401s and 413s included: this wraps the token check).
 pub async fn count_requests(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let endpoint = endpoint_of(request.uri().path());
     let response = next.run(request).await;
-    state.engine.metrics().request(endpoint, response.status().as_u16());
+    state.metrics.http().request(endpoint, response.status().as_u16());
     response
 }
 

@@ -1,5 +1,6 @@
 //! What a `/exec` reply keeps of a stream larger than `--max-output`: the first and the last part (build errors are
-//! at the end), half the budget each, with the cut marked in place: `\n[… N bytes dropped …]\n`.
+//! at the end), half the budget each, with the cut marked in place: `\n[… N bytes dropped …]\n`. HTTP's capture
+//! ([`ReplyCapture`]) for an unnamed `/exec`, and the cut of a named run's log for its reply.
 //!
 //! The budget counts encoded bytes, as the reply carries them (escaped text, plus base64 when not UTF-8: see
 //! `protocol::reply_text`). Memory stays bounded by the budget as before: until the output outgrows it, the exact
@@ -9,6 +10,50 @@
 use std::collections::VecDeque;
 
 use protocol::reply_text::{encoded_len, BudgetedBytes};
+use protocol::StreamKind;
+
+use crate::engine::{Capture, Sink};
+
+/// Keep, of each of stdout and stderr, what its encoding in a JSON reply (escaped text, plus base64 when not UTF-8:
+/// see `protocol::reply_text`) fits in `budget` bytes: all of it, or else the first and the last part with the cut
+/// marked; read and drop the rest. What a reply holds is then bounded by its encoded size, whatever bytes the
+/// command prints.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplyCapture {
+    pub budget: usize,
+}
+
+/// What a reply carries of one stream.
+#[derive(Debug, Default, Clone)]
+pub struct ReplyOutput {
+    pub bytes: Vec<u8>,
+    /// Bytes were dropped to fit the budget.
+    pub truncated: bool,
+    /// When `bytes` are a head and a tail: the head's length, the bytes before the marker, which are exactly the
+    /// stream's first ones. A client writing a reply as it arrives counts only those as stream offsets
+    /// (`protocol::OUTPUT_HEAD_HEADER`).
+    pub head: Option<usize>,
+}
+
+impl Capture for ReplyCapture {
+    type Sink = HeadTail;
+
+    fn sink(&self, _kind: StreamKind) -> HeadTail {
+        HeadTail::new(self.budget)
+    }
+}
+
+impl Sink for HeadTail {
+    type Kept = ReplyOutput;
+
+    async fn take(&mut self, bytes: &[u8]) {
+        self.push(bytes);
+    }
+
+    fn finish(self) -> ReplyOutput {
+        self.into_reply_output()
+    }
+}
 
 /// Head and tail of one stream within an encoded budget.
 #[derive(Debug)]
@@ -126,21 +171,23 @@ impl HeadTail {
         }
     }
 
-    /// Once the stream is cut: the length of the head, which [`HeadTail::finish`] puts before the marker.
-    pub fn head_len(&self) -> Option<usize> {
+    /// Once the stream is cut: the length of the head, which [`HeadTail::into_reply_output`] puts before the marker.
+    fn head_len(&self) -> Option<usize> {
         match &self.phase {
             Phase::Whole(_) => None,
             Phase::Cut { head, .. } => Some(head.len()),
         }
     }
 
-    /// Every byte seen, kept or not.
-    pub fn total(&self) -> u64 {
-        self.total
+    /// What a reply carries: the bytes, whether any were dropped, and where the head ends.
+    pub fn into_reply_output(self) -> ReplyOutput {
+        let head = self.head_len();
+        let (bytes, truncated) = self.into_bytes();
+        ReplyOutput { bytes, truncated, head }
     }
 
     /// The bytes a reply carries, and whether any were dropped.
-    pub fn finish(self) -> (Vec<u8>, bool) {
+    fn into_bytes(self) -> (Vec<u8>, bool) {
         let (head, tail) = match self.phase {
             Phase::Whole(prefix) => return prefix.finish(),
             Phase::Cut { head, tail, .. } => (head, tail),
@@ -182,7 +229,7 @@ mod tests {
         for chunk in input.chunks(piece.max(1)) {
             kept.push(chunk);
         }
-        kept.finish()
+        kept.into_bytes()
     }
 
     #[test]
@@ -259,7 +306,7 @@ mod tests {
         kept.push(b"start\n");
         kept.skip(500);
         kept.push(b"end\n");
-        let (bytes, truncated) = kept.finish();
+        let (bytes, truncated) = kept.into_bytes();
         assert!(truncated);
         assert_eq!(String::from_utf8(bytes).unwrap(), "start\n\n[\u{2026} 500 bytes dropped \u{2026}]\nend\n");
     }

@@ -10,20 +10,24 @@ use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use protocol::{ExecRequest, RunId};
 
-use super::connection::BodyTimeout;
 use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::{Job, StartError};
+use crate::http::server::BodyTimeout;
 use crate::workspace::{resolve_cwd, CwdError};
 
-/// A request body that passed validation: a job to run, or the contract's start failure (a missing cwd) to report
-/// as a command that did not start. Anything else wrong with the body is the extractor's rejection, a 4xx
+/// A request body that passed validation. Anything else wrong with the body is the extractor's rejection, a 4xx
 /// [`AppError`] that names what is wrong.
-///
-/// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there. The second field is
-/// the run's name when the request gave one (a named run, issue 12); the third the request's `b64_only`: how the
-/// reply or frames carry output that is not UTF-8 (a wire matter, not the job's).
-pub struct RequestedJob(pub Result<Job, StartError>, pub Option<RunId>, pub bool);
+pub struct RequestedJob {
+    /// The job to run, or the contract's start failure (a missing cwd) to report as a command that did not start.
+    /// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there.
+    pub job: Result<Job, StartError>,
+    /// The run's name, when the request gave one (a named run, issue 12).
+    pub run_id: Option<RunId>,
+    /// The request's `b64_only`: how the reply or frames carry output that is not UTF-8 (a wire matter, not the
+    /// job's).
+    pub b64_only: bool,
+}
 
 impl FromRequest<AppState> for RequestedJob {
     type Rejection = AppError;
@@ -74,7 +78,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         ))
     })?;
     validate_cmd(&request.cmd)?;
-    let timeout_secs = grant_timeout(request.timeout, state.max_timeout);
+    let timeout_secs = grant_timeout(request.timeout, state.settings.max_timeout);
     let stdin = match (&request.stdin_b64, &request.stdin) {
         (Some(b64), _) => Some(
             protocol::text::from_base64(b64)
@@ -83,20 +87,20 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         (None, Some(text)) => Some(text.clone().into_bytes()),
         (None, None) => None,
     };
-    let mut env = build_env(&state.base_env, request.env.iter().flatten())?;
+    let mut env = build_env(&state.settings.base_env, request.env.iter().flatten())?;
     // The request's trace context is the current one: it wins over a TRACEPARENT in the server's or request's env.
     if let Some(traceparent) = traceparent {
         env.retain(|(name, _)| name != "TRACEPARENT");
         env.push(("TRACEPARENT".into(), traceparent.into()));
     }
-    let cwd = match resolve_cwd(&state.root, request.cwd.as_deref(), state.allow_any_cwd) {
+    let cwd = match resolve_cwd(&state.settings.root, request.cwd.as_deref(), state.settings.allow_any_cwd) {
         Ok(cwd) => cwd,
         Err(CwdError::Missing { path, problem }) => {
-            return Ok(RequestedJob(
-                Err(StartError::WorkingDirectory { path, problem }),
-                request.run_id,
-                request.b64_only,
-            ))
+            return Ok(RequestedJob {
+                job: Err(StartError::WorkingDirectory { path, problem }),
+                run_id: request.run_id,
+                b64_only: request.b64_only,
+            })
         }
         Err(err) => return Err(AppError::bad_request(err.to_string())),
     };
@@ -114,7 +118,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
             .map(|secs| Duration::from_secs(secs.min(timeout_secs))),
         group: None,
     };
-    Ok(RequestedJob(Ok(job), request.run_id, request.b64_only))
+    Ok(RequestedJob { job: Ok(job), run_id: request.run_id, b64_only: request.b64_only })
 }
 
 fn validate_cmd(cmd: &[String]) -> Result<(), AppError> {
@@ -162,11 +166,6 @@ fn build_env<'a>(
         env.push((name.into(), value.into()));
     }
     Ok(env)
-}
-
-/// The environment a server passes on: its own, minus its own settings (the token above all).
-pub fn inherited_env() -> Vec<(OsString, OsString)> {
-    std::env::vars_os().filter(|(name, _)| !name.to_string_lossy().starts_with("EXEC_SERVER_")).collect()
 }
 
 #[cfg(test)]

@@ -63,23 +63,67 @@ pub struct UnixSocket {
     inode: u64,
 }
 
+/// Why a `--listen` address cannot be served.
+#[derive(Debug)]
+pub enum SocketError {
+    /// Not `unix:PATH`.
+    NotUnix { given: String },
+    /// `unix:` with a relative path.
+    Relative { given: String },
+    /// Something that is not a socket is at the path.
+    NotASocket { path: PathBuf },
+    /// A live server answers on the socket there.
+    InUse { path: PathBuf },
+    /// A step of making the socket failed (`step`: what was being done).
+    Io { step: &'static str, path: PathBuf, source: std::io::Error },
+}
+
+impl std::fmt::Display for SocketError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SocketError::NotUnix { given } => {
+                write!(f, "--listen {given:?}: expected unix:/path/to.sock (TCP is --host and --port)")
+            }
+            SocketError::Relative { given } => {
+                let path = given.strip_prefix("unix:").unwrap_or(given);
+                write!(f, "--listen {given:?}: the socket path must be absolute (unix:/run/exec.sock), got {path:?}")
+            }
+            SocketError::NotASocket { path } => {
+                write!(f, "{} exists and is not a socket: remove it or choose another path", path.display())
+            }
+            SocketError::InUse { path } => write!(f, "{} is in use by a running server", path.display()),
+            SocketError::Io { step, path, source } => {
+                write!(f, "cannot {step} UNIX socket {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for SocketError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SocketError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 impl UnixSocket {
     /// Binds `path` with `mode`, replacing a stale socket file.
-    pub fn bind(path: &Path, mode: u32) -> Result<Self, String> {
-        let context = |what: &str, err: std::io::Error| format!("cannot {what} UNIX socket {}: {err}", path.display());
+    pub fn bind(path: &Path, mode: u32) -> Result<Self, SocketError> {
+        let io = |step: &'static str| move |source| SocketError::Io { step, path: path.to_path_buf(), source };
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             if !meta.file_type().is_socket() {
-                return Err(format!("{} exists and is not a socket: remove it or choose another path", path.display()));
+                return Err(SocketError::NotASocket { path: path.to_path_buf() });
             }
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(format!("{} is in use by a running server", path.display()));
+                return Err(SocketError::InUse { path: path.to_path_buf() });
             }
-            std::fs::remove_file(path).map_err(|err| context("replace the stale", err))?;
+            std::fs::remove_file(path).map_err(io("replace the stale"))?;
         }
-        let listener = UnixListener::bind(path).map_err(|err| context("create", err))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(|err| context("set the mode of", err))?;
-        let inode = std::fs::metadata(path).map_err(|err| context("look at", err))?.ino();
+        let listener = UnixListener::bind(path).map_err(io("create"))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io("set the mode of"))?;
+        let inode = std::fs::metadata(path).map_err(io("look at"))?.ino();
         Ok(UnixSocket { listener, path: path.to_owned(), inode })
     }
 }
@@ -94,13 +138,11 @@ impl Drop for UnixSocket {
 }
 
 /// `unix:/path` → the path; anything else is not a socket address this server knows.
-pub fn parse_listen(text: &str) -> Result<PathBuf, String> {
+pub fn parse_listen(text: &str) -> Result<PathBuf, SocketError> {
     match text.strip_prefix("unix:") {
         Some(path) if path.starts_with('/') => Ok(PathBuf::from(path)),
-        Some(path) => {
-            Err(format!("--listen {text:?}: the socket path must be absolute (unix:/run/exec.sock), got {path:?}"))
-        }
-        None => Err(format!("--listen {text:?}: expected unix:/path/to.sock (TCP is --host and --port)")),
+        Some(_) => Err(SocketError::Relative { given: text.to_owned() }),
+        None => Err(SocketError::NotUnix { given: text.to_owned() }),
     }
 }
 
@@ -168,8 +210,8 @@ mod tests {
     #[test]
     fn listen_addresses() {
         assert_eq!(parse_listen("unix:/run/exec.sock").unwrap(), PathBuf::from("/run/exec.sock"));
-        assert!(parse_listen("unix:relative.sock").is_err());
-        assert!(parse_listen("127.0.0.1:8080").is_err());
+        assert!(matches!(parse_listen("unix:relative.sock"), Err(SocketError::Relative { .. })));
+        assert!(matches!(parse_listen("127.0.0.1:8080"), Err(SocketError::NotUnix { .. })));
     }
 
     #[tokio::test]
@@ -178,7 +220,8 @@ mod tests {
         let path = dir.path().join("exec.sock");
         let first = UnixSocket::bind(&path, 0o660).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o660);
-        assert!(UnixSocket::bind(&path, 0o660).unwrap_err().contains("in use"));
+        let in_use = UnixSocket::bind(&path, 0o660).unwrap_err();
+        assert!(matches!(in_use, SocketError::InUse { .. }) && in_use.to_string().contains("in use"));
         drop(first);
         assert!(!path.exists(), "removed when the server stops");
         // A socket file whose server is gone (as after a SIGKILL).
@@ -189,6 +232,8 @@ mod tests {
         drop(second);
         let plain = dir.path().join("plain");
         std::fs::write(&plain, "x").unwrap();
-        assert!(UnixSocket::bind(&plain, 0o660).unwrap_err().contains("not a socket"));
+        let not_a_socket = UnixSocket::bind(&plain, 0o660).unwrap_err();
+        assert!(matches!(not_a_socket, SocketError::NotASocket { .. }));
+        assert!(not_a_socket.to_string().contains("not a socket"));
     }
 }

@@ -4,32 +4,18 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use process_group::Pgid;
 use protocol::{RunId, RunInfo, RunState, StoppedBy, StreamKind};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::log::{Found, Pending, Read, StreamLog, MEMORY_PER_STREAM};
-
-/// How a run ended.
-#[derive(Debug, Clone)]
-pub struct RunEnd {
-    pub state: RunState,
-    /// `None` for a run that never started.
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub timed_out: bool,
-    /// The message of the error frame and of the reply's `error`.
-    pub error: Option<String>,
-    /// What stopped it, if something did: its exit frame's and `RunInfo`'s `stopped_by`.
-    pub stopped_by: Option<StoppedBy>,
-    pub duration: Duration,
-}
+use crate::ending::Ending;
 
 /// A named run, shared by the task that runs it, its readers and the registry.
 #[derive(Debug)]
-pub struct Run {
+pub struct NamedRun {
     pub id: RunId,
     pub argv: Vec<String>,
     pub cwd: PathBuf,
@@ -41,7 +27,7 @@ pub struct Run {
     pub group: Arc<OnceLock<Pgid>>,
     /// Bumped on every change a reader may wait for (output, the end).
     changed: watch::Sender<u64>,
-    /// Bumped when a follower moves or leaves: the command may go on (see [`Run::paced`]).
+    /// Bumped when a follower moves or leaves: the command may go on (see [`NamedRun::paced`]).
     followed: watch::Sender<u64>,
     inner: Mutex<Inner>,
 }
@@ -50,7 +36,7 @@ pub struct Run {
 struct Inner {
     stdout: StreamLog,
     stderr: StreamLog,
-    end: Option<RunEnd>,
+    end: Option<Ending>,
     /// When it ended (for retention).
     ended_at: Option<Instant>,
     attached: u32,
@@ -60,7 +46,7 @@ struct Inner {
     cancel_reason: Option<(StoppedBy, String)>,
     /// A write to the log failed (disk full): said in the end's error.
     log_error: Option<String>,
-    /// The readers following the stream, and the offsets they have taken (see [`Run::paced`]).
+    /// The readers following the stream, and the offsets they have taken (see [`NamedRun::paced`]).
     followers: Vec<(u64, [u64; 2])>,
     next_follower: u64,
 }
@@ -87,12 +73,12 @@ impl Inner {
     }
 }
 
-impl Run {
+impl NamedRun {
     pub fn new(id: RunId, argv: Vec<String>, cwd: PathBuf, stdout: StreamLog, stderr: StreamLog) -> Self {
         let started_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        Run {
+        NamedRun {
             id,
             argv,
             cwd,
@@ -128,7 +114,7 @@ impl Run {
 
     /// Appends output to its stream's log and tells its readers (who take it from memory until it is written).
     /// Returns the spill-file writes it needs, if the stream spilled: the run's [`super::SpillWriter`] makes them,
-    /// then [`Run::written`]. Called by the run's only writer, its task.
+    /// then [`NamedRun::written`]. Called by the run's only writer, its task.
     pub fn append(&self, kind: StreamKind, chunk: Bytes) -> Option<Pending> {
         let pending = {
             let mut inner = self.inner.lock().unwrap();
@@ -172,13 +158,13 @@ impl Run {
         }
     }
 
-    /// A receiver that wakes whenever a follower moves or leaves (for [`Run::paced`]).
+    /// A receiver that wakes whenever a follower moves or leaves (for [`NamedRun::paced`]).
     pub fn follower_progress(&self) -> watch::Receiver<u64> {
         self.followed.subscribe()
     }
 
     /// A reader that follows the run's stream from `offsets`: until the returned guard is dropped, the command
-    /// waits for it (see [`Run::paced`]).
+    /// waits for it (see [`NamedRun::paced`]).
     pub fn follow(self: &Arc<Self>, offsets: [u64; 2]) -> Follower {
         let mut inner = self.inner.lock().unwrap();
         inner.next_follower += 1;
@@ -208,13 +194,13 @@ impl Run {
     }
 
     /// Both streams' totals and the end, if the run has one.
-    pub fn progress(&self) -> ([u64; 2], Option<RunEnd>) {
+    pub fn progress(&self) -> ([u64; 2], Option<Ending>) {
         let inner = self.inner.lock().unwrap();
         ([inner.stdout.total(), inner.stderr.total()], inner.end.clone())
     }
 
     /// Records the end; a cancellation by someone carries their cause and message.
-    pub fn finish(&self, mut end: RunEnd) {
+    pub fn finish(&self, mut end: Ending) {
         {
             let mut inner = self.inner.lock().unwrap();
             if end.state == RunState::Cancelled {
@@ -243,7 +229,7 @@ impl Run {
         self.cancel.cancel();
     }
 
-    pub fn end(&self) -> Option<RunEnd> {
+    pub fn end(&self) -> Option<Ending> {
         self.inner.lock().unwrap().end.clone()
     }
 
@@ -305,7 +291,7 @@ impl Run {
             cwd: self.cwd.display().to_string(),
             started_unix_ms: self.started_unix_ms,
             state: end.map_or(RunState::Running, |end| end.state),
-            exit_code: end.and_then(|end| end.exit_code),
+            exit_code: end.map(|end| end.exit_code),
             signal: end.and_then(|end| end.signal),
             error: end.and_then(|end| end.error.clone()),
             stdout_bytes: inner.stdout.total(),
@@ -323,10 +309,10 @@ impl Run {
 /// always served from memory, never from the spill file.
 pub const PACE_LAG: u64 = MEMORY_PER_STREAM - 64 * 1024;
 
-/// A reader following a run's stream (see [`Run::follow`]).
+/// A reader following a run's stream (see [`NamedRun::follow`]).
 #[derive(Debug)]
 pub struct Follower {
-    run: Arc<Run>,
+    run: Arc<NamedRun>,
     id: u64,
 }
 
@@ -353,7 +339,7 @@ impl Drop for Follower {
 /// A reader of a run; dropping it detaches (and may start the reattach window).
 #[derive(Debug)]
 pub struct Attachment {
-    run: Arc<Run>,
+    run: Arc<NamedRun>,
     window: Duration,
 }
 

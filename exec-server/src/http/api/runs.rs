@@ -12,10 +12,10 @@ use protocol::{RunId, RunList, SignalRequest, StoppedBy};
 
 use super::named::wait_for_end;
 use super::{run_stream, AppError, AppState};
-use crate::runs::{signals, Run};
+use crate::runs::{signals, NamedRun};
 
 /// The run a path names, or 404 (400 for a name no run can have).
-fn find(state: &AppState, id: &str) -> Result<(RunId, Arc<Run>), AppError> {
+fn find(state: &AppState, id: &str) -> Result<(RunId, Arc<NamedRun>), AppError> {
     let id: RunId = id.parse().map_err(|err: protocol::RunIdError| AppError::bad_request(err.to_string()))?;
     match state.runs.get(&id) {
         Some(run) => Ok((id, run)),
@@ -72,7 +72,7 @@ pub async fn stream(
             )));
         }
     }
-    Ok(run_stream::response(run, offsets, b64_only, attachment, state.keepalive))
+    Ok(run_stream::response(run, offsets, b64_only, attachment, state.settings.keepalive))
 }
 
 /// `POST /runs/{id}/signal` `{"signal": "TERM"}`: to the run's whole process group.
