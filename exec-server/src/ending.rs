@@ -87,7 +87,7 @@ impl Ending {
     /// The frames that end a stream: the error frame when there is something to say, then the exit frame. A named
     /// run's (with its streams' `totals`) also carry the totals and what stopped it.
     pub fn frames(&self, totals: Option<[u64; 2]>) -> Vec<Frame> {
-        let error = self.error.clone().map(|data| Frame::Error { data });
+        let error = self.error.clone().map(|data| Frame::Error { data, start_error: None });
         let exit = Frame::Exit {
             data: self.exit_code,
             timed_out: self.timed_out,
@@ -96,6 +96,7 @@ impl Ending {
             stdout_bytes: totals.map(|totals| totals[0]),
             stderr_bytes: totals.map(|totals| totals[1]),
             stopped_by: totals.and(self.stopped_by),
+            stdin_consumed: None,
         };
         error.into_iter().chain([exit]).collect()
     }
@@ -165,11 +166,18 @@ mod tests {
             stdout_bytes: None,
             stderr_bytes: None,
             stopped_by: None,
+            stdin_consumed: None,
         };
-        assert_eq!(timed_out().frames(None), [Frame::Error { data: "command timed out after 7s".into() }, exit]);
+        assert_eq!(
+            timed_out().frames(None),
+            [Frame::Error { data: "command timed out after 7s".into(), start_error: None }, exit]
+        );
         let not_started = StartError::Other("nope".into());
         let frames = Ending::not_started(&not_started).frames(None);
-        assert_eq!(frames[0], Frame::Error { data: format!("failed to start command: {not_started}") });
+        assert_eq!(
+            frames[0],
+            Frame::Error { data: format!("failed to start command: {not_started}"), start_error: None }
+        );
         assert!(matches!(frames[1], Frame::Exit { data: protocol::EXIT_NOT_STARTED, .. }));
     }
 

@@ -196,7 +196,7 @@ async fn env_and_cwd() {
     assert_eq!(reply.exit_code, -1);
     assert!(reply.error.unwrap().starts_with("failed to start command: working directory"));
     let frames = server.stream(json!({"cmd": ["pwd"], "cwd": "missing"})).await;
-    assert!(matches!(&frames[0], protocol::Frame::Error { data } if data.contains("does not exist")));
+    assert!(matches!(&frames[0], protocol::Frame::Error { data, .. } if data.contains("does not exist")));
     assert_eq!(exit_frame(&frames).0, -1);
     server.stop().await;
 }

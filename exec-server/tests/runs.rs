@@ -323,8 +323,10 @@ async fn runs_are_listed_and_deleted() {
     assert_eq!(info.stopped_by, Some(StoppedBy::Delete));
     assert_no_survivors(&marker, Duration::from_secs(10));
     let rest = frames.rest().await;
-    assert!(matches!(&rest[..], [.., Frame::Error { data }, Frame::Exit { stopped_by: Some(StoppedBy::Delete), .. }]
-        if data.contains("DELETE")));
+    assert!(
+        matches!(&rest[..], [.., Frame::Error { data, .. }, Frame::Exit { stopped_by: Some(StoppedBy::Delete), .. }]
+        if data.contains("DELETE"))
+    );
     assert_eq!(list.runs[1].stopped_by, None, "a run that ended by itself names no cause");
 
     assert_eq!(server.delete("/runs/old").send().await.unwrap().status(), 200);
@@ -357,7 +359,7 @@ async fn an_idle_command_is_stopped() {
     // A named run says it in its state and its error frame.
     let frames =
         server.stream(json!({"cmd": ["sh", "-c", sleeper(&marker)], "idle_timeout": 1, "run_id": "idle"})).await;
-    assert!(matches!(&frames[..], [Frame::Error { data },
+    assert!(matches!(&frames[..], [Frame::Error { data, .. },
         Frame::Exit { data: 124, timed_out: true, stopped_by: Some(StoppedBy::IdleTimeout), .. }]
         if data.contains("idle_timeout")));
     let info = server.run_info("idle").await.1.unwrap();

@@ -300,6 +300,7 @@ impl NamedRun {
             attached: inner.attached,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             stopped_by: end.and_then(|end| end.stopped_by),
+            tty: false,
         }
     }
 }

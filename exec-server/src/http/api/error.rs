@@ -43,7 +43,7 @@ impl AppError {
 impl AppError {
     /// The `{"error": …, "code": …}` body.
     fn body(&self) -> ErrorBody {
-        ErrorBody { error: self.message.clone(), code: self.code }
+        ErrorBody { error: self.message.clone(), code: self.code, received: None }
     }
 }
 

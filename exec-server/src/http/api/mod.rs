@@ -135,6 +135,8 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
         max_timeout: Some(settings.max_timeout),
         max_concurrent: Some(settings.max_concurrent),
         running: Some(state.running()),
+        commands: None,
+        daemons_kept: None,
     })
 }
 

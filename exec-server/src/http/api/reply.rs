@@ -236,6 +236,7 @@ mod tests {
                 stderr_truncated: false,
                 output_b64,
                 stderr_b64,
+                start_error: None,
             };
             let streamed = collect(reply_body(stdout.clone(), stderr.clone(), signal, error.clone(), None, false));
             assert!(
