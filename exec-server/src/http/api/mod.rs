@@ -18,6 +18,7 @@ mod error;
 mod exec;
 mod metrics;
 mod named;
+mod negotiate;
 mod openapi;
 mod reply;
 mod reply_budget;
