@@ -23,6 +23,8 @@ pub struct Ending {
     /// What stopped it, if something did (a named run's exit frame and `RunInfo` say so).
     pub stopped_by: Option<StoppedBy>,
     pub duration: Duration,
+    /// With a streamed stdin: the bytes the command took from it (a named run's exit frame says so).
+    pub stdin_consumed: Option<u64>,
 }
 
 impl Ending {
@@ -43,6 +45,7 @@ impl Ending {
             error: message_of(outcome, timeout),
             stopped_by: stopped_by(outcome),
             duration: outcome.duration,
+            stdin_consumed: outcome.stdin_consumed,
         }
     }
 
@@ -56,6 +59,7 @@ impl Ending {
             error: Some(message),
             stopped_by: None,
             duration: Duration::ZERO,
+            stdin_consumed: None,
         }
     }
 
@@ -96,7 +100,7 @@ impl Ending {
             stdout_bytes: totals.map(|totals| totals[0]),
             stderr_bytes: totals.map(|totals| totals[1]),
             stopped_by: totals.and(self.stopped_by),
-            stdin_consumed: None,
+            stdin_consumed: self.stdin_consumed,
         };
         error.into_iter().chain([exit]).collect()
     }
@@ -151,6 +155,7 @@ mod tests {
             stderr_bytes: 0,
             stdout: (),
             stderr: (),
+            stdin_consumed: None,
         };
         Ending::ran(&outcome, Duration::from_secs(7))
     }

@@ -10,5 +10,6 @@ mod output;
 mod process;
 mod runs;
 mod socket;
+mod stdin;
 mod support;
 mod trace;

@@ -20,12 +20,14 @@ mod metrics;
 mod named;
 mod negotiate;
 mod openapi;
+mod query;
 mod reply;
 mod reply_budget;
 mod request;
 mod run_stream;
 mod runs;
 mod sse;
+mod stdin;
 mod stream;
 mod trace;
 
@@ -112,6 +114,7 @@ pub fn router(state: AppState) -> Router {
         .route("/runs/{id}", get(runs::show).delete(runs::delete))
         .route("/runs/{id}/stream", get(runs::stream))
         .route("/runs/{id}/signal", post(runs::signal))
+        .route("/runs/{id}/stdin", post(stdin::stdin))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
@@ -142,8 +145,8 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /runs, GET /runs/{id}, \
-                         GET /runs/{id}/stream, POST /runs/{id}/signal, DELETE /runs/{id}, GET /metrics, \
-                         GET /openapi.json";
+                         GET /runs/{id}/stream, POST /runs/{id}/signal, POST /runs/{id}/stdin, DELETE /runs/{id}, \
+                         GET /metrics, GET /openapi.json";
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     AppError::new(

@@ -203,6 +203,7 @@ mod tests {
             error,
             stopped_by: None,
             duration: Duration::from_millis(42),
+            stdin_consumed: None,
         };
         let stdout = ReplyOutput { bytes: stdout, truncated: true, head: None };
         let stderr = ReplyOutput { bytes: stderr, truncated: false, head: None };
