@@ -9,6 +9,7 @@ mod metrics;
 mod output;
 mod process;
 mod runs;
+mod signals;
 mod socket;
 mod stdin;
 mod support;

@@ -282,9 +282,9 @@ async fn the_signal_endpoint_reaches_the_group() {
     frames.until_stdout("ready").await;
     wait_for_process(&marker);
     let signal = |name: &str| server.post("/runs/sig/signal", json!({"signal": name}).to_string()).send();
-    let response = signal("STOP").await.unwrap();
+    let response = signal("SEGV").await.unwrap();
     assert_eq!(response.status(), 400);
-    assert!(response.text().await.unwrap().contains("TERM, INT, HUP, KILL, USR1, USR2"));
+    assert!(response.text().await.unwrap().contains("TERM, INT, HUP, QUIT, KILL, USR1, USR2, TSTP, STOP, CONT, WINCH"));
     let response = signal("SIGTERM").await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(json_of::<RunInfo>(response).await.state, RunState::Running);
