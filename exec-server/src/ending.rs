@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use protocol::{Frame, RunState, StoppedBy};
+use protocol::{Frame, RunState, StartErrorKind, StoppedBy};
 use tokio::task::JoinError;
 
 use crate::engine::{Outcome, StartError};
@@ -25,6 +25,8 @@ pub struct Ending {
     pub duration: Duration,
     /// With a streamed stdin: the bytes the command took from it (a named run's exit frame says so).
     pub stdin_consumed: Option<u64>,
+    /// For a command that could not start: why, as the reply and the error frame name it.
+    pub start_error: Option<StartErrorKind>,
 }
 
 impl Ending {
@@ -46,6 +48,7 @@ impl Ending {
             stopped_by: stopped_by(outcome),
             duration: outcome.duration,
             stdin_consumed: outcome.stdin_consumed,
+            start_error: None,
         }
     }
 
@@ -60,12 +63,13 @@ impl Ending {
             stopped_by: None,
             duration: Duration::ZERO,
             stdin_consumed: None,
+            start_error: None,
         }
     }
 
     /// A command that could not start (the engine's reason, or the request's missing cwd).
     pub fn not_started(err: &StartError) -> Self {
-        Ending::never_ran(format!("failed to start command: {err}"))
+        Ending { start_error: Some(err.kind()), ..Ending::never_ran(format!("failed to start command: {err}")) }
     }
 
     /// The task running the command panicked or was aborted.
@@ -91,7 +95,7 @@ impl Ending {
     /// The frames that end a stream: the error frame when there is something to say, then the exit frame. A named
     /// run's (with its streams' `totals`) also carry the totals and what stopped it.
     pub fn frames(&self, totals: Option<[u64; 2]>) -> Vec<Frame> {
-        let error = self.error.clone().map(|data| Frame::Error { data, start_error: None });
+        let error = self.error.clone().map(|data| Frame::Error { data, start_error: self.start_error });
         let exit = Frame::Exit {
             data: self.exit_code,
             timed_out: self.timed_out,
@@ -179,10 +183,13 @@ mod tests {
         );
         let not_started = StartError::Other("nope".into());
         let frames = Ending::not_started(&not_started).frames(None);
-        assert_eq!(
-            frames[0],
-            Frame::Error { data: format!("failed to start command: {not_started}"), start_error: None }
-        );
+        let start_error = Some(StartErrorKind::Other);
+        assert_eq!(frames[0], Frame::Error { data: format!("failed to start command: {not_started}"), start_error });
+        let missing = StartError::NotFound { program: "npx".into() };
+        assert!(matches!(
+            &Ending::not_started(&missing).frames(None)[0],
+            Frame::Error { start_error: Some(StartErrorKind::NotFound), .. }
+        ));
         assert!(matches!(frames[1], Frame::Exit { data: protocol::EXIT_NOT_STARTED, .. }));
     }
 

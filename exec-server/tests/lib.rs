@@ -2,6 +2,7 @@
 
 mod api;
 mod cli;
+mod commands;
 mod connections;
 mod ipc;
 mod logs;

@@ -45,6 +45,18 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
+impl StartError {
+    /// The kind the wire names (issue 22), for a client to answer as a shell does without reading the text.
+    pub fn kind(&self) -> protocol::StartErrorKind {
+        match self {
+            StartError::NotFound { .. } => protocol::StartErrorKind::NotFound,
+            StartError::PermissionDenied { .. } => protocol::StartErrorKind::PermissionDenied,
+            StartError::WorkingDirectory { .. } => protocol::StartErrorKind::Cwd,
+            StartError::Other(_) => protocol::StartErrorKind::Other,
+        }
+    }
+}
+
 /// The leader of job `id` (its argv, working directory, environment and the job tag), spawned in a new process
 /// group with its stdout and stderr piped and its stdin piped when the job has any. `program`: the name messages use.
 pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<group::Leader, StartError> {

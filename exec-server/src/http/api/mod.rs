@@ -14,6 +14,7 @@
 //! - compression and CORS: an SSE stream must not be buffered by a compressor, and no browser calls this server.
 
 mod auth;
+mod commands;
 mod error;
 mod exec;
 mod metrics;
@@ -77,12 +78,15 @@ pub struct AppState {
     /// One per command that may run (`--max-concurrent`).
     pub permits: Arc<Semaphore>,
     pub settings: Arc<ApiSettings>,
+    /// Which of the runtime's commands are on the PATH (`/info`).
+    pub commands: Arc<commands::Commands>,
 }
 
 impl AppState {
     pub fn new(engine: ProcessEngine, metrics: Arc<Metrics>, runs: Runs, settings: ApiSettings) -> Self {
         let permits = Arc::new(Semaphore::new(settings.max_concurrent));
-        AppState { engine, metrics, runs, permits, settings: Arc::new(settings) }
+        let commands = Arc::new(commands::Commands::new(&settings.runtime, &settings.base_env, settings.root.clone()));
+        AppState { engine, metrics, runs, permits, settings: Arc::new(settings), commands }
     }
 
     /// A slot for one more running command, or 503. An `/exec` reply keeps its command's slot until it is sent.
@@ -139,7 +143,7 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
         max_timeout: Some(settings.max_timeout),
         max_concurrent: Some(settings.max_concurrent),
         running: Some(state.running()),
-        commands: None,
+        commands: state.commands.current(),
         daemons_kept: None,
     })
 }
