@@ -4,6 +4,7 @@ mod api;
 mod cli;
 mod commands;
 mod connections;
+mod daemons;
 mod ipc;
 mod logs;
 mod metrics;

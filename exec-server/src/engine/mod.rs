@@ -3,6 +3,7 @@
 //! builds a [`Job`], calls [`ProcessEngine::run`] with its capture, and turns the [`Outcome`] into its own format.
 
 mod capture;
+pub mod daemons;
 mod escaped;
 mod spawn;
 pub mod stdin;
@@ -39,6 +40,8 @@ pub struct Policy {
     pub grace: Duration,
     /// After the leader exits, how long to keep reading pipes that a background descendant still holds open.
     pub drain: Duration,
+    /// What becomes of the daemons commands leave behind.
+    pub daemons: daemons::DaemonPolicy,
 }
 
 /// One command to run.
@@ -59,6 +62,9 @@ pub struct Job {
     pub idle_timeout: Option<Duration>,
     /// Filled with the command's process group once it started, for a transport that signals it (a named run).
     pub group: Option<Arc<OnceLock<Pgid>>>,
+    /// End the daemons this command leaves behind even when the server keeps daemons (the request's
+    /// `"daemons": "end"`).
+    pub end_daemons: bool,
 }
 
 /// How a command ended, and what its capture kept of each pipe (`K`: the capture's [`Sink::Kept`]).
@@ -138,13 +144,14 @@ enum Stop {
 impl ProcessEngine {
     /// An engine that counts its commands into `metrics`.
     pub fn new(policy: Policy, metrics: CommandMetrics) -> Self {
+        let daemons = daemons::Daemons::new(policy.daemons.clone(), metrics.clone());
         ProcessEngine {
             inner: Arc::new(Inner {
                 policy,
                 live_groups: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 shutdown_at: OnceLock::new(),
-                sweeper: Arc::default(),
+                sweeper: Arc::new(escaped::Sweeper::new(daemons)),
                 sweeper_started: std::sync::Once::new(),
                 metrics,
             }),
@@ -169,8 +176,17 @@ impl ProcessEngine {
             (live.keys().map(|pgid| pgid.get()).collect(), live.values().copied().collect())
         };
         jobs.extend(self.inner.sweeper.pending());
-        let mut escapees = Tagged::new(jobs.into_iter().map(escaped::tag).collect()).outside_groups(groups);
+        // Kept daemons end with the commands, within the same grace.
+        let (daemon_jobs, sessions) = self.inner.sweeper.end_every_daemon();
+        jobs.extend(daemon_jobs);
+        let mut escapees =
+            Tagged::new(jobs.into_iter().map(escaped::tag).collect()).with_sessions(sessions).outside_groups(groups);
         group::ask_to_stop(&mut escapees);
+    }
+
+    /// How many daemons (sessions commands left behind) the server keeps now.
+    pub fn daemons_kept(&self) -> usize {
+        self.inner.sweeper.daemons().len()
     }
 
     /// Completes the shutdown before the process exits: waits until the grace period that [`ProcessEngine::shutdown`]
@@ -194,11 +210,13 @@ impl ProcessEngine {
         self.unfinished().signal(Signal::SIGKILL);
     }
 
-    /// Whatever carries the tag of a job that is running, or finished but not yet swept.
+    /// Whatever carries the tag of a job that is running, or finished but not yet swept, and the kept daemons being
+    /// ended.
     fn unfinished(&self) -> Tagged {
         let mut jobs: Vec<u64> = self.inner.live_groups.lock().unwrap().values().copied().collect();
-        jobs.extend(self.inner.sweeper.unfinished());
-        Tagged::new(jobs.into_iter().map(escaped::tag).collect())
+        let (swept, sessions) = self.inner.sweeper.unfinished();
+        jobs.extend(swept);
+        Tagged::new(jobs.into_iter().map(escaped::tag).collect()).with_sessions(sessions)
     }
 
     /// Runs `job` to its end. `cancel` stops it early (TERM → grace → KILL to its whole group), as does
@@ -215,6 +233,7 @@ impl ProcessEngine {
         cancel: CancellationToken,
     ) -> Result<Outcome<Kept<C>>, StartError> {
         let _running = self.inner.metrics.running();
+        let _active = Active::new(&self.inner.sweeper);
         let result = self.run_job(job, capture, cancel).await;
         let metrics = &self.inner.metrics;
         match &result {
@@ -271,7 +290,9 @@ impl ProcessEngine {
             Some(both) => both,
             None => self.drain(readers).await,
         };
-        self.clean_up_after(running, end.group_stopped);
+        // Its daemons may be kept only if it ended by itself and nobody asked to end them (see `daemons`).
+        let may_keep = !end.group_stopped && !job.end_daemons;
+        self.clean_up_after(running, end.group_stopped, may_keep);
 
         let (exit_code, signal) = match &end.status {
             Ok(status) => exit_code_of(*status),
@@ -323,11 +344,13 @@ impl ProcessEngine {
         if let Some(group) = &job.group {
             let _ = group.set(leader.pgid());
         }
+        // What no daemon the command leaves may hold: its pipes (before they are taken and, later, closed).
+        let descriptors = spawn::pipe_identities(leader.child());
         let feeder = spawn::feed_stdin(job, &mut leader);
         let stop = CancellationToken::new();
         let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
         let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
-        Ok((Running { id, leader, guard, feeder }, Readers { reading, stop }))
+        Ok((Running { id, leader, guard, feeder, descriptors }, Readers { reading, stop }))
     }
 
     /// Wait: for the leader to exit, or else its timeout, its idle timeout (no output for that long), its
@@ -385,14 +408,15 @@ impl ProcessEngine {
 
     /// Whatever the command left behind, in its group (unless the wait already stopped it) or escaped from it, is
     /// terminated by the same policy, in the background: the result does not wait for it.
-    fn clean_up_after(&self, running: Running, group_stopped: bool) {
-        let Running { id, leader, guard, .. } = running;
+    fn clean_up_after(&self, running: Running, group_stopped: bool, may_keep: bool) {
+        let Running { id, leader, guard, descriptors, .. } = running;
         let pgid = leader.pgid();
         let grace = self.inner.policy.grace;
         // The leader (reaped) is let go only now, as before the split: after its pipes were drained.
         drop(leader);
         let finished = move |guard: GroupGuard| {
-            guard.engine.inner.sweeper.job_finished(id);
+            let finished = daemons::Finished { job: id, may_keep, descriptors, session: None };
+            guard.engine.inner.sweeper.job_finished(finished);
             guard.release();
         };
         // The common case, a group that ended with its leader, is settled here and now: the same first look as
@@ -430,12 +454,30 @@ fn outcome_of<K>(outcome: &Outcome<K>) -> CommandOutcome {
     }
 }
 
-/// A started command: its leader, its place in the engine's live set, and the feeder of a streamed stdin.
+/// A started command: its leader, its place in the engine's live set, the feeder of a streamed stdin, and what its
+/// descriptors were (for the daemon rule).
 struct Running {
     id: u64,
     leader: group::Leader,
     guard: GroupGuard,
     feeder: Option<spawn::Feeder>,
+    descriptors: Vec<String>,
+}
+
+/// A command counted as running for `--daemon-idle` until dropped (also when its run is abandoned).
+struct Active(Arc<escaped::Sweeper>);
+
+impl Active {
+    fn new(sweeper: &Arc<escaped::Sweeper>) -> Self {
+        sweeper.daemons().command_started();
+        Active(sweeper.clone())
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.daemons().command_ended();
+    }
 }
 
 /// The reading of a command's pipes, and the switch that ends it early.

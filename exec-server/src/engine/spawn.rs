@@ -94,6 +94,22 @@ pub fn feed_stdin(job: &mut Job, leader: &mut group::Leader) -> Option<Feeder> {
     None
 }
 
+/// The command's pipes as its descriptors name them in `/proc/<pid>/fd` (`pipe:[INODE]`): what a daemon the command
+/// leaves must not hold (see `daemons`).
+pub fn pipe_identities(child: &tokio::process::Child) -> Vec<String> {
+    use std::os::fd::AsFd;
+    let fds = [
+        child.stdin.as_ref().map(AsFd::as_fd),
+        child.stdout.as_ref().map(AsFd::as_fd),
+        child.stderr.as_ref().map(AsFd::as_fd),
+    ];
+    fds.into_iter()
+        .flatten()
+        .filter_map(|fd| nix::sys::stat::fstat(fd).ok())
+        .map(|stat| format!("pipe:[{}]", stat.st_ino))
+        .collect()
+}
+
 /// The task writing a streamed stdin into the command's pipe.
 pub struct Feeder {
     task: tokio::task::JoinHandle<super::stdin::Fed>,

@@ -144,7 +144,7 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
         max_concurrent: Some(settings.max_concurrent),
         running: Some(state.running()),
         commands: state.commands.current(),
-        daemons_kept: None,
+        daemons_kept: Some(state.engine.daemons_kept()),
     })
 }
 
