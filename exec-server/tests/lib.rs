@@ -16,3 +16,4 @@ mod socket;
 mod stdin;
 mod support;
 mod trace;
+mod tty;

@@ -7,6 +7,7 @@ pub mod daemons;
 mod escaped;
 mod spawn;
 pub mod stdin;
+pub mod terminal;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -20,8 +21,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use process_group::{self as group, Members, Pgid, Tagged};
 use protocol::StreamKind;
+use std::os::fd::AsFd;
 use tokio::io::AsyncRead;
-use tokio::process::{ChildStderr, ChildStdout};
+use tokio::process::ChildStderr;
 use tokio_util::sync::CancellationToken;
 
 pub use capture::{Capture, Collect, Collected, OutputChunk, Sink, Stream, READ_SIZE};
@@ -55,8 +57,11 @@ pub struct Job {
     pub env: Vec<(OsString, OsString)>,
     /// Bytes for stdin; `None` means `/dev/null` (unless `stdin_stream`).
     pub stdin: Option<Vec<u8>>,
-    /// Stdin fed while the command runs (issue 22): wins over `stdin`.
+    /// Stdin fed while the command runs (issue 22): wins over `stdin`. A terminal's input (issue 23).
     pub stdin_stream: Option<stdin::StdinStream>,
+    /// Run the command on a pseudo-terminal (issue 23): stdin, stdout and stderr on it, its output one stream
+    /// (stdout's), its input `stdin_stream`.
+    pub terminal: Option<terminal::TerminalJob>,
     pub timeout: Duration,
     /// Stop the command, as timed out, once no output byte (stdout or stderr) arrived for this long.
     pub idle_timeout: Option<Duration>,
@@ -290,6 +295,10 @@ impl ProcessEngine {
             Some(both) => both,
             None => self.drain(readers).await,
         };
+        // Its output is read (to the terminal's end, or the drain window's): the transport's handle lets go of it.
+        if let Some(terminal) = &job.terminal {
+            terminal.handle.detach();
+        }
         // Its daemons may be kept only if it ended by itself and nobody asked to end them (see `daemons`).
         let may_keep = !end.group_stopped && !job.end_daemons;
         self.clean_up_after(running, end.group_stopped, may_keep);
@@ -339,18 +348,32 @@ impl ProcessEngine {
         capture: C,
         last_output: &Arc<LastOutput>,
     ) -> Result<(Running, Readers<Kept<C>>), StartError> {
-        let mut leader = spawn::start_leader(id, job, program)?;
+        let spawn::Started { mut leader, terminal } = spawn::start_leader(id, job, program)?;
         let guard = GroupGuard::register(self.clone(), leader.pgid(), id);
         if let Some(group) = &job.group {
             let _ = group.set(leader.pgid());
         }
-        // What no daemon the command leaves may hold: its pipes (before they are taken and, later, closed).
-        let descriptors = spawn::pipe_identities(leader.child());
-        let feeder = spawn::feed_stdin(job, &mut leader);
         let stop = CancellationToken::new();
-        let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
-        let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
-        Ok((Running { id, leader, guard, feeder, descriptors }, Readers { reading, stop }))
+        let Some(spawn::StartedTerminal { master, slave_path }) = terminal else {
+            // What no daemon the command leaves may hold: its pipes (before they are taken and, later, closed).
+            let descriptors = spawn::pipe_identities(leader.child());
+            let feeder = spawn::feed_stdin(job, &mut leader);
+            let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
+            let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
+            return Ok((Running { id, leader, guard, feeder, descriptors, session: None }, Readers { reading, stop }));
+        };
+        // A terminal: one output stream (stdout's), the input written into the master, and the transport's handle
+        // (a duplicate of the master) for resizes.
+        if let (Some(handle), Ok(master)) = (&job.terminal, master.as_fd().try_clone_to_owned()) {
+            handle.handle.attach(master);
+        }
+        let (output, input) = master.into_split();
+        let feeder = job.stdin_stream.take().map(|stream| spawn::Feeder::terminal(stream, input));
+        let output = Some(terminal::TerminalOutput(output));
+        let reading = Box::pin(read_both(output, None::<ChildStderr>, capture, stop.clone(), last_output.clone()));
+        // Its session is its own (pid = sid): no process of it is a daemon to keep, nor one holding its terminal.
+        let session = Some(leader.pgid().get());
+        Ok((Running { id, leader, guard, feeder, descriptors: vec![slave_path], session }, Readers { reading, stop }))
     }
 
     /// Wait: for the leader to exit, or else its timeout, its idle timeout (no output for that long), its
@@ -409,13 +432,13 @@ impl ProcessEngine {
     /// Whatever the command left behind, in its group (unless the wait already stopped it) or escaped from it, is
     /// terminated by the same policy, in the background: the result does not wait for it.
     fn clean_up_after(&self, running: Running, group_stopped: bool, may_keep: bool) {
-        let Running { id, leader, guard, descriptors, .. } = running;
+        let Running { id, leader, guard, descriptors, session, .. } = running;
         let pgid = leader.pgid();
         let grace = self.inner.policy.grace;
         // The leader (reaped) is let go only now, as before the split: after its pipes were drained.
         drop(leader);
         let finished = move |guard: GroupGuard| {
-            let finished = daemons::Finished { job: id, may_keep, descriptors, session: None };
+            let finished = daemons::Finished { job: id, may_keep, descriptors, session };
             guard.engine.inner.sweeper.job_finished(finished);
             guard.release();
         };
@@ -462,6 +485,8 @@ struct Running {
     guard: GroupGuard,
     feeder: Option<spawn::Feeder>,
     descriptors: Vec<String>,
+    /// A terminal run's own session (its leader's pid).
+    session: Option<i32>,
 }
 
 /// A command counted as running for `--daemon-idle` until dropped (also when its run is abandoned).
@@ -498,10 +523,10 @@ type BothPipes<K> = (Piped<K>, Piped<K>);
 /// What a capture's sinks keep of one pipe.
 pub type Kept<C> = <<C as Capture>::Sink as Sink>::Kept;
 
-/// Reads both pipes (those the command has) to their ends, together.
-async fn read_both<C: Capture>(
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
+/// Reads both pipes (those the command has; a terminal run's one output is stdout's) to their ends, together.
+async fn read_both<C: Capture, O: AsyncRead + Unpin + Send, E: AsyncRead + Unpin + Send>(
+    stdout: Option<O>,
+    stderr: Option<E>,
     capture: C,
     stop: CancellationToken,
     last_output: Arc<LastOutput>,
