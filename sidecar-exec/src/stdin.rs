@@ -5,12 +5,12 @@ use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// The most stdin one request carries: 768 KiB, 3/4 of the 1 MiB body limit. stdin travels as base64
 /// (`stdin_b64`), 4 bytes for every 3 whatever they are; as JSON text a newline would cost 2 bytes and a control
 /// byte 6, so the limit would depend on the content. The rest of the request (argv, cwd, env) must fit beside it:
-/// [`crate::request::body`] checks the whole before sending.
+/// [`crate::sidecar::request::body`] checks the whole before sending.
 pub const MAX_STDIN_BYTES: usize = protocol::MAX_BODY_BYTES / 4 * 3;
 
 /// What the client does with its stdin.

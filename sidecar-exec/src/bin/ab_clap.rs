@@ -1,5 +1,5 @@
 //! The clap side of bench/ab-argv.sh: sidecar-exec's command line parsed by clap derive instead of by hand
-//! (`sidecar_exec::argv` and the `match` in `main`), for the same surface and into the same actions, so that the A/B
+//! (`sidecar_exec::argv` and the `match` in `sidecar::program::main`), for the same surface and into the same actions, so that the A/B
 //! measures only what clap costs: start-up and binary size. Built with `--features ab-clap`; never shipped.
 
 use std::ffi::OsString;
@@ -7,10 +7,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// The shipped binary's own functions: everything but the parsing is the same code.
-#[allow(dead_code)]
-#[path = "../main.rs"]
-mod shipped;
+/// The shipped program's own functions: everything but the parsing is the same code.
+use sidecar_exec::sidecar::program as shipped;
 
 /// runs a command in a build sidecar (a builder container sharing this workspace) and reproduces its stdout,
 /// stderr and exit code exactly

@@ -5,7 +5,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// The file to pass to `ssh -i`: `key` itself when it is ours and private, else a private copy in `private_dir`.
 pub fn usable(key: &Path, private_dir: Option<&Path>) -> Result<PathBuf, ConfigError> {

@@ -1,7 +1,7 @@
 //! The workspace mapping: this container's workspace (SSH_WORKSPACE) is a folder on the host (SSH_HOST_CWD). The
 //! current directory and the arguments that name a path in the workspace are rewritten to the host's path.
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// SSH_WORKSPACE → SSH_HOST_CWD.
 #[derive(Debug, Clone, PartialEq, Eq)]

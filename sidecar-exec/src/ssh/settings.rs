@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 use crate::ssh::paths::Mapping;
 
 /// The variables ssh-exec reads, for `--help`.

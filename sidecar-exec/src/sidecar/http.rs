@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use crate::config::{CallSettings, Target};
 use crate::shown::shown;
+use crate::sidecar::settings::CallSettings;
+use crate::sidecar::sidecars::Target;
 
 /// How long a stream may stay silent; the server sends a keep-alive every 15 s by default.
 pub const STREAM_READ_TIMEOUT: Duration = Duration::from_secs(60);

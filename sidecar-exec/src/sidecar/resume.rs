@@ -1,7 +1,7 @@
 //! Transparent resume (issue 12): a named run's stream followed across lost connections until its exit frame.
 //!
 //! The policy, in order:
-//! - The client names every run (`run_id`, [`crate::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
+//! - The client names every run (`run_id`, [`crate::sidecar::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
 //!   connection on the server for the server's reattach window.
 //! - When the connection fails before the exit frame (reset, EOF, read timeout), the client reconnects with
 //!   [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`, N and M
@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use protocol::{ErrorCode, RunId, StoppedBy};
 
-use crate::config::{CallSettings, Target};
-use crate::exit_code::ClientExit;
-use crate::http::{authorized, location, refusal, transport_error};
-use crate::output::{Output, OutputError};
+use crate::exit::ClientExit;
 use crate::shown::shown;
-use crate::stream::{self, Errors, Exit, Failure, StreamEnd};
+use crate::sidecar::http::{authorized, location, refusal, transport_error};
+use crate::sidecar::output::{Output, OutputError};
+use crate::sidecar::settings::CallSettings;
+use crate::sidecar::sidecars::Target;
+use crate::sidecar::stream::{self, Errors, Exit, Failure, StreamEnd};
 
 /// How long the client keeps reconnecting after a loss before it gives up: twice exec-server's default reattach
 /// window (30 s), so that a server reachable again within its window is always reached, and a client whose server is
@@ -260,7 +261,7 @@ pub async fn follow(
             }
         }
         let location = location(&response);
-        let body = crate::body::small_text(response).await;
+        let body = crate::sidecar::body::small_text(response).await;
         let message = refusal(target, how.settings, status, location.as_deref(), &body);
         if step == Step::Reattach && status == reqwest::StatusCode::NOT_FOUND {
             if !run_not_known(&body) {
@@ -325,7 +326,7 @@ fn window_passed(target: &Target, run: &Run) -> ClientExit {
 
 fn failed(failure: Failure) -> ClientExit {
     match failure {
-        Failure::Output(OutputError::BrokenPipe) => ClientExit::code(crate::exit_code::EXIT_BROKEN_PIPE),
+        Failure::Output(OutputError::BrokenPipe) => ClientExit::code(crate::exit::EXIT_BROKEN_PIPE),
         Failure::Output(OutputError::BadBase64) => ClientExit::fail("the sidecar sent invalid base64 output"),
         Failure::Output(OutputError::Gap { stream, at, expected }) => ClientExit::fail(format!(
             "the sidecar sent {} from byte {at} on, but only {expected} bytes of it had arrived: giving up rather \
@@ -335,7 +336,7 @@ fn failed(failure: Failure) -> ClientExit {
         Failure::Output(OutputError::TooLarge) => ClientExit::fail(format!(
             "the command's output is larger than {} for one stream, more than blocking mode holds: set \
              SIDECAR_STREAM=1 for output this large",
-            crate::body::mib(crate::body::MAX_REPLY_BYTES)
+            crate::sidecar::body::mib(crate::sidecar::body::MAX_REPLY_BYTES)
         )),
         Failure::Protocol(message) => ClientExit::fail(message),
     }

@@ -4,10 +4,10 @@
 use futures_util::StreamExt;
 use protocol::Frame;
 
-use crate::config::Target;
-use crate::http::STREAM_READ_TIMEOUT;
-use crate::output::{Output, OutputError};
 use crate::shown::shown;
+use crate::sidecar::http::STREAM_READ_TIMEOUT;
+use crate::sidecar::output::{Output, OutputError};
+use crate::sidecar::sidecars::Target;
 
 /// How one stream ended.
 #[derive(Debug)]

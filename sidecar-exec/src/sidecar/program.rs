@@ -1,15 +1,18 @@
-//! sidecar-exec: runs a command in a build sidecar as if it ran here. See `sidecar-exec --help`.
+//! The `sidecar-exec` program: its command line, one call prepared from the environment, and how it ends.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use sidecar_exec::config::{self, CallSettings, Sidecars, Target};
-use sidecar_exec::forward::{self, ClientExit};
-use sidecar_exec::interrupt::Interrupts;
-use sidecar_exec::resume::Run;
-use sidecar_exec::{argv, request, run_id, runs, status, stdin, wrappers};
+use crate::config_error::ConfigError;
+use crate::exit::ClientExit;
+use crate::interrupt::Interrupts;
+use crate::sidecar::resume::Run;
+use crate::sidecar::settings::{self, CallSettings};
+use crate::sidecar::sidecars::{self, Sidecars, Target};
+use crate::sidecar::{forward, request, run_id, runs, status};
+use crate::{argv, stdin, wrappers};
 
-const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
+pub const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
        sidecar-exec --status
        sidecar-exec --runs
        sidecar-exec --attach <runtime> <run-id>
@@ -50,15 +53,15 @@ Environment:
         env!("CARGO_PKG_VERSION"),
         wrappers::DEFAULT_DIR
     );
-    for (name, meaning) in config::VARIABLES {
+    for (name, meaning) in settings::VARIABLES {
         text.push_str(&format!("  {name:<24} {meaning}\n"));
     }
     text
 }
 
-fn main() {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let code = match args.first().and_then(|a| a.to_str()) {
+/// sidecar-exec's main: the exit code for `args` (without the program name).
+pub fn main(args: Vec<OsString>) -> i32 {
+    match args.first().and_then(|a| a.to_str()) {
         Some("-h" | "--help") => {
             print!("{}", help());
             0
@@ -78,11 +81,10 @@ fn main() {
         None => fail(&format!("missing runtime and command\n{USAGE}")),
         Some(_) if args.len() < 2 => fail(&format!("missing command after the runtime\n{USAGE}")),
         Some(_) => run(&args),
-    };
-    std::process::exit(code);
+    }
 }
 
-pub(crate) fn fail(message: &str) -> i32 {
+pub fn fail(message: &str) -> i32 {
     eprintln!("sidecar-exec: {message}");
     1
 }
@@ -92,7 +94,7 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime")
 }
 
-pub(crate) fn run(args: &[OsString]) -> i32 {
+pub fn run(args: &[OsString]) -> i32 {
     let runtime_name = args[0].to_string_lossy().into_owned();
     let cmd = match argv::command_args(&args[1..]) {
         Ok(cmd) => cmd,
@@ -104,7 +106,7 @@ pub(crate) fn run(args: &[OsString]) -> i32 {
         let stdin = stdin::read(settings.forward_stdin_pipe)?;
         let run_id = if settings.resume {
             Some(run_id::new_run_id().map_err(|err| {
-                config::ConfigError(format!(
+                ConfigError(format!(
                     "cannot read /dev/urandom to name the run ({err}); set SIDECAR_RESUME=0 to run without a name"
                 ))
             })?)
@@ -126,7 +128,7 @@ pub(crate) fn run(args: &[OsString]) -> i32 {
         };
         let body = request::body(&request)?;
         let run = run_id.map_or_else(Run::unnamed, Run::named);
-        Ok::<_, config::ConfigError>((target, settings, stdin.unread_pipe, body, run))
+        Ok::<_, ConfigError>((target, settings, stdin.unread_pipe, body, run))
     })();
     let (target, settings, unread_pipe, body, mut run) = match prepared {
         Ok(prepared) => prepared,
@@ -166,7 +168,7 @@ async fn until_interrupted(work: impl std::future::Future<Output = ClientExit>) 
 
 /// A named run that may still be running when the client stops (a signal, a closed stdout, giving up) is cancelled
 /// with `DELETE /runs/{id}`: at once, not when the server's reattach window passes. One that ended with much output,
-/// all of it written here, is forgotten the same way (see [`sidecar_exec::resume::FORGET_ABOVE`]).
+/// all of it written here, is forgotten the same way (see [`crate::sidecar::resume::FORGET_ABOVE`]).
 async fn release(target: &Target, run: &Run) {
     if let (Some(id), true) = (&run.id, run.needs_cancel() || run.should_forget()) {
         runs::delete(target, id).await;
@@ -189,8 +191,8 @@ fn attach(runtime_name: &str, id: &str) -> i32 {
     let prepared = (|| {
         let target = Sidecars::from_env()?.target(runtime_name)?;
         let settings = CallSettings::from_env()?;
-        let id = protocol::RunId::new(id).map_err(|err| config::ConfigError(format!("{err}")))?;
-        Ok::<_, config::ConfigError>((target, settings.verbose, id))
+        let id = protocol::RunId::new(id).map_err(|err| ConfigError(format!("{err}")))?;
+        Ok::<_, ConfigError>((target, settings.verbose, id))
     })();
     let (target, verbose, id) = match prepared {
         Ok(prepared) => prepared,
@@ -208,7 +210,7 @@ fn attach(runtime_name: &str, id: &str) -> i32 {
     exit.code
 }
 
-pub(crate) fn status() -> i32 {
+pub fn status() -> i32 {
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => sidecars,
         Err(err) => return fail(&err.0),
@@ -227,7 +229,7 @@ pub(crate) fn status() -> i32 {
 /// configuration: an agent image's entrypoint runs this at every start, and an agent started without builders must
 /// still start (its commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid, or an
 /// invalid SSH_COMMANDS, is an error (exit 1).
-pub(crate) fn install_wrappers(dir: Option<PathBuf>) -> i32 {
+pub fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => Some(sidecars),
@@ -257,7 +259,7 @@ pub(crate) fn install_wrappers(dir: Option<PathBuf>) -> i32 {
             "sidecar-exec: BUILD_SIDECARS is not set, so no build sidecar is configured: no wrappers in {}{removed}; \
              SSH_HOST is not set either; set BUILD_SIDECARS (e.g. {}) or SSH_HOST and run this again to install them",
             dir.display(),
-            config::EXAMPLE
+            sidecars::EXAMPLE
         );
         return 0;
     }

@@ -4,8 +4,8 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
-use crate::config::ConfigError;
-use crate::exit_code::{ClientExit, EXIT_BROKEN_PIPE};
+use crate::config_error::ConfigError;
+use crate::exit::{ClientExit, EXIT_BROKEN_PIPE};
 use crate::interrupt::Interrupts;
 use crate::ssh::command::Route;
 use crate::ssh::mux::{self, MasterError, NoFolder};

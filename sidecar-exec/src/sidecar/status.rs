@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use crate::body::small_text;
-use crate::config::{Sidecars, Target};
-use crate::http::{http_client, location, refusal, transport_error};
 use crate::shown::shown;
+use crate::sidecar::body::small_text;
+use crate::sidecar::http::{http_client, location, refusal, transport_error};
+use crate::sidecar::sidecars::{Sidecars, Target};
 
 /// Prints one line per runtime; true only when every sidecar is usable: `/health` answers 200 and `/info` (which
 /// needs the token) answers too, so a script can gate on the exit code. A sidecar that is healthy but refuses the

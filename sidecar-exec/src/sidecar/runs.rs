@@ -4,14 +4,14 @@ use std::time::Duration;
 
 use protocol::{RunId, RunInfo, RunList, RunState};
 
-use crate::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
-use crate::config::{Sidecars, Target};
-use crate::exit_code::ClientExit;
-use crate::http::{authorized, http_client, location, refusal, transport_error};
-use crate::output::Output;
-use crate::resume::{self, Follow, Run, Step};
+use crate::exit::ClientExit;
 use crate::shown::shown;
-use crate::stream::Errors;
+use crate::sidecar::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
+use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error};
+use crate::sidecar::output::Output;
+use crate::sidecar::resume::{self, Follow, Run, Step};
+use crate::sidecar::sidecars::{Sidecars, Target};
+use crate::sidecar::stream::Errors;
 
 /// How long cancelling a run may take: the client is on its way out (a signal, a closed stdout), and a sidecar that
 /// does not answer soon stops the run itself when its reattach window passes.
@@ -23,7 +23,7 @@ const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
 
 /// `DELETE /runs/{id}`: a run that may still be running is ended by the server's policy now rather than when the
 /// window passes; one that ended, and whose output this client has, is forgotten (see
-/// [`crate::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
+/// [`crate::sidecar::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
 /// whatever the answer, and a run not reached is stopped by the window or forgotten after `--retain`.
 pub async fn delete(target: &Target, id: &RunId) {
     let Ok(client) = http_client(false, target.socket.as_deref()) else { return };

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use protocol::token::TokenFileError;
 
-use crate::config::{ConfigError, SidecarEntry};
+use crate::config_error::ConfigError;
+use crate::sidecar::sidecars::SidecarEntry;
 
 /// A token ready to send, and where it came from (for messages: "the token from SIDECAR_TOKEN was refused").
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ use std::io::Write;
 
 use protocol::{Chunk, StreamKind};
 
-use crate::exit_code::EXIT_BROKEN_PIPE;
+use crate::exit::EXIT_BROKEN_PIPE;
 
 /// What an [`Output`] does with the bytes.
 #[derive(Debug)]
@@ -184,7 +184,7 @@ impl Output {
             }
             (Mode::Collect { stdout, stderr }, stream) => {
                 let held = if stream == StreamKind::Stdout { stdout } else { stderr };
-                if held.len() + bytes.len() > crate::body::MAX_REPLY_BYTES {
+                if held.len() + bytes.len() > crate::sidecar::body::MAX_REPLY_BYTES {
                     return Err(OutputError::TooLarge);
                 }
                 held.extend_from_slice(bytes);

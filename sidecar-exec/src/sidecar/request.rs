@@ -2,7 +2,7 @@
 
 use protocol::ExecRequest;
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// `request` as JSON, or a clear error when it is larger than the 1 MiB every server accepts (the contract's
 /// limit; a larger body would only come back as 413).

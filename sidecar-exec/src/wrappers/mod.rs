@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use process_group::program;
 
-use crate::config::Sidecars;
+use crate::sidecar::sidecars::Sidecars;
 
 pub const DEFAULT_DIR: &str = "/opt/sidecar/wrappers";
 /// The second line of every generated wrapper: how stale wrappers are told from files that are not ours.

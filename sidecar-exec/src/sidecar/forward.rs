@@ -1,22 +1,23 @@
 //! Forwarding one command: blocking (`POST /exec`) or streaming (`POST /exec/stream`), resumed when the connection is
-//! lost ([`crate::resume`]), and how the client ends.
+//! lost ([`crate::sidecar::resume`]), and how the client ends.
 
 use std::io::Write;
 
 use protocol::reply_view::OutputError;
 
-use crate::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
-use crate::config::{CallSettings, Target};
-pub use crate::exit_code::ClientExit;
-use crate::exit_code::EXIT_BROKEN_PIPE;
-use crate::http::{authorized, http_client, location, refusal, transport_error};
-use crate::output::Output;
-use crate::resume::{self, Follow, Run, Step};
+pub use crate::exit::ClientExit;
+use crate::exit::EXIT_BROKEN_PIPE;
 use crate::shown::shown;
-use crate::stream::Errors;
+use crate::sidecar::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
+use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error};
+use crate::sidecar::output::Output;
+use crate::sidecar::resume::{self, Follow, Run, Step};
+use crate::sidecar::settings::CallSettings;
+use crate::sidecar::sidecars::Target;
+use crate::sidecar::stream::Errors;
 
 /// Sends `body` (the request, already checked against the body limit) and reproduces what comes back. `run` is the
-/// run the body starts (named or not; see [`crate::resume`]): it says afterwards whether the client must cancel it.
+/// run the body starts (named or not; see [`crate::sidecar::resume`]): it says afterwards whether the client must cancel it.
 pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>, run: &mut Run) -> ClientExit {
     let client = match http_client(settings.stream, target.socket.as_deref()) {
         Ok(client) => client,
@@ -80,7 +81,7 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
 /// The reply of `POST /exec`, reproduced; `written_all` gets the reply's size once all of it was written (it stands
 /// for the output's: escaped JSON is at least as large; see [`Run::should_forget`]). `Err` when the connection was
 /// lost while reading it: why, and how many bytes of stdout were written meanwhile (the command's first ones: see
-/// [`crate::body::read_reply`]).
+/// [`crate::sidecar::body::read_reply`]).
 async fn blocking_reply(
     target: &Target,
     settings: &CallSettings,
