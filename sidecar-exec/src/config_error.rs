@@ -1,11 +1,53 @@
-//! The one usage or configuration error both programs have: printed as one `<program>: …` line, exit 1.
+//! The one usage or configuration error of both programs: a mistake in how the client was called or configured,
+//! found before anything is sent, printed as one `<program>: …` line, exit [`EXIT_CONFIG`](crate::exit::EXIT_CONFIG).
 
-/// A configuration mistake: printed as one `sidecar-exec: …` line, exit 1.
+use std::fmt;
+
+use crate::argv::UsageError;
+use crate::env::VariableError;
+use crate::stdin::StdinError;
+
+/// A mistake that stops a call before it starts. The kinds both programs share are named here; `P` is the program's
+/// own (sidecar-exec: [`crate::sidecar::SidecarConfigError`], ssh-exec: [`crate::ssh::SshConfigError`]).
 #[derive(Debug)]
-pub struct ConfigError(pub String);
+pub enum ConfigError<P> {
+    /// The command line.
+    Usage(UsageError),
+    /// A variable's value.
+    Variable(VariableError),
+    /// stdin could not be read, or holds more than one call can carry.
+    Stdin(StdinError),
+    /// The program's own configuration.
+    Program(P),
+}
 
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl<P: fmt::Display> fmt::Display for ConfigError<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Usage(err) => err.fmt(f),
+            ConfigError::Variable(err) => err.fmt(f),
+            ConfigError::Stdin(err) => err.fmt(f),
+            ConfigError::Program(err) => err.fmt(f),
+        }
+    }
+}
+
+impl<P: fmt::Debug + fmt::Display> std::error::Error for ConfigError<P> {}
+
+impl<P> From<UsageError> for ConfigError<P> {
+    fn from(err: UsageError) -> Self {
+        ConfigError::Usage(err)
+    }
+}
+
+impl<P> From<VariableError> for ConfigError<P> {
+    fn from(err: VariableError) -> Self {
+        ConfigError::Variable(err)
+    }
+}
+
+impl<P> From<StdinError> for ConfigError<P> {
+    fn from(err: StdinError) -> Self {
+        ConfigError::Stdin(err)
     }
 }

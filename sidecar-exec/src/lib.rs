@@ -10,6 +10,7 @@
 
 pub mod argv;
 pub mod config_error;
+pub mod env;
 pub mod exit;
 pub mod interrupt;
 pub mod shown;

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;
 
-use crate::config_error::ConfigError;
+use std::fmt;
 
 /// The most stdin one request carries: 768 KiB, 3/4 of the 1 MiB body limit. stdin travels as base64
 /// (`stdin_b64`), 4 bytes for every 3 whatever they are; as JSON text a newline would cost 2 bytes and a control
@@ -66,24 +66,16 @@ pub fn forwarded(kind: StdinKind, forward_pipe: bool) -> bool {
 }
 
 /// Reads stdin when it is to be forwarded ([`forwarded`]), at most [`MAX_STDIN_BYTES`].
-pub fn read(forward_pipe: bool) -> Result<Stdin, ConfigError> {
+pub fn read(forward_pipe: bool) -> Result<Stdin, StdinError> {
     let kind = kind();
     if !forwarded(kind, forward_pipe) {
         return Ok(Stdin { bytes: None, unread_pipe: kind == StdinKind::Pipe });
     }
     let stdin = std::io::stdin();
     let mut bytes = Vec::new();
-    stdin
-        .lock()
-        .take(MAX_STDIN_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| ConfigError(format!("cannot read stdin: {err}")))?;
+    stdin.lock().take(MAX_STDIN_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(StdinError::Unreadable)?;
     if bytes.len() > MAX_STDIN_BYTES {
-        return Err(ConfigError(format!(
-            "stdin is larger than 768 KiB ({MAX_STDIN_BYTES} bytes), more than one request can carry (the body \
-             limit is 1 MiB and stdin travels as base64): write it to a file in the shared workspace and pass the \
-             file's path instead"
-        )));
+        return Err(StdinError::TooLarge);
     }
     Ok(Stdin { bytes: Some(bytes), unread_pipe: false })
 }
@@ -97,3 +89,27 @@ pub fn has_data_now() -> bool {
     poll(&mut fds, PollTimeout::ZERO).is_ok_and(|ready| ready > 0)
         && fds[0].revents().is_some_and(|events| events.contains(PollFlags::POLLIN))
 }
+
+/// Why stdin cannot be forwarded.
+#[derive(Debug)]
+pub enum StdinError {
+    Unreadable(std::io::Error),
+    /// More than [`MAX_STDIN_BYTES`].
+    TooLarge,
+}
+
+impl fmt::Display for StdinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StdinError::Unreadable(err) => write!(f, "cannot read stdin: {err}"),
+            StdinError::TooLarge => write!(
+                f,
+                "stdin is larger than 768 KiB ({MAX_STDIN_BYTES} bytes), more than one request can carry (the body \
+                 limit is 1 MiB and stdin travels as base64): write it to a file in the shared workspace and pass the \
+                 file's path instead"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StdinError {}

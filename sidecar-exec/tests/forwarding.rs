@@ -110,6 +110,16 @@ async fn only_listed_variables_are_forwarded() {
         .run()
         .await;
     assert_eq!(String::from_utf8_lossy(&output.stdout), "[npm-secret][][unset][unset]\n");
+    // The same list rule as ssh-exec's SSH_ENV_PASSTHROUGH: commas or spaces.
+    let output = server
+        .client()
+        .env("SIDECAR_ENV_PASSTHROUGH", "NPM_TOKEN EMPTY")
+        .env("NPM_TOKEN", "npm-secret")
+        .env("EMPTY", "")
+        .args(["python", "sh", "-c", "echo \"[$NPM_TOKEN][${EMPTY-unset}]\""])
+        .run()
+        .await;
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "[npm-secret][]\n");
     server.stop().await;
 }
 

@@ -114,7 +114,7 @@ async fn the_cwd_and_workspace_arguments_are_mapped_and_outside_refused() {
     // Outside the workspace: refused before connecting.
     let elsewhere = tempfile::tempdir().unwrap();
     let output = sshd.client().current_dir(elsewhere.path()).args(["true"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).starts_with("ssh-exec: the current directory")
             && stderr(&output).contains("outside the workspace")
@@ -123,7 +123,7 @@ async fn the_cwd_and_workspace_arguments_are_mapped_and_outside_refused() {
     // A folder the host does not have.
     std::fs::create_dir_all(workspace.join("only-here")).unwrap();
     let output = sshd.client().current_dir(&workspace.join("only-here")).args(["true"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("does not exist on 127.0.0.1"), "{}", stderr(&output));
 }
 
@@ -143,7 +143,7 @@ async fn only_listed_variables_arrive() {
     assert_eq!(stdout(&output), format!("{value}|unset|unset"));
 
     let output = sshd.client().env("SSH_ENV_PASSTHROUGH", "OK,NOT-A-NAME").args(["true"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("\"NOT-A-NAME\", which is not a variable name"), "{}", stderr(&output));
 }
 
@@ -212,7 +212,7 @@ async fn check_and_probe() {
     // --check fails like a command: here on a cwd the host lacks.
     std::fs::create_dir_all(sshd.workspace.path().join("missing")).unwrap();
     let output = sshd.client().current_dir(&sshd.workspace.path().join("missing")).args(["--check"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert_eq!(stdout(&output), "");
 }
 
@@ -263,12 +263,12 @@ async fn a_key_others_can_read_is_used_through_a_private_copy_and_an_empty_one_r
     let empty = sshd.path("empty_key");
     std::fs::write(&empty, "").unwrap();
     let output = sshd.client().env("SSH_KEY_PATH", &empty).args(["true"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("is empty"), "{}", stderr(&output));
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn configuration_mistakes_exit_2_with_one_line() {
+async fn configuration_mistakes_exit_1_with_one_line() {
     let sshd = sshd_or_skip!();
     let cases: [(&str, Option<&str>, &str); 5] = [
         ("SSH_HOST", None, "SSH_HOST is not set"),
@@ -283,12 +283,12 @@ async fn configuration_mistakes_exit_2_with_one_line() {
             None => sshd.client().env_remove(name),
         };
         let output = client.args(["true"]).run().await;
-        assert_eq!(output.status.code(), Some(2), "{name}");
+        assert_eq!(output.status.code(), Some(1), "{name}");
         assert!(stderr(&output).starts_with("ssh-exec: ") && stderr(&output).contains(needle), "{}", stderr(&output));
         assert_eq!(stderr(&output).lines().count(), 1);
     }
     let output = sshd.client().run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("usage: ssh-exec"));
 }
 

@@ -33,7 +33,7 @@ fn main() {
     } else if let Some(dir) = cli.install_wrappers {
         shipped::install_wrappers(dir)
     } else if cli.argv.len() < 2 {
-        shipped::fail("missing runtime or command")
+        shipped::usage(sidecar_exec::argv::UsageError::Missing("runtime or command"))
     } else {
         shipped::run(&cli.argv)
     };

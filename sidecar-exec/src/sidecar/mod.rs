@@ -2,6 +2,7 @@
 //! [`program`] is the program; it names its runs and resumes them across lost connections ([`resume`]).
 
 pub mod body;
+pub mod config_error;
 pub mod forward;
 pub mod http;
 pub mod output;

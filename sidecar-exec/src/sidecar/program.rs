@@ -3,12 +3,14 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::argv::UsageError;
 use crate::config_error::ConfigError;
-use crate::exit::ClientExit;
+use crate::exit::{ClientExit, EXIT_CONFIG};
 use crate::interrupt::Interrupts;
+use crate::sidecar::config_error::SidecarConfigError;
 use crate::sidecar::resume::Run;
 use crate::sidecar::settings::{self, CallSettings};
-use crate::sidecar::sidecars::{self, Sidecars, Target};
+use crate::sidecar::sidecars::{self, Sidecars, SidecarsError, Target};
 use crate::sidecar::{forward, request, run_id, runs, status};
 use crate::{argv, stdin, wrappers};
 
@@ -74,19 +76,33 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Some("--runs") => list_runs(),
         Some("--attach") => match (args.get(1).and_then(|a| a.to_str()), args.get(2).and_then(|a| a.to_str())) {
             (Some(runtime), Some(id)) if args.len() == 3 => attach(runtime, id),
-            _ => fail(&format!("--attach takes a runtime and a run id\n{USAGE}")),
+            _ => usage(UsageError::Arguments { option: "--attach", rule: "takes a runtime and a run id" }),
         },
         Some("--install-wrappers") => install_wrappers(args.get(1).map(PathBuf::from)),
-        Some(option) if option.starts_with('-') => fail(&format!("unknown option {option}\n{USAGE}")),
-        None => fail(&format!("missing runtime and command\n{USAGE}")),
-        Some(_) if args.len() < 2 => fail(&format!("missing command after the runtime\n{USAGE}")),
+        Some(option) if option.starts_with('-') => usage(UsageError::UnknownOption(option.to_owned())),
+        None => usage(UsageError::Missing("runtime and command")),
+        Some(_) if args.len() < 2 => usage(UsageError::Missing("command after the runtime")),
         Some(_) => run(&args),
     }
 }
 
-pub fn fail(message: &str) -> i32 {
-    eprintln!("sidecar-exec: {message}");
-    1
+pub fn usage(mistake: UsageError) -> i32 {
+    config_mistake(mistake.into())
+}
+
+/// A mistake found before anything is sent: its line (and, for a command line that says nothing to run, the usage
+/// lines), [`EXIT_CONFIG`].
+pub fn config_mistake(mistake: ConfigError<SidecarConfigError>) -> i32 {
+    match &mistake {
+        ConfigError::Usage(usage) if usage.shows_usage() => eprintln!("sidecar-exec: {mistake}\n{USAGE}"),
+        _ => eprintln!("sidecar-exec: {mistake}"),
+    }
+    EXIT_CONFIG
+}
+
+/// A failure found before anything is sent that is not a configuration mistake (this program's own path): exit 1.
+fn fail(message: &str) -> i32 {
+    ClientExit::fail(message).report("sidecar-exec")
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -94,45 +110,49 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime")
 }
 
+/// Everything one forwarded call needs, decided before anything is sent.
+struct PreparedCall {
+    target: Target,
+    settings: CallSettings,
+    /// stdin is a pipe left unread (see [`stdin::Stdin::unread_pipe`]).
+    unread_pipe: bool,
+    body: Vec<u8>,
+    run: Run,
+}
+
+fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, ConfigError<SidecarConfigError>> {
+    let cmd = argv::command_args(args)?;
+    let target = Sidecars::from_env()?.target(runtime_name)?;
+    let settings = CallSettings::from_env()?;
+    let stdin = stdin::read(settings.forward_stdin_pipe)?;
+    let run_id = match settings.resume {
+        true => Some(run_id::new_run_id().map_err(|err| ConfigError::Program(SidecarConfigError::NoRunId(err)))?),
+        false => None,
+    };
+    let request = protocol::ExecRequest {
+        cmd,
+        cwd: Some(settings.cwd.clone()),
+        timeout: Some(i64::try_from(settings.timeout_secs).unwrap_or(i64::MAX)),
+        env: Some(settings.env.clone()),
+        stdin: None,
+        // Always base64: 4 bytes for 3 whatever stdin holds, so the limit is one stated number.
+        stdin_b64: stdin.bytes.as_deref().map(protocol::text::to_base64),
+        run_id: run_id.clone(),
+        idle_timeout: settings.idle_timeout_secs.map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
+        // This client reads `b64` and `output_b64`: binary output comes without its lossy twin.
+        b64_only: true,
+    };
+    let body = request::body(&request)?;
+    let run = run_id.map_or_else(Run::unnamed, Run::named);
+    Ok(PreparedCall { target, settings, unread_pipe: stdin.unread_pipe, body, run })
+}
+
+/// `sidecar-exec <runtime> <command> [args…]`: `args[0]` is the runtime.
 pub fn run(args: &[OsString]) -> i32 {
     let runtime_name = args[0].to_string_lossy().into_owned();
-    let cmd = match argv::command_args(&args[1..]) {
-        Ok(cmd) => cmd,
-        Err(message) => return fail(&message),
-    };
-    let prepared = (|| {
-        let target = Sidecars::from_env()?.target(&runtime_name)?;
-        let settings = CallSettings::from_env()?;
-        let stdin = stdin::read(settings.forward_stdin_pipe)?;
-        let run_id = if settings.resume {
-            Some(run_id::new_run_id().map_err(|err| {
-                ConfigError(format!(
-                    "cannot read /dev/urandom to name the run ({err}); set SIDECAR_RESUME=0 to run without a name"
-                ))
-            })?)
-        } else {
-            None
-        };
-        let request = protocol::ExecRequest {
-            cmd,
-            cwd: Some(settings.cwd.clone()),
-            timeout: Some(i64::try_from(settings.timeout_secs).unwrap_or(i64::MAX)),
-            env: Some(settings.env.clone()),
-            stdin: None,
-            // Always base64: 4 bytes for 3 whatever stdin holds, so the limit is one stated number.
-            stdin_b64: stdin.bytes.as_deref().map(protocol::text::to_base64),
-            run_id: run_id.clone(),
-            idle_timeout: settings.idle_timeout_secs.map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
-            // This client reads `b64` and `output_b64`: binary output comes without its lossy twin.
-            b64_only: true,
-        };
-        let body = request::body(&request)?;
-        let run = run_id.map_or_else(Run::unnamed, Run::named);
-        Ok::<_, ConfigError>((target, settings, stdin.unread_pipe, body, run))
-    })();
-    let (target, settings, unread_pipe, body, mut run) = match prepared {
+    let PreparedCall { target, settings, unread_pipe, body, mut run } = match prepare(&runtime_name, &args[1..]) {
         Ok(prepared) => prepared,
-        Err(err) => return fail(&err.0),
+        Err(mistake) => return config_mistake(mistake),
     };
     // Asked before forwarding and, if not yet, once after: never waiting, at most one line.
     let unread_data = || unread_pipe && stdin::has_data_now();
@@ -148,10 +168,7 @@ pub fn run(args: &[OsString]) -> i32 {
     if !hinted && unread_data() {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
-    if let Some(message) = &exit.message {
-        eprintln!("sidecar-exec: {message}");
-    }
-    exit.code
+    exit.report("sidecar-exec")
 }
 
 /// Runs `work` until it ends or a stopping signal comes; the signal drops `work`, which closes its connection (an
@@ -162,7 +179,7 @@ async fn until_interrupted(work: impl std::future::Future<Output = ClientExit>) 
     };
     tokio::select! {
         exit = work => exit,
-        interrupt = interrupts.recv() => ClientExit { code: interrupt.code(), message: None },
+        interrupt = interrupts.recv() => ClientExit::interrupted(interrupt, None),
     }
 }
 
@@ -178,7 +195,7 @@ async fn release(target: &Target, run: &Run) {
 fn list_runs() -> i32 {
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => sidecars,
-        Err(err) => return fail(&err.0),
+        Err(mistake) => return config_mistake(mistake.into()),
     };
     if runtime().block_on(runs::list(&sidecars)) {
         0
@@ -188,15 +205,14 @@ fn list_runs() -> i32 {
 }
 
 fn attach(runtime_name: &str, id: &str) -> i32 {
-    let prepared = (|| {
+    let prepared = || -> Result<_, ConfigError<SidecarConfigError>> {
         let target = Sidecars::from_env()?.target(runtime_name)?;
         let settings = CallSettings::from_env()?;
-        let id = protocol::RunId::new(id).map_err(|err| ConfigError(format!("{err}")))?;
-        Ok::<_, ConfigError>((target, settings.verbose, id))
-    })();
-    let (target, verbose, id) = match prepared {
+        Ok((target, settings.verbose, protocol::RunId::new(id)?))
+    };
+    let (target, verbose, id) = match prepared() {
         Ok(prepared) => prepared,
-        Err(err) => return fail(&err.0),
+        Err(mistake) => return config_mistake(mistake),
     };
     let mut run = Run::attach(id);
     let exit = runtime().block_on(async {
@@ -204,16 +220,13 @@ fn attach(runtime_name: &str, id: &str) -> i32 {
         release(&target, &run).await;
         exit
     });
-    if let Some(message) = &exit.message {
-        eprintln!("sidecar-exec: {message}");
-    }
-    exit.code
+    exit.report("sidecar-exec")
 }
 
 pub fn status() -> i32 {
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => sidecars,
-        Err(err) => return fail(&err.0),
+        Err(mistake) => return config_mistake(mistake.into()),
     };
     if runtime().block_on(status::status(&sidecars)) {
         0
@@ -233,8 +246,8 @@ pub fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => Some(sidecars),
-        Err(_) if std::env::var("BUILD_SIDECARS").unwrap_or_default().trim().is_empty() => None,
-        Err(err) => return fail(&err.0),
+        Err(SidecarsError::NotSet) => None,
+        Err(mistake) => return config_mistake(mistake.into()),
     };
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
@@ -242,12 +255,12 @@ pub fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     };
     let ssh = match wrappers::SshBackend::from_env(&exe) {
         Ok(ssh) => ssh,
-        Err(message) => return fail(&message),
+        Err(message) => return fail(&message.to_string()),
     };
     let path = std::env::var("PATH").unwrap_or_default();
     let report = match wrappers::install(&dir, sidecars.as_ref(), ssh.as_ref(), &path, &exe) {
         Ok(report) => report,
-        Err(message) => return fail(&message),
+        Err(message) => return fail(&message.to_string()),
     };
     if sidecars.is_none() && ssh.is_none() {
         let removed = if report.removed.is_empty() {

@@ -34,7 +34,7 @@ pub async fn delete(target: &Target, id: &RunId) {
 /// `--runs`: each configured sidecar's runs, newest first; true when every sidecar answered.
 pub async fn list(sidecars: &Sidecars) -> bool {
     let mut all_answered = true;
-    for runtime in sidecars.0.keys() {
+    for runtime in sidecars.runtimes() {
         match list_one(sidecars, runtime).await {
             Ok(runs) if runs.is_empty() => println!("{runtime:<8} no runs"),
             Ok(runs) => {

@@ -4,7 +4,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::fmt;
+
+use protocol::vars::SIDECAR_ENV_PASSTHROUGH;
+
 use crate::config_error::ConfigError;
+use crate::env::{self, Entry, Resolution};
+use crate::sidecar::config_error::SidecarConfigError;
 
 /// The environment variables the client reads, for `--help` and error messages.
 pub const VARIABLES: &[(&str, &str)] = &[
@@ -12,7 +18,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SIDECAR_TIMEOUT", "seconds the command may run (default 600); blocking calls give up 30 s after it"),
     ("SIDECAR_CWD", "working directory sent to the server (default: the current directory)"),
     ("SIDECAR_STREAM", "1: stream output as it is produced (server-sent events) instead of one reply at the end"),
-    ("SIDECAR_ENV_PASSTHROUGH", "comma-separated names of variables forwarded to the command (nothing else is)"),
+    ("SIDECAR_ENV_PASSTHROUGH", "names of variables forwarded to the command, separated by commas or spaces (nothing else is)"),
     ("SIDECAR_TOKEN", "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
     ("SIDECAR_TOKEN_FILE", "file holding the bearer token (for mounted secrets)"),
     ("TRACEPARENT", "W3C trace context sent as the traceparent header: the command gets it as TRACEPARENT"),
@@ -45,52 +51,27 @@ pub struct CallSettings {
 }
 
 impl CallSettings {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let timeout_secs = seconds("SIDECAR_TIMEOUT")?.unwrap_or(protocol::DEFAULT_TIMEOUT_SECS);
-        let idle_timeout_secs = seconds("SIDECAR_IDLE_TIMEOUT")?.filter(|&secs| secs > 0);
+    pub fn from_env() -> Result<Self, ConfigError<SidecarConfigError>> {
+        let timeout = env::seconds("SIDECAR_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
+        let idle_timeout = env::seconds("SIDECAR_IDLE_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
         let from_env = std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty());
         let cwd_from_env = from_env.is_some();
         let cwd = match from_env {
             Some(cwd) => PathBuf::from(cwd),
-            None => std::env::current_dir()
-                .map_err(|err| ConfigError(format!("cannot read the current directory ({err}): set SIDECAR_CWD")))?,
+            None => std::env::current_dir().map_err(CwdError::Unreadable)?,
         };
-        let cwd = cwd
-            .into_os_string()
-            .into_string()
-            .map_err(|cwd| ConfigError(format!("the working directory {cwd:?} is not valid UTF-8: set SIDECAR_CWD")))?;
-        let mut env = BTreeMap::new();
-        for name in std::env::var("SIDECAR_ENV_PASSTHROUGH").unwrap_or_default().split(',') {
-            let name = name.trim();
-            if name.is_empty() {
-                continue;
-            }
-            match std::env::var(name) {
-                Ok(value) => {
-                    env.insert(name.to_owned(), value);
-                }
-                Err(std::env::VarError::NotPresent) => {}
-                Err(std::env::VarError::NotUnicode(_)) => {
-                    return Err(ConfigError(format!(
-                        "{name} (listed in SIDECAR_ENV_PASSTHROUGH) is not valid UTF-8 and cannot be forwarded"
-                    )))
-                }
-            }
-        }
+        let cwd = cwd.into_os_string().into_string().map_err(CwdError::NotUtf8)?;
         Ok(CallSettings {
-            timeout_secs,
+            timeout_secs: timeout.map_or(protocol::DEFAULT_TIMEOUT_SECS, |timeout| timeout.as_secs()),
             cwd,
             cwd_from_env,
-            stream: flag("SIDECAR_STREAM"),
-            env,
-            forward_stdin_pipe: flag("SIDECAR_STDIN"),
+            stream: env::switched_on("SIDECAR_STREAM"),
+            env: env::passthrough(SIDECAR_ENV_PASSTHROUGH, Entry::AnyVariable)?.into_iter().collect(),
+            forward_stdin_pipe: env::switched_on("SIDECAR_STDIN"),
             trace_headers: trace_headers(),
-            idle_timeout_secs,
-            resume: !matches!(
-                std::env::var("SIDECAR_RESUME").as_deref().map(str::trim),
-                Ok("0" | "false" | "no" | "off")
-            ),
-            verbose: flag("SIDECAR_VERBOSE"),
+            idle_timeout_secs: idle_timeout.map(|idle| idle.as_secs()).filter(|&secs| secs > 0),
+            resume: !env::switched_off("SIDECAR_RESUME"),
+            verbose: env::switched_on("SIDECAR_VERBOSE"),
         })
     }
 
@@ -100,29 +81,27 @@ impl CallSettings {
     }
 }
 
-/// A whole number of seconds from `name`; `None` when unset or blank.
-fn seconds(name: &str) -> Result<Option<u64>, ConfigError> {
-    match std::env::var(name) {
-        Err(_) => Ok(None),
-        Ok(text) if text.trim().is_empty() => Ok(None),
-        Ok(text) => text
-            .trim()
-            .parse::<u64>()
-            .map(Some)
-            .map_err(|_| ConfigError(format!("{name} must be a whole number of seconds, got {text:?}"))),
-    }
-}
-
 fn trace_headers() -> Vec<(&'static str, String)> {
     [("traceparent", "TRACEPARENT"), ("x-request-id", "SIDECAR_REQUEST_ID")]
         .into_iter()
-        .filter_map(|(header, variable)| {
-            let value = std::env::var(variable).ok()?;
-            (!value.trim().is_empty()).then(|| (header, value.trim().to_owned()))
-        })
+        .filter_map(|(header, variable)| env::text(variable).map(|value| (header, value)))
         .collect()
 }
 
-fn flag(name: &str) -> bool {
-    matches!(std::env::var(name).as_deref().map(str::trim), Ok("1" | "true" | "yes" | "on"))
+/// Why the working directory cannot be sent.
+#[derive(Debug)]
+pub enum CwdError {
+    Unreadable(std::io::Error),
+    NotUtf8(std::ffi::OsString),
 }
+
+impl fmt::Display for CwdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CwdError::Unreadable(err) => write!(f, "cannot read the current directory ({err}): set SIDECAR_CWD"),
+            CwdError::NotUtf8(cwd) => write!(f, "the working directory {cwd:?} is not valid UTF-8: set SIDECAR_CWD"),
+        }
+    }
+}
+
+impl std::error::Error for CwdError {}

@@ -12,7 +12,7 @@ use crate::sidecar::sidecars::{Sidecars, Target};
 /// token is not usable: every command would fail with 401.
 pub async fn status(sidecars: &Sidecars) -> bool {
     let mut all_usable = true;
-    for runtime in sidecars.0.keys() {
+    for runtime in sidecars.runtimes() {
         let (usable, line) = match sidecars.target(runtime) {
             Ok(target) => match http_client(false, target.socket.as_deref()) {
                 Ok(client) => {

@@ -4,6 +4,7 @@
 
 pub mod auto;
 pub mod command;
+pub mod config_error;
 pub mod key;
 pub mod markers;
 pub mod mux;

@@ -4,10 +4,12 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
+use crate::argv::UsageError;
 use crate::config_error::ConfigError;
-use crate::exit::{ClientExit, EXIT_BROKEN_PIPE};
+use crate::exit::{ClientExit, EXIT_BROKEN_PIPE, EXIT_CONFIG};
 use crate::interrupt::Interrupts;
 use crate::ssh::command::Route;
+use crate::ssh::config_error::SshConfigError;
 use crate::ssh::mux::{self, MasterError, NoFolder};
 use crate::ssh::script::{self, Body, Call, Nonce};
 use crate::ssh::session::{self, Launch, Outcome};
@@ -20,8 +22,6 @@ pub const USAGE: &str = "usage: ssh-exec [--] <command> [args…]
        ssh-exec --probe <command>…
        ssh-exec --auto-run <command> [args…]";
 
-/// Usage and configuration errors: a `ssh-exec:` line saying what to fix.
-pub const EXIT_CONFIG: i32 = 2;
 /// The connection failed (or was lost): a `ssh-exec:` line saying which and what to fix. A command that itself exits
 /// 255 also gives 255, without a line.
 pub const EXIT_TRANSPORT: i32 = 255;
@@ -41,7 +41,7 @@ Everything after the options is the command's own, flags included.
                           else on the host (e.g. a Mach-O binary a macOS host built)
   -h, --help / -V, --version
 
-Exit codes: the command's own; 128+N when it died of signal N; 2 for usage or configuration errors and 255 when
+Exit codes: the command's own; 128+N when it died of signal N; 1 for usage or configuration errors and 255 when
 the connection failed or was lost, each with an `ssh-exec:` line (a command that exits 255 itself gives 255 with
 no line); 130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the command's whole process group on the
 host is stopped: TERM, then KILL after 2 s); 141 when our stdout closes early (`| head -1`), quietly.
@@ -76,38 +76,38 @@ pub fn main(args: Vec<OsString>) -> i32 {
             0
         }
         Some("--check") if args.len() == 1 => call(Mode::Check),
-        Some("--check") => usage("--check takes no arguments"),
+        Some("--check") => usage(UsageError::Arguments { option: "--check", rule: "takes no arguments" }),
         Some("--probe") if args.len() > 1 => call(Mode::Probe(args[1..].to_vec())),
-        Some("--probe") => usage("--probe needs the names of the commands to look for"),
+        Some("--probe") => {
+            usage(UsageError::Arguments { option: "--probe", rule: "needs the names of the commands to look for" })
+        }
         Some("--auto-run") if args.len() > 1 => auto_run(&args[1..]),
-        Some("--auto-run") => usage("--auto-run needs a command"),
+        Some("--auto-run") => usage(UsageError::Arguments { option: "--auto-run", rule: "needs a command" }),
         Some("--") if args.len() > 1 => call(Mode::Command(args[1..].to_vec())),
-        Some("--") | None => usage("missing command"),
-        Some(option) if option.starts_with('-') => usage(&format!("unknown option {option}")),
+        Some("--") | None => usage(UsageError::Missing("command")),
+        Some(option) if option.starts_with('-') => usage(UsageError::UnknownOption(option.to_owned())),
         Some(_) => call(Mode::Command(args)),
     }
 }
 
-fn usage(message: &str) -> i32 {
-    eprintln!("ssh-exec: {message}\n{USAGE}");
-    EXIT_CONFIG
+fn usage(mistake: UsageError) -> i32 {
+    config_mistake(mistake.into())
 }
 
-fn end(exit: ClientExit) -> i32 {
-    if let Some(message) = &exit.message {
-        eprintln!("ssh-exec: {message}");
+/// A mistake found before connecting: its line (and, for a command line that says nothing to run, the usage lines),
+/// [`EXIT_CONFIG`].
+fn config_mistake(mistake: ConfigError<SshConfigError>) -> i32 {
+    match &mistake {
+        ConfigError::Usage(usage) if usage.shows_usage() => eprintln!("ssh-exec: {mistake}\n{USAGE}"),
+        _ => eprintln!("ssh-exec: {mistake}"),
     }
-    exit.code
-}
-
-fn config_error(err: ConfigError) -> ClientExit {
-    ClientExit { code: EXIT_CONFIG, message: Some(err.0) }
+    EXIT_CONFIG
 }
 
 /// `--auto-run`: exec the file here when it runs here, else run the command on the host.
 fn auto_run(args: &[OsString]) -> i32 {
     let Some(command) = args[0].to_str() else {
-        return usage(&format!("the command {:?} is not valid UTF-8", args[0]));
+        return usage(UsageError::NotUtf8 { position: 1, arg: args[0].clone() });
     };
     match auto::place(command, &std::env::var("PATH").unwrap_or_default()) {
         auto::Place::Local(file) => {
@@ -132,21 +132,17 @@ struct Prepared {
     unread_pipe: bool,
 }
 
-fn prepare(mode: &Mode) -> Result<Prepared, ConfigError> {
+fn prepare(mode: &Mode) -> Result<Prepared, ConfigError<SshConfigError>> {
     let settings = SshSettings::from_env()?;
     let words = match mode {
-        Mode::Command(args) | Mode::Probe(args) => argv::command_args(args).map_err(ConfigError)?,
+        Mode::Command(args) | Mode::Probe(args) => argv::command_args(args)?,
         Mode::Check => Vec::new(),
     };
     let host_cwd = match mode {
         Mode::Probe(_) => None,
         Mode::Command(_) | Mode::Check => {
-            let cwd = std::env::current_dir()
-                .map_err(|err| ConfigError(format!("cannot read the current directory: {err}")))?;
-            let cwd = cwd
-                .to_str()
-                .ok_or_else(|| ConfigError(format!("the current directory {cwd:?} is not valid UTF-8")))?
-                .to_owned();
+            let cwd = std::env::current_dir().map_err(SshConfigError::CwdUnreadable)?;
+            let cwd = cwd.into_os_string().into_string().map_err(SshConfigError::CwdNotUtf8)?;
             Some(match &settings.mapping {
                 Some(mapping) => mapping.cwd(&cwd)?,
                 None => cwd,
@@ -181,13 +177,7 @@ fn prepare(mode: &Mode) -> Result<Prepared, ConfigError> {
     };
     let script = script::script(&call, body);
     if script.len() > script::MAX_SCRIPT_BYTES {
-        return Err(ConfigError(format!(
-            "the command line is {} bytes with its environment, over the {} KiB one ssh command can carry to any \
-             host (Linux limits one exec argument to 128 KiB): write long inputs to a file in the workspace and pass \
-             its path",
-            script.len(),
-            script::MAX_SCRIPT_BYTES / 1024
-        )));
+        return Err(SshConfigError::ScriptTooLarge { bytes: script.len() }.into());
     }
     let kind = stdin::kind();
     let forward_stdin = settings.tty || stdin::forwarded(kind, settings.forward_stdin_pipe);
@@ -207,7 +197,7 @@ fn prepare(mode: &Mode) -> Result<Prepared, ConfigError> {
 fn call(mode: Mode) -> i32 {
     let prepared = match prepare(&mode) {
         Ok(prepared) => prepared,
-        Err(err) => return end(config_error(err)),
+        Err(mistake) => return config_mistake(mistake),
     };
     // Asked before the call and, if not yet, once after: never waiting, at most one line.
     let unread_data = || prepared.unread_pipe && stdin::has_data_now();
@@ -221,7 +211,7 @@ fn call(mode: Mode) -> i32 {
         eprintln!("ssh-exec: {}", stdin::unread_hint("SSH_STDIN"));
     }
     let check_passed = matches!(mode, Mode::Check) && exit.code == 0;
-    let code = end(exit);
+    let code = exit.report("ssh-exec");
     if check_passed {
         println!("ok");
     }
@@ -230,7 +220,7 @@ fn call(mode: Mode) -> i32 {
 
 async fn execute(prepared: &Prepared) -> ClientExit {
     let Ok(mut interrupts) = Interrupts::install() else {
-        return ClientExit { code: EXIT_CONFIG, message: Some("cannot install signal handlers".into()) };
+        return ClientExit::fail("cannot install signal handlers");
     };
     let settings = &prepared.settings;
     let key = prepared.key.as_deref();
@@ -278,9 +268,9 @@ async fn execute(prepared: &Prepared) -> ClientExit {
     }
     match outcome {
         Outcome::Exited(code) => ClientExit::code(code),
-        Outcome::NoCwd => ClientExit {
-            code: EXIT_CONFIG,
-            message: Some(format!(
+        Outcome::NoCwd => ClientExit::with_line(
+            EXIT_CONFIG,
+            format!(
                 "the host directory {} does not exist on {} or cannot be entered{}",
                 prepared.host_cwd.as_deref().unwrap_or("?"),
                 settings.host,
@@ -289,8 +279,8 @@ async fn execute(prepared: &Prepared) -> ClientExit {
                 } else {
                     " (set SSH_HOST_CWD to the workspace's folder on the host)"
                 }
-            )),
-        },
+            ),
+        ),
         Outcome::Interrupted(interrupt, why) => ClientExit {
             code: interrupt.code(),
             message: why.map(|why| format!("interrupted, but the command on the host may not be stopped: {why}")),

@@ -4,10 +4,12 @@
 //! (SSH_HOST, through `ssh-exec`).
 
 use std::ffi::OsStr;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use process_group::program;
 
+use crate::env::{self, Entry, VariableError};
 use crate::sidecar::sidecars::Sidecars;
 
 pub const DEFAULT_DIR: &str = "/opt/sidecar/wrappers";
@@ -27,29 +29,14 @@ pub struct SshBackend {
 impl SshBackend {
     /// The SSH backend when SSH_HOST is set: SSH_COMMANDS parsed (comma or space separated, each a plain command
     /// name), and `ssh-exec` beside `sidecar_exe`.
-    pub fn from_env(sidecar_exe: &Path) -> Result<Option<Self>, String> {
-        if std::env::var("SSH_HOST").unwrap_or_default().trim().is_empty() {
+    pub fn from_env(sidecar_exe: &Path) -> Result<Option<Self>, InstallError> {
+        if env::text("SSH_HOST").is_none() {
             return Ok(None);
         }
-        let list = std::env::var("SSH_COMMANDS").unwrap_or_default();
-        let mut extra_commands: Vec<String> = Vec::new();
-        for name in list.split(|c: char| c == ',' || c.is_whitespace()).filter(|n| !n.is_empty()) {
-            let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c));
-            if !plain || name.starts_with(['.', '-']) {
-                return Err(format!(
-                    "SSH_COMMANDS names {name:?}, which is not a command name (letters, digits, . _ + -, no path)"
-                ));
-            }
-            if !extra_commands.iter().any(|seen| seen == name) {
-                extra_commands.push(name.to_owned());
-            }
-        }
+        let extra_commands = env::names("SSH_COMMANDS", Entry::Command).map_err(InstallError::Variable)?;
         let exe = sidecar_exe.with_file_name("ssh-exec");
         if !exe.is_file() {
-            return Err(format!(
-                "FATAL: SSH_HOST is set but {} does not exist: install ssh-exec beside sidecar-exec, or unset SSH_HOST",
-                exe.display()
-            ));
+            return Err(InstallError::NoSshExec(exe));
         }
         Ok(Some(SshBackend { extra_commands, exe }))
     }
@@ -90,18 +77,18 @@ pub fn install(
     ssh: Option<&SshBackend>,
     path: &str,
     exe: &Path,
-) -> Result<Report, String> {
-    std::fs::create_dir_all(dir).map_err(|err| unwritable(dir, &err))?;
-    let dir = dir.canonicalize().map_err(|err| unwritable(dir, &err))?;
+) -> Result<Report, InstallError> {
+    std::fs::create_dir_all(dir).map_err(|err| unwritable(dir, err))?;
+    let dir = dir.canonicalize().map_err(|err| unwritable(dir, err))?;
     let mut report = Report::default();
-    for runtime in sidecars.iter().flat_map(|s| s.0.keys()) {
+    for runtime in sidecars.iter().flat_map(|s| s.runtimes()) {
         if protocol::commands_for(runtime).is_none() {
-            report.unknown_runtimes.push(runtime.clone());
+            report.unknown_runtimes.push(runtime.to_owned());
         } else if ssh.is_some() {
-            report.both.push(runtime.clone());
+            report.both.push(runtime.to_owned());
         }
     }
-    let has_sidecar = |runtime: &str| sidecars.is_some_and(|s| s.0.contains_key(runtime));
+    let has_sidecar = |runtime: &str| sidecars.is_some_and(|s| s.has(runtime));
     // Every command that could be wrapped, with the backend it would get.
     let mut candidates: Vec<(String, Backend)> = Vec::new();
     for (runtime, commands) in protocol::RUNTIMES {
@@ -157,12 +144,12 @@ pub fn install(
             Backend::Ssh | Backend::SshTool => report.ssh.push(command.clone()),
         }
     }
-    for entry in std::fs::read_dir(&dir).map_err(|err| unwritable(&dir, &err))?.filter_map(Result::ok) {
+    for entry in std::fs::read_dir(&dir).map_err(|err| unwritable(&dir, err))?.filter_map(Result::ok) {
         let name = entry.file_name().to_string_lossy().into_owned();
         if wanted.iter().any(|(command, _)| *command == name) || !is_ours(&entry.path()) {
             continue;
         }
-        std::fs::remove_file(entry.path()).map_err(|err| unwritable(&dir, &err))?;
+        std::fs::remove_file(entry.path()).map_err(|err| unwritable(&dir, err))?;
         report.removed.push(name);
     }
     report.native.sort();
@@ -170,19 +157,47 @@ pub fn install(
     Ok(report)
 }
 
-fn unwritable(dir: &Path, err: &std::io::Error) -> String {
-    format!(
-        "FATAL: cannot write wrappers to {}: {err} (make the folder writable for uid {}, or pick another with \
-         --install-wrappers DIR)",
-        dir.display(),
-        nix::unistd::getuid()
-    )
+fn unwritable(dir: &Path, err: std::io::Error) -> InstallError {
+    InstallError::Unwritable { dir: dir.to_owned(), err }
 }
+
+/// Why the wrappers cannot be installed.
+#[derive(Debug)]
+pub enum InstallError {
+    /// SSH_COMMANDS names something that is not a command.
+    Variable(VariableError),
+    /// SSH_HOST is set, but ssh-exec is not where the wrappers would exec it.
+    NoSshExec(PathBuf),
+    /// The folder cannot be created or written.
+    Unwritable { dir: PathBuf, err: std::io::Error },
+}
+
+impl fmt::Display for InstallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InstallError::Variable(err) => err.fmt(f),
+            InstallError::NoSshExec(exe) => write!(
+                f,
+                "FATAL: SSH_HOST is set but {} does not exist: install ssh-exec beside sidecar-exec, or unset SSH_HOST",
+                exe.display()
+            ),
+            InstallError::Unwritable { dir, err } => write!(
+                f,
+                "FATAL: cannot write wrappers to {}: {err} (make the folder writable for uid {}, or pick another with \
+                 --install-wrappers DIR)",
+                dir.display(),
+                nix::unistd::getuid()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for InstallError {}
 
 /// Atomically, through an exclusive temporary ([`agent_files::write_atomic_mode`]): the folder is writable by the
 /// agent's user, so nothing planted there may redirect the write, and a wrapper appears whole and executable.
-fn write_wrapper(dir: &Path, command: &str, script: &str) -> Result<(), String> {
-    agent_files::write_atomic_mode(&dir.join(command), script.as_bytes(), 0o755).map_err(|err| unwritable(dir, &err))
+fn write_wrapper(dir: &Path, command: &str, script: &str) -> Result<(), InstallError> {
+    agent_files::write_atomic_mode(&dir.join(command), script.as_bytes(), 0o755).map_err(|err| unwritable(dir, err))
 }
 
 /// Whether `command` is an executable on `path` outside `wrappers` (our own folder, which may be on PATH too), found
