@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use protocol::reply_view::OutputError;
+use crate::sidecar::reply_reader::OutputError;
 
 pub use crate::exit::ClientExit;
 use crate::exit::EXIT_BROKEN_PIPE;
@@ -120,7 +120,7 @@ async fn blocking_reply(
         }
         Err(BodyError::Write(_)) => return Ok(ClientExit::code(EXIT_BROKEN_PIPE)),
     };
-    // stdout's text was decoded as it arrived; the rest is read in place (see protocol::reply_view).
+    // stdout's text was decoded as it arrived; the rest is read in place (see sidecar::reply_reader).
     let reply = match body.view() {
         Ok(reply) => reply,
         Err(err) => return Ok(ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url))),

@@ -52,7 +52,7 @@ pub struct Errors {
 /// Reads `response`'s events into `output` until the exit frame or a failure.
 pub async fn read(target: &Target, response: reqwest::Response, output: &mut Output, errors: &mut Errors) -> StreamEnd {
     let mut body = response.bytes_stream();
-    let mut parser = protocol::sse::SseParser::new();
+    let mut parser = crate::sidecar::sse::SseParser::new();
     let mut events = Vec::new();
     while let Some(piece) = body.next().await {
         let piece = match piece {
