@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::argv::UsageError;
+use crate::argv::{Parsed, UsageError};
 use crate::config_error::ConfigError;
 use crate::exit::{ClientExit, EXIT_CONFIG};
 use crate::interrupt::Interrupts;
@@ -20,41 +20,103 @@ pub const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
        sidecar-exec --attach <runtime> <run-id>
        sidecar-exec --install-wrappers [DIR]";
 
-fn help() -> String {
-    let mut text = format!(
-        "sidecar-exec {}: runs a command in a build sidecar (a builder container sharing this workspace) and
-reproduces its stdout, stderr and exit code exactly.
+// The options are the program's modes, each alone on the command line. They have no variable twins (the house rule
+// for flags): the settings are the contract's variables (`--help` lists them), and an inherited `SIDECAR_STATUS=1`
+// must not turn every wrapped call into a status line.
+/// Runs a command in a build sidecar (a builder container sharing this workspace) and reproduces its stdout,
+/// stderr and exit code exactly. Everything after <runtime> is the command's own: `sidecar-exec node npm -v`
+/// runs `npm -v`.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "sidecar-exec",
+    version,
+    verbatim_doc_comment,
+    override_usage = USAGE.strip_prefix("usage: ").unwrap_or(USAGE),
+    after_help = after_help()
+)]
+pub struct Options {
+    /// Each configured sidecar, its URL, whether /health answers, and its /info;
+    /// exit 1 unless every sidecar is healthy and accepts the token
+    #[arg(long, exclusive = true, verbatim_doc_comment)]
+    status: bool,
+    /// Each configured sidecar's runs (running, and ended ones it still keeps):
+    /// id, state, exit code, bytes so far, clients attached, age, command
+    #[arg(long, exclusive = true, verbatim_doc_comment)]
+    runs: bool,
+    /// Print run RUN_ID's output (all it kept), follow it to its end and exit with
+    /// its code; Ctrl-C cancels it, as for a command started here
+    #[arg(long, num_args = 2, value_names = ["RUNTIME", "RUN_ID"], exclusive = true, verbatim_doc_comment)]
+    attach: Option<Vec<String>>,
+    /// Write a #!/bin/sh wrapper into DIR (default /opt/sidecar/wrappers) for each
+    /// command that is not already on PATH outside DIR: to its runtime's sidecar in
+    /// BUILD_SIDECARS, else to the SSH host when SSH_HOST is set (ssh-exec; also
+    /// SSH_COMMANDS, host-run and auto-run); remove stale ones
+    #[arg(long, value_name = "DIR", exclusive = true, verbatim_doc_comment)]
+    install_wrappers: Option<Option<PathBuf>>,
+    /// The runtime whose sidecar runs the command, then the command and its arguments
+    #[arg(trailing_var_arg = true, value_name = "RUNTIME COMMAND ARGS")]
+    words: Vec<OsString>,
+}
 
-{USAGE}
+/// What one call of the program does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Forward `command` to `runtime`'s sidecar.
+    Forward {
+        runtime: OsString,
+        command: Vec<OsString>,
+    },
+    Status,
+    Runs,
+    Attach {
+        runtime: String,
+        id: String,
+    },
+    InstallWrappers(Option<PathBuf>),
+}
 
-Everything after <runtime> is the command's own: `sidecar-exec node npm -v` runs `npm -v`.
+impl Options {
+    /// The action these options ask for.
+    pub fn action(self) -> Result<Action, UsageError> {
+        let Options { status, runs, attach, install_wrappers, words } = self;
+        Ok(match (attach, install_wrappers) {
+            _ if status => Action::Status,
+            _ if runs => Action::Runs,
+            (Some(attach), _) => {
+                let [runtime, id] = <[String; 2]>::try_from(attach)
+                    .map_err(|_| UsageError::Arguments { option: ATTACH.0, rule: ATTACH.1 })?;
+                Action::Attach { runtime, id }
+            }
+            (None, Some(dir)) => Action::InstallWrappers(dir),
+            (None, None) => {
+                let mut words = words.into_iter();
+                match (words.next(), words.as_slice()) {
+                    (None, _) => return Err(UsageError::Missing("runtime and command")),
+                    (Some(_), []) => return Err(UsageError::Missing("command after the runtime")),
+                    (Some(runtime), _) => Action::Forward { runtime, command: words.collect() },
+                }
+            }
+        })
+    }
+}
 
-  --status                   each configured sidecar, its URL, whether /health answers, and its /info;
-                             exit 1 unless every sidecar is healthy and accepts the token
-  --runs                     each configured sidecar's runs (running, and ended ones it still keeps):
-                             id, state, exit code, bytes so far, clients attached, age, command
-  --attach <runtime> <id>    print run <id>'s output (all it kept), follow it to its end and exit with
-                             its code; Ctrl-C cancels it, as for a command started here
-  --install-wrappers [DIR]   write a #!/bin/sh wrapper into DIR (default {}) for each command that is
-                             not already on PATH outside DIR: to its runtime's sidecar in BUILD_SIDECARS,
-                             else to the SSH host when SSH_HOST is set (ssh-exec; also SSH_COMMANDS,
-                             host-run and auto-run); remove stale ones
-  -h, --help / -V, --version
+/// What `--attach` takes, for the line a mistake gets.
+const ATTACH: (&str, &str) = ("--attach", "takes a runtime and a run id");
 
-Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed out; 255 when the sidecar
-could not start it; 1 for configuration or transport errors, or for a reported code no process can have
-(outside 0..255), always with a `sidecar-exec:` line on stderr;
-130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the remote command is cancelled too).
+/// What `--help` says after the options: exit codes, resume, and every variable.
+fn after_help() -> String {
+    let mut text = "Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed out; 255 when the
+sidecar could not start it; 1 for configuration or transport errors, or for a reported code no process can have
+(outside 0..255), always with a `sidecar-exec:` line on stderr; 130/143/129 when interrupted here by
+SIGINT/SIGTERM/SIGHUP (the remote command is cancelled too); 141 when our stdout closes early, quietly.
 
 Resume: every run is named (SIDECAR_RESUME=0: not), so a lost connection does not end the command: the client
 reconnects and continues exactly where its output stopped, nothing doubled or missing. If it cannot reconnect
 within the sidecar's reattach window, the sidecar stops the command and the client exits 1 saying so.
 
 Environment:
-",
-        env!("CARGO_PKG_VERSION"),
-        wrappers::DEFAULT_DIR
-    );
+"
+    .to_owned();
     for (name, meaning) in settings::VARIABLES {
         text.push_str(&format!("  {name:<24} {meaning}\n"));
     }
@@ -63,26 +125,24 @@ Environment:
 
 /// sidecar-exec's main: the exit code for `args` (without the program name).
 pub fn main(args: Vec<OsString>) -> i32 {
-    match args.first().and_then(|a| a.to_str()) {
-        Some("-h" | "--help") => {
-            print!("{}", help());
-            0
-        }
-        Some("-V" | "--version") => {
-            println!("sidecar-exec {}", env!("CARGO_PKG_VERSION"));
-            0
-        }
-        Some("--status") => status(),
-        Some("--runs") => list_runs(),
-        Some("--attach") => match (args.get(1).and_then(|a| a.to_str()), args.get(2).and_then(|a| a.to_str())) {
-            (Some(runtime), Some(id)) if args.len() == 3 => attach(runtime, id),
-            _ => usage(UsageError::Arguments { option: "--attach", rule: "takes a runtime and a run id" }),
+    match argv::parse::<Options>("sidecar-exec", args, &[ATTACH]) {
+        Ok(Parsed::Run(options)) => match options.action() {
+            Ok(action) => perform(action),
+            Err(mistake) => usage(mistake),
         },
-        Some("--install-wrappers") => install_wrappers(args.get(1).map(PathBuf::from)),
-        Some(option) if option.starts_with('-') => usage(UsageError::UnknownOption(option.to_owned())),
-        None => usage(UsageError::Missing("runtime and command")),
-        Some(_) if args.len() < 2 => usage(UsageError::Missing("command after the runtime")),
-        Some(_) => run(&args),
+        Ok(Parsed::Shown) => 0,
+        Err(mistake) => usage(mistake),
+    }
+}
+
+/// Does `action`: the exit code.
+pub fn perform(action: Action) -> i32 {
+    match action {
+        Action::Forward { runtime, command } => run(&runtime, &command),
+        Action::Status => status(),
+        Action::Runs => list_runs(),
+        Action::Attach { runtime, id } => attach(&runtime, &id),
+        Action::InstallWrappers(dir) => install_wrappers(dir),
     }
 }
 
@@ -92,7 +152,7 @@ pub fn usage(mistake: UsageError) -> i32 {
 
 /// A mistake found before anything is sent: its line (and, for a command line that says nothing to run, the usage
 /// lines), [`EXIT_CONFIG`].
-pub fn config_mistake(mistake: ConfigError<SidecarConfigError>) -> i32 {
+fn config_mistake(mistake: ConfigError<SidecarConfigError>) -> i32 {
     match &mistake {
         ConfigError::Usage(usage) if usage.shows_usage() => eprintln!("sidecar-exec: {mistake}\n{USAGE}"),
         _ => eprintln!("sidecar-exec: {mistake}"),
@@ -105,7 +165,7 @@ fn fail(message: &str) -> i32 {
     ClientExit::fail(message).report("sidecar-exec")
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+fn tokio_runtime() -> tokio::runtime::Runtime {
     // One thread: this process lives for one request, and every wrapped call pays its start-up.
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime")
 }
@@ -147,10 +207,10 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
     Ok(PreparedCall { target, settings, unread_pipe: stdin.unread_pipe, body, run })
 }
 
-/// `sidecar-exec <runtime> <command> [args…]`: `args[0]` is the runtime.
-pub fn run(args: &[OsString]) -> i32 {
-    let runtime_name = args[0].to_string_lossy().into_owned();
-    let PreparedCall { target, settings, unread_pipe, body, mut run } = match prepare(&runtime_name, &args[1..]) {
+/// `sidecar-exec <runtime> <command> [args…]`.
+fn run(runtime: &OsString, command: &[OsString]) -> i32 {
+    let runtime_name = runtime.to_string_lossy().into_owned();
+    let PreparedCall { target, settings, unread_pipe, body, mut run } = match prepare(&runtime_name, command) {
         Ok(prepared) => prepared,
         Err(mistake) => return config_mistake(mistake),
     };
@@ -160,7 +220,7 @@ pub fn run(args: &[OsString]) -> i32 {
     if hinted {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
-    let exit = runtime().block_on(async {
+    let exit = tokio_runtime().block_on(async {
         let exit = until_interrupted(forward::forward(&target, &settings, body, &mut run)).await;
         release(&target, &run).await;
         exit
@@ -197,7 +257,7 @@ fn list_runs() -> i32 {
         Ok(sidecars) => sidecars,
         Err(mistake) => return config_mistake(mistake.into()),
     };
-    if runtime().block_on(runs::list(&sidecars)) {
+    if tokio_runtime().block_on(runs::list(&sidecars)) {
         0
     } else {
         1
@@ -215,7 +275,7 @@ fn attach(runtime_name: &str, id: &str) -> i32 {
         Err(mistake) => return config_mistake(mistake),
     };
     let mut run = Run::attach(id);
-    let exit = runtime().block_on(async {
+    let exit = tokio_runtime().block_on(async {
         let exit = until_interrupted(runs::attach(&target, &mut run, verbose)).await;
         release(&target, &run).await;
         exit
@@ -223,12 +283,12 @@ fn attach(runtime_name: &str, id: &str) -> i32 {
     exit.report("sidecar-exec")
 }
 
-pub fn status() -> i32 {
+fn status() -> i32 {
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => sidecars,
         Err(mistake) => return config_mistake(mistake.into()),
     };
-    if runtime().block_on(status::status(&sidecars)) {
+    if tokio_runtime().block_on(status::status(&sidecars)) {
         0
     } else {
         1
@@ -242,7 +302,7 @@ pub fn status() -> i32 {
 /// configuration: an agent image's entrypoint runs this at every start, and an agent started without builders must
 /// still start (its commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid, or an
 /// invalid SSH_COMMANDS, is an error (exit 1).
-pub fn install_wrappers(dir: Option<PathBuf>) -> i32 {
+fn install_wrappers(dir: Option<PathBuf>) -> i32 {
     let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => Some(sidecars),
@@ -295,4 +355,45 @@ pub fn install_wrappers(dir: Option<PathBuf>) -> i32 {
         report.removed.join(" ")
     );
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn action(args: &[&str]) -> Result<Action, UsageError> {
+        match argv::parse::<Options>("sidecar-exec", args.iter().map(OsString::from).collect(), &[ATTACH])? {
+            Parsed::Run(options) => options.action(),
+            Parsed::Shown => panic!("{args:?} printed help"),
+        }
+    }
+
+    #[test]
+    fn everything_after_the_runtime_is_the_commands() {
+        let forward = |runtime: &str, command: &[&str]| Action::Forward {
+            runtime: runtime.into(),
+            command: command.iter().map(OsString::from).collect(),
+        };
+        assert_eq!(action(&["node", "npm", "-v"]), Ok(forward("node", &["npm", "-v"])));
+        assert_eq!(
+            action(&["node", "sh", "--status", "-h", "--"]),
+            Ok(forward("node", &["sh", "--status", "-h", "--"]))
+        );
+        assert_eq!(action(&["--", "node", "npm"]), Ok(forward("node", &["npm"])));
+        assert_eq!(action(&["--status"]), Ok(Action::Status));
+        assert_eq!(action(&["--runs"]), Ok(Action::Runs));
+        assert_eq!(action(&["--attach", "go", "r1"]), Ok(Action::Attach { runtime: "go".into(), id: "r1".into() }));
+        assert_eq!(action(&["--install-wrappers"]), Ok(Action::InstallWrappers(None)));
+        assert_eq!(action(&["--install-wrappers", "/w"]), Ok(Action::InstallWrappers(Some("/w".into()))));
+    }
+
+    #[test]
+    fn each_mistake_is_a_usage_error() {
+        assert_eq!(action(&[]), Err(UsageError::Missing("runtime and command")));
+        assert_eq!(action(&["python"]), Err(UsageError::Missing("command after the runtime")));
+        assert_eq!(action(&["--bogus"]), Err(UsageError::UnknownOption("--bogus".into())));
+        let attach = Err(UsageError::Arguments { option: "--attach", rule: "takes a runtime and a run id" });
+        assert_eq!(action(&["--attach", "go"]), attach);
+        assert!(matches!(action(&["--status", "--runs"]), Err(UsageError::Rejected(_))));
+    }
 }

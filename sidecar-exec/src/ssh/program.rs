@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
-use crate::argv::UsageError;
+use crate::argv::{Parsed, UsageError};
 use crate::config_error::ConfigError;
 use crate::exit::{ClientExit, EXIT_BROKEN_PIPE, EXIT_CONFIG};
 use crate::interrupt::Interrupts;
@@ -26,30 +26,45 @@ pub const USAGE: &str = "usage: ssh-exec [--] <command> [args…]
 /// 255 also gives 255, without a line.
 pub const EXIT_TRANSPORT: i32 = 255;
 
-fn help() -> String {
-    let mut text = format!(
-        "ssh-exec {}: runs a command on a host over OpenSSH (your keys, agent, ~/.ssh/config and known_hosts), in the
-host folder that corresponds to the current directory, with its stdout, stderr and exit code as if it ran here.
+// The options are modes, without variable twins: the settings are the SSH_* variables `--help` lists.
+/// Runs a command on a host over OpenSSH (your keys, agent, ~/.ssh/config and known_hosts), in the host folder
+/// that corresponds to the current directory, with its stdout, stderr and exit code as if it ran here.
+/// Everything after the options is the command's own, flags included.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "ssh-exec",
+    version,
+    verbatim_doc_comment,
+    override_usage = USAGE.strip_prefix("usage: ").unwrap_or(USAGE),
+    after_help = after_help()
+)]
+pub struct Options {
+    /// Connect, enter the host folder of the current directory, print `ok`
+    #[arg(long, conflicts_with_all = ["probe", "auto_run"])]
+    check: bool,
+    /// Print the given commands the host has (one per line)
+    #[arg(long, conflicts_with = "auto_run")]
+    probe: bool,
+    /// Run here when this machine can execute the file (an ELF for this CPU or a #!
+    /// script), else on the host (e.g. a Mach-O binary a macOS host built)
+    #[arg(long, verbatim_doc_comment)]
+    auto_run: bool,
+    /// The command and its arguments (for --probe: the commands to look for)
+    #[arg(trailing_var_arg = true, value_name = "COMMAND ARGS")]
+    words: Vec<OsString>,
+}
 
-{USAGE}
-
-Everything after the options is the command's own, flags included.
-
-  --check                 connect, enter the host folder of the current directory, print `ok`
-  --probe <command>…      print the given commands the host has (one per line)
-  --auto-run <command>…   run here when this machine can execute the file (an ELF for this CPU or a #! script),
-                          else on the host (e.g. a Mach-O binary a macOS host built)
-  -h, --help / -V, --version
-
-Exit codes: the command's own; 128+N when it died of signal N; 1 for usage or configuration errors and 255 when
-the connection failed or was lost, each with an `ssh-exec:` line (a command that exits 255 itself gives 255 with
-no line); 130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the command's whole process group on the
-host is stopped: TERM, then KILL after 2 s); 141 when our stdout closes early (`| head -1`), quietly.
+/// What `--help` says after the options: exit codes and every variable.
+fn after_help() -> String {
+    let mut text =
+        "Exit codes: the command's own; 128+N when it died of signal N; 1 for usage or configuration errors and 255
+when the connection failed or was lost, each with an `ssh-exec:` line (a command that exits 255 itself gives 255
+with no line); 130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the command's whole process group on
+the host is stopped: TERM, then KILL after SSH_STOP_GRACE); 141 when our stdout closes early (`| head -1`), quietly.
 
 Environment:
-",
-        env!("CARGO_PKG_VERSION")
-    );
+"
+        .to_owned();
     for (name, meaning) in settings::VARIABLES {
         text.push_str(&format!("  {name:<22} {meaning}\n"));
     }
@@ -65,28 +80,23 @@ enum Mode {
 
 /// ssh-exec's main: the exit code for `args` (without the program name).
 pub fn main(args: Vec<OsString>) -> i32 {
-    let first = args.first().map(|arg| arg.to_string_lossy().into_owned());
-    match first.as_deref() {
-        Some("-h" | "--help") => {
-            print!("{}", help());
-            0
-        }
-        Some("-V" | "--version") => {
-            println!("ssh-exec {}", env!("CARGO_PKG_VERSION"));
-            0
-        }
-        Some("--check") if args.len() == 1 => call(Mode::Check),
-        Some("--check") => usage(UsageError::Arguments { option: "--check", rule: "takes no arguments" }),
-        Some("--probe") if args.len() > 1 => call(Mode::Probe(args[1..].to_vec())),
-        Some("--probe") => {
+    let options = match argv::parse::<Options>("ssh-exec", args, &[]) {
+        Ok(Parsed::Run(options)) => options,
+        Ok(Parsed::Shown) => return 0,
+        Err(mistake) => return usage(mistake),
+    };
+    let Options { check, probe, auto_run: auto, words } = options;
+    match (check, probe, auto, words.is_empty()) {
+        (true, _, _, true) => call(Mode::Check),
+        (true, _, _, false) => usage(UsageError::Arguments { option: "--check", rule: "takes no arguments" }),
+        (_, true, _, false) => call(Mode::Probe(words)),
+        (_, true, _, true) => {
             usage(UsageError::Arguments { option: "--probe", rule: "needs the names of the commands to look for" })
         }
-        Some("--auto-run") if args.len() > 1 => auto_run(&args[1..]),
-        Some("--auto-run") => usage(UsageError::Arguments { option: "--auto-run", rule: "needs a command" }),
-        Some("--") if args.len() > 1 => call(Mode::Command(args[1..].to_vec())),
-        Some("--") | None => usage(UsageError::Missing("command")),
-        Some(option) if option.starts_with('-') => usage(UsageError::UnknownOption(option.to_owned())),
-        Some(_) => call(Mode::Command(args)),
+        (_, _, true, false) => auto_run(&words),
+        (_, _, true, true) => usage(UsageError::Arguments { option: "--auto-run", rule: "needs a command" }),
+        (false, false, false, true) => usage(UsageError::Missing("command")),
+        (false, false, false, false) => call(Mode::Command(words)),
     }
 }
 
@@ -304,4 +314,28 @@ fn shared_connection_failed(said: &str) -> bool {
     ["mux_client", "control socket", "controlsocket", "session open refused", "master"]
         .iter()
         .any(|needle| said.to_ascii_lowercase().contains(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &[&str]) -> Result<Options, UsageError> {
+        match argv::parse::<Options>("ssh-exec", args.iter().map(OsString::from).collect(), &[])? {
+            Parsed::Run(options) => Ok(options),
+            Parsed::Shown => panic!("{args:?} printed help"),
+        }
+    }
+
+    #[test]
+    fn options_come_first_and_the_rest_is_the_commands() {
+        let words = |args: &[&str]| options(args).unwrap().words;
+        assert_eq!(words(&["ls", "-la", "--check"]), ["ls", "-la", "--check"]);
+        assert_eq!(words(&["--", "-x"]), ["-x"]);
+        let auto = options(&["--auto-run", "./app", "--probe"]).unwrap();
+        assert!(auto.auto_run && !auto.probe && auto.words == ["./app", "--probe"]);
+        assert!(options(&["--check"]).unwrap().check);
+        assert_eq!(options(&["-x"]).unwrap_err(), UsageError::UnknownOption("-x".into()));
+        assert!(matches!(options(&["--check", "--probe"]), Err(UsageError::Rejected(_))));
+    }
 }
