@@ -27,7 +27,7 @@ pub fn command_args(args: &[OsString]) -> Result<Vec<String>, UsageError> {
 /// What parsing a command line gave: something to do, or nothing (help or version, already printed: exit 0).
 #[derive(Debug)]
 pub enum Parsed<C> {
-    Run(C),
+    Options(C),
     Shown,
 }
 
@@ -40,7 +40,7 @@ pub fn parse<C: clap::Parser>(
     rules: &[(&'static str, &'static str)],
 ) -> Result<Parsed<C>, UsageError> {
     match C::try_parse_from(std::iter::once(OsString::from(program)).chain(args)) {
-        Ok(options) => Ok(Parsed::Run(options)),
+        Ok(options) => Ok(Parsed::Options(options)),
         Err(err) if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             let _ = err.print();
             Ok(Parsed::Shown)

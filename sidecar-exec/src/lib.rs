@@ -6,15 +6,15 @@
 //!
 //! What both programs keep alike lives at the root: how a client ends ([`exit`]) and the one configuration error
 //! ([`config_error`]), the command words it forwards ([`argv`]), its stdin policy ([`stdin`]), the signals that
-//! interrupt it ([`interrupt`]), and how text from the other side is shown on its own line ([`shown`]).
+//! interrupt it ([`interrupt`]), and how text from the other side is made safe for its own line ([`terminal_safe`]).
 
 pub mod argv;
 pub mod config_error;
 pub mod env;
 pub mod exit;
 pub mod interrupt;
-pub mod shown;
 pub mod sidecar;
 pub mod ssh;
 pub mod stdin;
+pub mod terminal_safe;
 pub mod wrappers;

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use crate::argv::{Parsed, UsageError};
 use crate::config_error::ConfigError;
 use crate::exit::{ClientExit, EXIT_CONFIG};
-use crate::interrupt::Interrupts;
+use crate::interrupt::InterruptHandlers;
 use crate::sidecar::config_error::SidecarConfigError;
-use crate::sidecar::resume::Run;
+use crate::sidecar::resume::OwnedRun;
 use crate::sidecar::settings::{self, CallSettings};
 use crate::sidecar::sidecars::{self, Sidecars, SidecarsError, Target};
 use crate::sidecar::{forward, request, run_id, runs, status};
@@ -126,7 +126,7 @@ Environment:
 /// sidecar-exec's main: the exit code for `args` (without the program name).
 pub fn main(args: Vec<OsString>) -> i32 {
     match argv::parse::<Options>("sidecar-exec", args, &[ATTACH]) {
-        Ok(Parsed::Run(options)) => match options.action() {
+        Ok(Parsed::Options(options)) => match options.action() {
             Ok(action) => perform(action),
             Err(mistake) => usage(mistake),
         },
@@ -177,7 +177,7 @@ struct PreparedCall {
     /// stdin is a pipe left unread (see [`stdin::Stdin::unread_pipe`]).
     unread_pipe: bool,
     body: Vec<u8>,
-    run: Run,
+    run: OwnedRun,
 }
 
 fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, ConfigError<SidecarConfigError>> {
@@ -203,7 +203,7 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
         b64_only: true,
     };
     let body = request::body(&request)?;
-    let run = run_id.map_or_else(Run::unnamed, Run::named);
+    let run = run_id.map_or_else(OwnedRun::unnamed, OwnedRun::named);
     Ok(PreparedCall { target, settings, unread_pipe: stdin.unread_pipe, body, run })
 }
 
@@ -234,7 +234,7 @@ fn run(runtime: &OsString, command: &[OsString]) -> i32 {
 /// Runs `work` until it ends or a stopping signal comes; the signal drops `work`, which closes its connection (an
 /// unnamed run is then cancelled by the server) and ends with 128 + the signal.
 async fn until_interrupted(work: impl std::future::Future<Output = ClientExit>) -> ClientExit {
-    let Ok(mut interrupts) = Interrupts::install() else {
+    let Ok(mut interrupts) = InterruptHandlers::install() else {
         return ClientExit::fail("cannot install signal handlers");
     };
     tokio::select! {
@@ -246,7 +246,7 @@ async fn until_interrupted(work: impl std::future::Future<Output = ClientExit>) 
 /// A named run that may still be running when the client stops (a signal, a closed stdout, giving up) is cancelled
 /// with `DELETE /runs/{id}`: at once, not when the server's reattach window passes. One that ended with much output,
 /// all of it written here, is forgotten the same way (see [`crate::sidecar::resume::FORGET_ABOVE`]).
-async fn release(target: &Target, run: &Run) {
+async fn release(target: &Target, run: &OwnedRun) {
     if let (Some(id), true) = (&run.id, run.needs_cancel() || run.should_forget()) {
         runs::delete(target, id).await;
     }
@@ -274,7 +274,7 @@ fn attach(runtime_name: &str, id: &str) -> i32 {
         Ok(prepared) => prepared,
         Err(mistake) => return config_mistake(mistake),
     };
-    let mut run = Run::attach(id);
+    let mut run = OwnedRun::attach(id);
     let exit = tokio_runtime().block_on(async {
         let exit = until_interrupted(runs::attach(&target, &mut run, verbose)).await;
         release(&target, &run).await;
@@ -363,7 +363,7 @@ mod tests {
 
     fn action(args: &[&str]) -> Result<Action, UsageError> {
         match argv::parse::<Options>("sidecar-exec", args.iter().map(OsString::from).collect(), &[ATTACH])? {
-            Parsed::Run(options) => options.action(),
+            Parsed::Options(options) => options.action(),
             Parsed::Shown => panic!("{args:?} printed help"),
         }
     }

@@ -58,7 +58,7 @@ pub struct ReplyView<'a> {
 
 /// Why a reply's output could not be written.
 #[derive(Debug)]
-pub enum OutputError {
+pub enum ReplyWriteError {
     /// A text field that is not a JSON string, or base64 that does not decode.
     Invalid,
     /// Writing failed (a closed stdout).
@@ -67,44 +67,44 @@ pub enum OutputError {
 
 impl ReplyView<'_> {
     /// Writes the exact stdout bytes to `out` (the base64 twin wins when present).
-    pub fn write_stdout(&self, out: &mut impl Write) -> Result<(), OutputError> {
+    pub fn write_stdout(&self, out: &mut impl Write) -> Result<(), ReplyWriteError> {
         match (&self.output_b64, self.decoded_output) {
-            (_, Some(bytes)) if self.b64_decoded => out.write_all(bytes).map_err(OutputError::Write),
-            (None, Some(text)) => out.write_all(text).map_err(OutputError::Write),
+            (_, Some(bytes)) if self.b64_decoded => out.write_all(bytes).map_err(ReplyWriteError::Write),
+            (None, Some(text)) => out.write_all(text).map_err(ReplyWriteError::Write),
             // Text went out as stdout, and it was lossy after all: the server broke its word (B64_ONLY_HEADER).
-            (Some(_), _) if self.output_written => Err(OutputError::Invalid),
+            (Some(_), _) if self.output_written => Err(ReplyWriteError::Invalid),
             _ => write_exact(self.output, self.output_b64, out),
         }
     }
 
     /// Writes the exact stderr bytes to `out`.
-    pub fn write_stderr(&self, out: &mut impl Write) -> Result<(), OutputError> {
+    pub fn write_stderr(&self, out: &mut impl Write) -> Result<(), ReplyWriteError> {
         write_exact(self.stderr, self.stderr_b64, out)
     }
 }
 
-fn write_exact(text: Option<&RawValue>, b64: Option<&RawValue>, out: &mut impl Write) -> Result<(), OutputError> {
+fn write_exact(text: Option<&RawValue>, b64: Option<&RawValue>, out: &mut impl Write) -> Result<(), ReplyWriteError> {
     let bytes = match (b64, text) {
         (Some(b64), _) => {
             let mut bytes = Vec::new();
-            protocol::text::append_from_base64(&mut bytes, &unescaped(b64)?).map_err(|_| OutputError::Invalid)?;
+            protocol::text::append_from_base64(&mut bytes, &unescaped(b64)?).map_err(|_| ReplyWriteError::Invalid)?;
             bytes
         }
         (None, Some(text)) => unescaped(text)?.into_owned(),
         // Absent (or `null`): no output.
         (None, None) => return Ok(()),
     };
-    out.write_all(&bytes).map_err(OutputError::Write)
+    out.write_all(&bytes).map_err(ReplyWriteError::Write)
 }
 
 /// The text of a JSON string, borrowed when it holds no escape (base64 never needs one, though `\/` is allowed).
-fn unescaped(raw: &RawValue) -> Result<Cow<'_, [u8]>, OutputError> {
+fn unescaped(raw: &RawValue) -> Result<Cow<'_, [u8]>, ReplyWriteError> {
     let literal = raw.get().as_bytes();
     match literal.strip_prefix(b"\"").and_then(|inner| inner.strip_suffix(b"\"")) {
         Some(inner) if !inner.contains(&b'\\') => Ok(Cow::Borrowed(inner)),
         _ => {
             let mut bytes = Vec::with_capacity(literal.len());
-            unescape_into(literal, &mut bytes).map_err(|_| OutputError::Invalid)?;
+            unescape_into(literal, &mut bytes).map_err(|_| ReplyWriteError::Invalid)?;
             Ok(Cow::Owned(bytes))
         }
     }
@@ -474,7 +474,7 @@ mod tests {
         reader.feed(&twin).unwrap();
         reader.write_output(&mut Vec::new()).unwrap();
         let read = reader.finish();
-        assert!(matches!(read.view().unwrap().write_stdout(&mut Vec::new()), Err(OutputError::Invalid)));
+        assert!(matches!(read.view().unwrap().write_stdout(&mut Vec::new()), Err(ReplyWriteError::Invalid)));
         // Read as from a server that promised b64_only: refused while it arrives.
         assert!(ReplyReader::new(true).feed(&twin).is_err());
     }
@@ -487,7 +487,7 @@ mod tests {
         assert!(reader.feed(br#"{"exit_code":0,"output":"\x"}"#).is_err());
         for json in [br#"{"exit_code":0,"output":5}"#.as_slice(), br#"{"exit_code":0,"output":"","output_b64":"!!"}"#] {
             let reply = read(json, 4);
-            assert!(matches!(reply.view().unwrap().write_stdout(&mut Vec::new()), Err(OutputError::Invalid)));
+            assert!(matches!(reply.view().unwrap().write_stdout(&mut Vec::new()), Err(ReplyWriteError::Invalid)));
         }
     }
 }

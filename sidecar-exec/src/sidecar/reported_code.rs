@@ -3,18 +3,22 @@
 use crate::exit::ClientExit;
 use crate::sidecar::sidecars::Target;
 
-impl ClientExit {
-    /// The ending for a finished command's reported code, with the notes already gathered (none: no message).
-    pub fn finished(target: &Target, code: i32, timed_out: bool, error: Option<&str>, mut notes: Vec<String>) -> Self {
-        let code = match exit_code_for(code, timed_out, error) {
-            Ok(code) => code,
-            Err(impossible) => {
-                notes.push(impossible.message(&target.url));
-                ImpossibleCode::EXIT
-            }
-        };
-        ClientExit { code, message: (!notes.is_empty()).then(|| notes.join("; ")) }
-    }
+/// How the client ends for a finished command's reported code, with the notes already gathered (none: no message).
+pub fn finished(
+    target: &Target,
+    code: i32,
+    timed_out: bool,
+    error: Option<&str>,
+    mut notes: Vec<String>,
+) -> ClientExit {
+    let code = match exit_code_for(code, timed_out, error) {
+        Ok(code) => code,
+        Err(impossible) => {
+            notes.push(impossible.message(&target.url));
+            ImpossibleCode::EXIT
+        }
+    };
+    ClientExit { code, message: (!notes.is_empty()).then(|| notes.join("; ")) }
 }
 
 /// A code a server reported that no process can exit with: anything outside 0..=255 but the contract's -1.

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use crate::shown::shown;
 use crate::sidecar::body::small_text;
 use crate::sidecar::http::{http_client, location, refusal, transport_error};
 use crate::sidecar::sidecars::{Sidecars, Target};
+use crate::terminal_safe::terminal_safe;
 
 /// Prints one line per runtime; true only when every sidecar is usable: `/health` answers 200 and `/info` (which
 /// needs the token) answers too, so a script can gate on the exit code. A sidecar that is healthy but refuses the
@@ -19,7 +19,7 @@ pub async fn status(sidecars: &Sidecars) -> bool {
                     let (usable, state) = check(&client, &target).await;
                     (usable, format!("{:<32} {state}", target.url))
                 }
-                Err(message) => (false, message),
+                Err(err) => (false, err.to_string()),
             },
             Err(err) => (false, format!("misconfigured: {err}")),
         };
@@ -61,9 +61,9 @@ async fn check(client: &reqwest::Client, target: &Target) -> (bool, String) {
             true,
             format!(
                 "healthy runtime={} version={} cwd={}{}",
-                shown(&info.runtime),
-                shown(&info.version),
-                shown(&info.cwd),
+                terminal_safe(&info.runtime),
+                terminal_safe(&info.version),
+                terminal_safe(&info.cwd),
                 info.running.map(|n| format!(" running={n}")).unwrap_or_default()
             ),
         ),

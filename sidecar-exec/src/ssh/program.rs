@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use crate::argv::{Parsed, UsageError};
 use crate::config_error::ConfigError;
 use crate::exit::{ClientExit, EXIT_BROKEN_PIPE, EXIT_CONFIG};
-use crate::interrupt::Interrupts;
+use crate::interrupt::InterruptHandlers;
 use crate::ssh::command::Route;
 use crate::ssh::config_error::SshConfigError;
 use crate::ssh::mux::{self, MasterError, NoFolder};
-use crate::ssh::script::{self, Body, Call, Nonce};
-use crate::ssh::session::{self, Launch, Outcome};
+use crate::ssh::script::{self, Nonce, ScriptBody, ShellSetup};
+use crate::ssh::session::{self, Launch, SessionEnd};
 use crate::ssh::settings::{self, SshSettings};
 use crate::ssh::{auto, key, transport};
 use crate::{argv, stdin};
@@ -72,7 +72,7 @@ Environment:
 }
 
 /// What a call runs.
-enum Mode {
+enum CallKind {
     Command(Vec<OsString>),
     Check,
     Probe(Vec<OsString>),
@@ -81,22 +81,22 @@ enum Mode {
 /// ssh-exec's main: the exit code for `args` (without the program name).
 pub fn main(args: Vec<OsString>) -> i32 {
     let options = match argv::parse::<Options>("ssh-exec", args, &[]) {
-        Ok(Parsed::Run(options)) => options,
+        Ok(Parsed::Options(options)) => options,
         Ok(Parsed::Shown) => return 0,
         Err(mistake) => return usage(mistake),
     };
     let Options { check, probe, auto_run: auto, words } = options;
     match (check, probe, auto, words.is_empty()) {
-        (true, _, _, true) => call(Mode::Check),
+        (true, _, _, true) => call(CallKind::Check),
         (true, _, _, false) => usage(UsageError::Arguments { option: "--check", rule: "takes no arguments" }),
-        (_, true, _, false) => call(Mode::Probe(words)),
+        (_, true, _, false) => call(CallKind::Probe(words)),
         (_, true, _, true) => {
             usage(UsageError::Arguments { option: "--probe", rule: "needs the names of the commands to look for" })
         }
         (_, _, true, false) => auto_run(&words),
         (_, _, true, true) => usage(UsageError::Arguments { option: "--auto-run", rule: "needs a command" }),
         (false, false, false, true) => usage(UsageError::Missing("command")),
-        (false, false, false, false) => call(Mode::Command(words)),
+        (false, false, false, false) => call(CallKind::Command(words)),
     }
 }
 
@@ -125,12 +125,12 @@ fn auto_run(args: &[OsString]) -> i32 {
             eprintln!("ssh-exec: cannot run {} here: {err}", file.display());
             126
         }
-        auto::Place::Host => call(Mode::Command(args.to_vec())),
+        auto::Place::Host => call(CallKind::Command(args.to_vec())),
     }
 }
 
 /// One call prepared: everything decided before anything connects.
-struct Prepared {
+struct PreparedCall {
     settings: SshSettings,
     key: Option<PathBuf>,
     folder: Option<PathBuf>,
@@ -142,15 +142,15 @@ struct Prepared {
     unread_pipe: bool,
 }
 
-fn prepare(mode: &Mode) -> Result<Prepared, ConfigError<SshConfigError>> {
+fn prepare(mode: &CallKind) -> Result<PreparedCall, ConfigError<SshConfigError>> {
     let settings = SshSettings::from_env()?;
     let words = match mode {
-        Mode::Command(args) | Mode::Probe(args) => argv::command_args(args)?,
-        Mode::Check => Vec::new(),
+        CallKind::Command(args) | CallKind::Probe(args) => argv::command_args(args)?,
+        CallKind::Check => Vec::new(),
     };
     let host_cwd = match mode {
-        Mode::Probe(_) => None,
-        Mode::Command(_) | Mode::Check => {
+        CallKind::Probe(_) => None,
+        CallKind::Command(_) | CallKind::Check => {
             let cwd = std::env::current_dir().map_err(SshConfigError::CwdUnreadable)?;
             let cwd = cwd.into_os_string().into_string().map_err(SshConfigError::CwdNotUtf8)?;
             Some(match &settings.mapping {
@@ -160,7 +160,7 @@ fn prepare(mode: &Mode) -> Result<Prepared, ConfigError<SshConfigError>> {
         }
     };
     let words: Vec<String> = match (&settings.mapping, mode) {
-        (Some(mapping), Mode::Command(_)) => words.iter().map(|word| mapping.arg(word)).collect(),
+        (Some(mapping), CallKind::Command(_)) => words.iter().map(|word| mapping.arg(word)).collect(),
         _ => words,
     };
     let folder = match mux::private_dir() {
@@ -173,7 +173,7 @@ fn prepare(mode: &Mode) -> Result<Prepared, ConfigError<SshConfigError>> {
     };
     let key = settings.key.as_deref().map(|key| key::usable(key, folder.as_deref())).transpose()?;
     let nonce = Nonce::new();
-    let call = Call {
+    let call = ShellSetup {
         nonce: &nonce,
         cwd: host_cwd.as_deref(),
         env: &settings.env,
@@ -181,9 +181,9 @@ fn prepare(mode: &Mode) -> Result<Prepared, ConfigError<SshConfigError>> {
         login_shell: settings.login_shell,
     };
     let body = match mode {
-        Mode::Command(_) => Body::Command(&words),
-        Mode::Check => Body::Check,
-        Mode::Probe(_) => Body::Probe(&words),
+        CallKind::Command(_) => ScriptBody::Command(&words),
+        CallKind::Check => ScriptBody::Check,
+        CallKind::Probe(_) => ScriptBody::Probe(&words),
     };
     let script = script::script(&call, body);
     if script.len() > script::MAX_SCRIPT_BYTES {
@@ -191,7 +191,7 @@ fn prepare(mode: &Mode) -> Result<Prepared, ConfigError<SshConfigError>> {
     }
     let kind = stdin::kind();
     let forward_stdin = settings.tty || stdin::forwarded(kind, settings.forward_stdin_pipe);
-    Ok(Prepared {
+    Ok(PreparedCall {
         foreground: settings.tty || (forward_stdin && kind == stdin::StdinKind::Other),
         unread_pipe: !forward_stdin && kind == stdin::StdinKind::Pipe,
         settings,
@@ -204,7 +204,7 @@ fn prepare(mode: &Mode) -> Result<Prepared, ConfigError<SshConfigError>> {
     })
 }
 
-fn call(mode: Mode) -> i32 {
+fn call(mode: CallKind) -> i32 {
     let prepared = match prepare(&mode) {
         Ok(prepared) => prepared,
         Err(mistake) => return config_mistake(mistake),
@@ -220,7 +220,7 @@ fn call(mode: Mode) -> i32 {
     if !hinted && unread_data() {
         eprintln!("ssh-exec: {}", stdin::unread_hint("SSH_STDIN"));
     }
-    let check_passed = matches!(mode, Mode::Check) && exit.code == 0;
+    let check_passed = matches!(mode, CallKind::Check) && exit.code == 0;
     let code = exit.report("ssh-exec");
     if check_passed {
         println!("ok");
@@ -228,8 +228,8 @@ fn call(mode: Mode) -> i32 {
     code
 }
 
-async fn execute(prepared: &Prepared) -> ClientExit {
-    let Ok(mut interrupts) = Interrupts::install() else {
+async fn execute(prepared: &PreparedCall) -> ClientExit {
+    let Ok(mut interrupts) = InterruptHandlers::install() else {
         return ClientExit::fail("cannot install signal handlers");
     };
     let settings = &prepared.settings;
@@ -268,7 +268,7 @@ async fn execute(prepared: &Prepared) -> ClientExit {
         foreground: prepared.foreground,
     };
     let mut outcome = session::run(&launch, &mut interrupts).await;
-    if let (Outcome::NotStarted(_, said), Route::Shared(_)) = (&outcome, &route) {
+    if let (SessionEnd::NotStarted(_, said), Route::Shared(_)) = (&outcome, &route) {
         if shared_connection_failed(said) {
             // The master refused the session (or vanished): the command never started, so once more on a
             // connection of its own.
@@ -277,8 +277,8 @@ async fn execute(prepared: &Prepared) -> ClientExit {
         }
     }
     match outcome {
-        Outcome::Exited(code) => ClientExit::code(code),
-        Outcome::NoCwd => ClientExit::with_line(
+        SessionEnd::Exited(code) => ClientExit::code(code),
+        SessionEnd::NoCwd => ClientExit::with_line(
             EXIT_CONFIG,
             format!(
                 "the host directory {} does not exist on {} or cannot be entered{}",
@@ -291,17 +291,19 @@ async fn execute(prepared: &Prepared) -> ClientExit {
                 }
             ),
         ),
-        Outcome::Interrupted(interrupt, why) => ClientExit {
-            code: interrupt.code(),
-            message: why.map(|why| format!("interrupted, but the command on the host may not be stopped: {why}")),
-        },
-        Outcome::BrokenPipe => ClientExit::code(EXIT_BROKEN_PIPE),
-        Outcome::Lost(status) => ClientExit { code: EXIT_TRANSPORT, message: Some(transport::lost(settings, status)) },
-        Outcome::NotStarted(status, said) => not_started(prepared, status, &said),
+        SessionEnd::Interrupted(interrupt, why) => ClientExit::interrupted(
+            interrupt,
+            why.map(|why| format!("interrupted, but the command on the host may not be stopped: {why}")),
+        ),
+        SessionEnd::BrokenPipe => ClientExit::code(EXIT_BROKEN_PIPE),
+        SessionEnd::Lost(status) => {
+            ClientExit { code: EXIT_TRANSPORT, message: Some(transport::lost(settings, status)) }
+        }
+        SessionEnd::NotStarted(status, said) => not_started(prepared, status, &said),
     }
 }
 
-fn not_started(prepared: &Prepared, status: Option<i32>, said: &str) -> ClientExit {
+fn not_started(prepared: &PreparedCall, status: Option<i32>, said: &str) -> ClientExit {
     let key = prepared.settings.key.as_ref().map(|key| key.display().to_string());
     ClientExit {
         code: EXIT_TRANSPORT,
@@ -322,7 +324,7 @@ mod tests {
 
     fn options(args: &[&str]) -> Result<Options, UsageError> {
         match argv::parse::<Options>("ssh-exec", args.iter().map(OsString::from).collect(), &[])? {
-            Parsed::Run(options) => Ok(options),
+            Parsed::Options(options) => Ok(options),
             Parsed::Shown => panic!("{args:?} printed help"),
         }
     }

@@ -10,16 +10,17 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use protocol::StreamKind;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep_until, timeout, Instant};
 
-use crate::interrupt::{Interrupt, Interrupts};
-use crate::shown::shown;
+use crate::interrupt::{Interrupt, InterruptHandlers};
 use crate::ssh::command::{self, Route};
 use crate::ssh::markers::{Marker, Scanner};
 use crate::ssh::script::{stop_script, Nonce};
 use crate::ssh::settings::SshSettings;
+use crate::terminal_safe::terminal_safe;
 
 /// After the command's exit marker, how long processes it left may keep its output open before they are stopped
 /// (exec-server's default `--drain`).
@@ -52,13 +53,13 @@ pub struct Launch<'a> {
 
 /// How a call ended.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum SessionEnd {
     /// The command's exit marker: its status.
     Exited(i32),
     /// The host directory could not be entered; nothing ran.
     NoCwd,
     /// We were interrupted; `Some` says why the remote command may not have been stopped.
-    Interrupted(Interrupt, Option<String>),
+    Interrupted(Interrupt, Option<StopFailure>),
     /// Our stdout was closed (`| head -1`); the remote command was stopped.
     BrokenPipe,
     /// Started, but no exit marker came: the connection was lost (or the host's shell was killed).
@@ -67,19 +68,13 @@ pub enum Outcome {
     NotStarted(Option<i32>, String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stream {
-    Out,
-    Err,
-}
-
 #[derive(Debug)]
-enum Event {
+enum PumpEvent {
     Marker(Marker),
     /// Our stdout is closed.
     BrokenPipe,
     /// A stream ended; what it still held from before the start marker.
-    Eof(Stream, Vec<u8>),
+    Eof(StreamKind, Vec<u8>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +86,7 @@ enum Timer {
 
 /// Everything the event loop has learnt.
 #[derive(Default)]
-struct State {
+struct CallState {
     pgid: Option<i32>,
     exit_code: Option<i32>,
     no_cwd: bool,
@@ -101,13 +96,13 @@ struct State {
     eofs: usize,
     held_err: Vec<u8>,
     held_out: Vec<u8>,
-    stop: Option<oneshot::Receiver<Result<(), String>>>,
+    stop: Option<oneshot::Receiver<Result<(), StopFailure>>>,
     stop_begun: bool,
-    stop_failure: Option<String>,
+    stop_failure: Option<StopFailure>,
     timers: Vec<(Timer, Instant)>,
 }
 
-impl State {
+impl CallState {
     fn set_timer(&mut self, timer: Timer, after: Duration) {
         self.timers.retain(|(t, _)| *t != timer);
         self.timers.push((timer, Instant::now() + after));
@@ -119,7 +114,7 @@ impl State {
 }
 
 /// Runs the call to its end and says how it ended.
-pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
+pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> SessionEnd {
     let mut ssh = command::ssh(launch.settings, launch.key, launch.route);
     ssh.arg(if launch.settings.tty { "-tt" } else { "-T" });
     ssh.arg("--").arg(&launch.settings.host).arg(launch.script);
@@ -132,20 +127,27 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
     let mut child = match ssh.spawn() {
         Ok(child) => child,
         Err(err) => {
-            return Outcome::NotStarted(None, format!("cannot run ssh: {err} (is OpenSSH's client installed?)"))
+            return SessionEnd::NotStarted(None, format!("cannot run ssh: {err} (is OpenSSH's client installed?)"))
         }
     };
     let started = Arc::new(watch::channel(false).0);
     let (events, mut inbox) = mpsc::unbounded_channel();
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Outcome::NotStarted(None, "ssh started without its pipes".into());
+        return SessionEnd::NotStarted(None, "ssh started without its pipes".into());
     };
     let nonce = launch.nonce.0.clone();
     let ssh_ended = watch::channel(false).0;
-    tokio::spawn(pump(stdout, Stream::Out, nonce.clone(), started.clone(), ssh_ended.subscribe(), events.clone()));
-    tokio::spawn(pump(stderr, Stream::Err, nonce, started.clone(), ssh_ended.subscribe(), events));
+    tokio::spawn(pump(
+        stdout,
+        StreamKind::Stdout,
+        nonce.clone(),
+        started.clone(),
+        ssh_ended.subscribe(),
+        events.clone(),
+    ));
+    tokio::spawn(pump(stderr, StreamKind::Stderr, nonce, started.clone(), ssh_ended.subscribe(), events));
 
-    let mut state = State::default();
+    let mut state = CallState::default();
     loop {
         if state.ssh_status.is_some() && state.eofs == 2 {
             break;
@@ -153,28 +155,28 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
         let next = state.next_timer();
         tokio::select! {
             Some(event) = inbox.recv() => match event {
-                Event::Marker(Marker::Started { pgid }) => {
+                PumpEvent::Marker(Marker::Started { pgid }) => {
                     state.pgid = Some(pgid);
                     if state.interrupt.is_some() || state.broken_pipe {
                         begin_stop(launch, &mut state);
                     }
                 }
-                Event::Marker(Marker::Exited { code }) => {
+                PumpEvent::Marker(Marker::Exited { code }) => {
                     state.exit_code = Some(code);
                     state.set_timer(Timer::Drain, DRAIN);
                 }
-                Event::Marker(Marker::NoCwd) => state.no_cwd = true,
-                Event::BrokenPipe => {
+                PumpEvent::Marker(Marker::NoCwd) => state.no_cwd = true,
+                PumpEvent::BrokenPipe => {
                     if !state.broken_pipe {
                         state.broken_pipe = true;
                         begin_stop(launch, &mut state);
                     }
                 }
-                Event::Eof(stream, held) => {
+                PumpEvent::Eof(stream, held) => {
                     state.eofs += 1;
                     match stream {
-                        Stream::Out => state.held_out = held,
-                        Stream::Err => state.held_err = held,
+                        StreamKind::Stdout => state.held_out = held,
+                        StreamKind::Stderr => state.held_err = held,
                     }
                 }
             },
@@ -227,23 +229,23 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
     }
     let ssh_status = state.ssh_status.flatten();
     if let Some(interrupt) = state.interrupt {
-        Outcome::Interrupted(interrupt, state.stop_failure)
+        SessionEnd::Interrupted(interrupt, state.stop_failure)
     } else if state.broken_pipe {
-        Outcome::BrokenPipe
+        SessionEnd::BrokenPipe
     } else if let Some(code) = state.exit_code {
-        Outcome::Exited(code)
+        SessionEnd::Exited(code)
     } else if state.no_cwd {
-        Outcome::NoCwd
+        SessionEnd::NoCwd
     } else if state.pgid.is_some() {
-        Outcome::Lost(ssh_status)
+        SessionEnd::Lost(ssh_status)
     } else {
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &state.held_out);
-        Outcome::NotStarted(ssh_status, String::from_utf8_lossy(&state.held_err).into_owned())
+        SessionEnd::NotStarted(ssh_status, String::from_utf8_lossy(&state.held_err).into_owned())
     }
 }
 
 /// Starts the stop session for the command's group, once, when the group is known.
-fn begin_stop(launch: &Launch<'_>, state: &mut State) {
+fn begin_stop(launch: &Launch<'_>, state: &mut CallState) {
     let Some(pgid) = state.pgid else { return };
     if state.stop_begun {
         return;
@@ -258,20 +260,56 @@ fn begin_stop(launch: &Launch<'_>, state: &mut State) {
     let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 10) + grace;
     let address = launch.settings.address();
     tokio::spawn(async move {
+        let failure = |why| StopFailure { address, pgid, why };
         let result = match stop.spawn() {
-            Err(err) => Err(format!("cannot run ssh: {err}")),
+            Err(err) => Err(failure(StopProblem::NoSsh(err))),
             Ok(child) => match timeout(patience, child.wait_with_output()).await {
                 Ok(Ok(output)) if output.status.success() => Ok(()),
-                Ok(Ok(output)) => Err(format!(
-                    "the stop session to {address} failed ({})",
-                    shown(String::from_utf8_lossy(&output.stderr).trim())
-                )),
-                Ok(Err(err)) => Err(format!("the stop session to {address} failed: {err}")),
-                Err(_) => Err(format!("the stop session to {address} did not finish in {} s", patience.as_secs())),
+                Ok(Ok(output)) => Err(failure(StopProblem::Failed(String::from_utf8_lossy(&output.stderr).into()))),
+                Ok(Err(err)) => Err(failure(StopProblem::Lost(err))),
+                Err(_) => Err(failure(StopProblem::TooSlow(patience))),
             },
         };
-        let _ = done.send(result.map_err(|why| format!("{why}; process group {pgid} may still be running there")));
+        let _ = done.send(result);
     });
+}
+
+/// Why the stop session did not stop the command's group: the remote command may still run.
+#[derive(Debug)]
+pub struct StopFailure {
+    /// The host, `host:port`.
+    address: String,
+    pgid: i32,
+    why: StopProblem,
+}
+
+#[derive(Debug)]
+enum StopProblem {
+    /// ssh could not be started.
+    NoSsh(std::io::Error),
+    /// The session failed; what ssh said.
+    Failed(String),
+    /// Waiting for it failed.
+    Lost(std::io::Error),
+    /// It did not finish within this long.
+    TooSlow(Duration),
+}
+
+impl std::fmt::Display for StopFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let address = &self.address;
+        match &self.why {
+            StopProblem::NoSsh(err) => write!(f, "cannot run ssh: {err}")?,
+            StopProblem::Failed(said) => {
+                write!(f, "the stop session to {address} failed ({})", terminal_safe(said.trim()))?
+            }
+            StopProblem::Lost(err) => write!(f, "the stop session to {address} failed: {err}")?,
+            StopProblem::TooSlow(patience) => {
+                write!(f, "the stop session to {address} did not finish in {} s", patience.as_secs())?
+            }
+        }
+        write!(f, "; process group {} may still be running there", self.pgid)
+    }
 }
 
 /// Copies one of ssh's output streams to ours: markers out, and everything before the start marker held back (it
@@ -279,14 +317,14 @@ fn begin_stop(launch: &Launch<'_>, state: &mut State) {
 /// ended and a read waited [`EOF_WAIT`] in vain), after everything read is written.
 async fn pump<R: AsyncRead + Unpin>(
     mut from: R,
-    stream: Stream,
+    stream: StreamKind,
     nonce: String,
     started: Arc<watch::Sender<bool>>,
     ssh_ended: watch::Receiver<bool>,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<PumpEvent>,
 ) {
     let mut scanner = Scanner::new(&nonce);
-    let mut output = Output { stream, broken: false, events: events.clone() };
+    let mut output = LocalOutput { stream, broken: false, events: events.clone() };
     let mut buffer = vec![0u8; 64 * 1024];
     let (mut out, mut markers, mut held) = (Vec::new(), Vec::new(), Vec::new());
     loop {
@@ -309,7 +347,7 @@ async fn pump<R: AsyncRead + Unpin>(
             if matches!(marker, Marker::Started { .. }) {
                 started.send_replace(true);
             }
-            let _ = events.send(Event::Marker(marker));
+            let _ = events.send(PumpEvent::Marker(marker));
         }
         if *started.borrow() {
             if !held.is_empty() {
@@ -327,7 +365,7 @@ async fn pump<R: AsyncRead + Unpin>(
             break;
         }
     }
-    let _ = events.send(Event::Eof(stream, held));
+    let _ = events.send(PumpEvent::Eof(stream, held));
 }
 
 /// [`EOF_WAIT`] after ssh has ended (counted from now if it already has); never if it does not.
@@ -340,24 +378,24 @@ async fn eof_wait_after(mut ssh_ended: watch::Receiver<bool>) {
 
 /// Our stdout or stderr. A write error on stdout means our reader is gone: reported once, then output is dropped
 /// (ssh's is still read, so the host side never blocks on it). Errors on stderr are ignored.
-struct Output {
-    stream: Stream,
+struct LocalOutput {
+    stream: StreamKind,
     broken: bool,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<PumpEvent>,
 }
 
-impl Output {
+impl LocalOutput {
     async fn write(&mut self, bytes: &[u8]) {
         if self.broken || bytes.is_empty() {
             return;
         }
         let result = match self.stream {
-            Stream::Out => write_all(tokio::io::stdout(), bytes).await,
-            Stream::Err => write_all(tokio::io::stderr(), bytes).await,
+            StreamKind::Stdout => write_all(tokio::io::stdout(), bytes).await,
+            StreamKind::Stderr => write_all(tokio::io::stderr(), bytes).await,
         };
-        if result.is_err() && self.stream == Stream::Out {
+        if result.is_err() && self.stream == StreamKind::Stdout {
             self.broken = true;
-            let _ = self.events.send(Event::BrokenPipe);
+            let _ = self.events.send(PumpEvent::BrokenPipe);
         }
     }
 }
@@ -379,8 +417,9 @@ mod tests {
         let (events, mut inbox) = mpsc::unbounded_channel();
         let ssh_ended = watch::channel(true).0;
         let started = Arc::new(watch::channel(true).0);
-        let copy = tokio::spawn(pump(held_open, Stream::Err, "nonce".into(), started, ssh_ended.subscribe(), events));
+        let copy =
+            tokio::spawn(pump(held_open, StreamKind::Stderr, "nonce".into(), started, ssh_ended.subscribe(), events));
         timeout(Duration::from_secs(30), copy).await.expect("the copy waited for end of file without end").unwrap();
-        assert!(matches!(inbox.recv().await, Some(Event::Eof(Stream::Err, held)) if held.is_empty()));
+        assert!(matches!(inbox.recv().await, Some(PumpEvent::Eof(StreamKind::Stderr, held)) if held.is_empty()));
     }
 }

@@ -44,7 +44,7 @@ impl SshBackend {
 
 /// Which backend a wrapper forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Backend {
+enum WrapperTarget {
     Sidecar {
         runtime: String,
     },
@@ -90,24 +90,24 @@ pub fn install(
     }
     let has_sidecar = |runtime: &str| sidecars.is_some_and(|s| s.has(runtime));
     // Every command that could be wrapped, with the backend it would get.
-    let mut candidates: Vec<(String, Backend)> = Vec::new();
+    let mut candidates: Vec<(String, WrapperTarget)> = Vec::new();
     for (runtime, commands) in protocol::RUNTIMES {
         for command in *commands {
             if has_sidecar(runtime) {
-                candidates.push(((*command).to_owned(), Backend::Sidecar { runtime: (*runtime).to_owned() }));
+                candidates.push(((*command).to_owned(), WrapperTarget::Sidecar { runtime: (*runtime).to_owned() }));
             } else if ssh.is_some() {
-                candidates.push(((*command).to_owned(), Backend::Ssh));
+                candidates.push(((*command).to_owned(), WrapperTarget::Ssh));
             }
         }
     }
     for command in ssh.iter().flat_map(|ssh| &ssh.extra_commands) {
         if !candidates.iter().any(|(seen, _)| seen == command) && !SSH_TOOLS.contains(&command.as_str()) {
-            candidates.push((command.clone(), Backend::Ssh));
-        } else if candidates.iter().any(|(seen, b)| seen == command && matches!(b, Backend::Sidecar { .. })) {
+            candidates.push((command.clone(), WrapperTarget::Ssh));
+        } else if candidates.iter().any(|(seen, b)| seen == command && matches!(b, WrapperTarget::Sidecar { .. })) {
             report.both.push(command.clone());
         }
     }
-    let mut wanted: Vec<(String, Backend)> = Vec::new();
+    let mut wanted: Vec<(String, WrapperTarget)> = Vec::new();
     for (command, backend) in candidates {
         if is_native(&command, path, &dir) {
             report.native.push(command);
@@ -116,19 +116,19 @@ pub fn install(
         }
     }
     if ssh.is_some() {
-        wanted.extend(SSH_TOOLS.iter().map(|tool| ((*tool).to_owned(), Backend::SshTool)));
+        wanted.extend(SSH_TOOLS.iter().map(|tool| ((*tool).to_owned(), WrapperTarget::SshTool)));
     }
     for (command, backend) in &wanted {
         let line = match (backend, ssh) {
-            (Backend::Sidecar { runtime }, _) => format!(
+            (WrapperTarget::Sidecar { runtime }, _) => format!(
                 "{MARK}: forwards {command} to the {runtime} build sidecar\nexec {} {runtime} {command} \"$@\"",
                 protocol::shell::quote(&exe.to_string_lossy())
             ),
-            (Backend::Ssh, Some(ssh)) => format!(
+            (WrapperTarget::Ssh, Some(ssh)) => format!(
                 "{MARK}: runs {command} on the SSH host\nexec {} -- {command} \"$@\"",
                 protocol::shell::quote(&ssh.exe.to_string_lossy())
             ),
-            (Backend::SshTool, Some(ssh)) => {
+            (WrapperTarget::SshTool, Some(ssh)) => {
                 let (option, what) = if command == "auto-run" {
                     ("--auto-run", "runs a command here when this machine can execute it, else on the SSH host")
                 } else {
@@ -136,12 +136,12 @@ pub fn install(
                 };
                 format!("{MARK}: {what}\nexec {} {option} \"$@\"", protocol::shell::quote(&ssh.exe.to_string_lossy()))
             }
-            (Backend::Ssh | Backend::SshTool, None) => continue,
+            (WrapperTarget::Ssh | WrapperTarget::SshTool, None) => continue,
         };
         write_wrapper(&dir, command, &format!("#!/bin/sh\n{line}\n"))?;
         match backend {
-            Backend::Sidecar { .. } => report.sidecar.push(command.clone()),
-            Backend::Ssh | Backend::SshTool => report.ssh.push(command.clone()),
+            WrapperTarget::Sidecar { .. } => report.sidecar.push(command.clone()),
+            WrapperTarget::Ssh | WrapperTarget::SshTool => report.ssh.push(command.clone()),
         }
     }
     for entry in std::fs::read_dir(&dir).map_err(|err| unwritable(&dir, err))?.filter_map(Result::ok) {
