@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use std::fmt;
 
-use protocol::vars::SIDECAR_ENV_PASSTHROUGH;
+use protocol::vars;
 
 use crate::config_error::ConfigError;
 use crate::env::{self, Entry, Resolution};
@@ -14,13 +14,13 @@ use crate::sidecar::config_error::SidecarConfigError;
 
 /// The environment variables the client reads, for `--help` and error messages.
 pub const VARIABLES: &[(&str, &str)] = &[
-    ("BUILD_SIDECARS", "required: {\"<runtime>\": {\"internal_url\": \"http://builder-<runtime>:8080\"}, …}; an entry may add \"token\" or \"token_file\""),
+    (vars::BUILD_SIDECARS, "required: {\"<runtime>\": {\"internal_url\": \"http://builder-<runtime>:8080\"}, …}; an entry may add \"token\" or \"token_file\""),
     ("SIDECAR_TIMEOUT", "seconds the command may run (default 600); blocking calls give up 30 s after it"),
     ("SIDECAR_CWD", "working directory sent to the server (default: the current directory)"),
     ("SIDECAR_STREAM", "1: stream output as it is produced (server-sent events) instead of one reply at the end"),
-    ("SIDECAR_ENV_PASSTHROUGH", "names of variables forwarded to the command, separated by commas or spaces (nothing else is)"),
-    ("SIDECAR_TOKEN", "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
-    ("SIDECAR_TOKEN_FILE", "file holding the bearer token (for mounted secrets)"),
+    (vars::SIDECAR_ENV_PASSTHROUGH, "names of variables forwarded to the command, separated by commas or spaces (nothing else is)"),
+    (vars::SIDECAR_TOKEN, "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
+    (vars::SIDECAR_TOKEN_FILE, "file holding the bearer token (for mounted secrets)"),
     ("TRACEPARENT", "W3C trace context sent as the traceparent header: the command gets it as TRACEPARENT"),
     ("SIDECAR_REQUEST_ID", "sent as X-Request-Id: the server's log lines of this call carry it"),
     ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded); at most 768 KiB"),
@@ -66,7 +66,7 @@ impl CallSettings {
             cwd,
             cwd_from_env,
             stream: env::switched_on("SIDECAR_STREAM"),
-            env: env::passthrough(SIDECAR_ENV_PASSTHROUGH, Entry::AnyVariable)?.into_iter().collect(),
+            env: env::passthrough(vars::SIDECAR_ENV_PASSTHROUGH, Entry::AnyVariable)?.into_iter().collect(),
             forward_stdin_pipe: env::switched_on("SIDECAR_STDIN"),
             trace_headers: trace_headers(),
             idle_timeout_secs: idle_timeout.map(|idle| idle.as_secs()).filter(|&secs| secs > 0),
