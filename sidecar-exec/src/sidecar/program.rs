@@ -10,8 +10,9 @@ use crate::interrupt::InterruptHandlers;
 use crate::sidecar::config_error::SidecarConfigError;
 use crate::sidecar::resume::OwnedRun;
 use crate::sidecar::settings::{self, CallSettings};
-use crate::sidecar::sidecars::{self, Sidecars, SidecarsError, Target};
+use crate::sidecar::sidecars::{Sidecars, Target};
 use crate::sidecar::{forward, request, run_id, runs, status};
+use crate::wrappers::backends::Client;
 use crate::{argv, stdin, wrappers};
 
 pub const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
@@ -142,7 +143,7 @@ pub fn perform(action: Action) -> i32 {
         Action::Status => status(),
         Action::Runs => list_runs(),
         Action::Attach { runtime, id } => attach(&runtime, &id),
-        Action::InstallWrappers(dir) => install_wrappers(dir),
+        Action::InstallWrappers(dir) => wrappers::program::install_wrappers(Client::SidecarExec, dir),
     }
 }
 
@@ -158,11 +159,6 @@ fn config_mistake(mistake: ConfigError<SidecarConfigError>) -> i32 {
         _ => eprintln!("sidecar-exec: {mistake}"),
     }
     EXIT_CONFIG
-}
-
-/// A failure found before anything is sent that is not a configuration mistake (this program's own path): exit 1.
-fn fail(message: &str) -> i32 {
-    ClientExit::fail(message).report("sidecar-exec")
 }
 
 fn tokio_runtime() -> tokio::runtime::Runtime {
@@ -293,68 +289,6 @@ fn status() -> i32 {
     } else {
         1
     }
-}
-
-/// `--install-wrappers [DIR]`: makes DIR hold exactly the wrappers BUILD_SIDECARS and SSH_HOST call for.
-///
-/// *Decision:* neither BUILD_SIDECARS nor SSH_HOST set (or blank) is not an error: exit 0, no wrappers, stale ones of
-/// ours removed, and one line saying so and what to set. The folder follows the configuration, and no backend is a
-/// configuration: an agent image's entrypoint runs this at every start, and an agent started without builders must
-/// still start (its commands then run locally or not at all). A BUILD_SIDECARS that is set but invalid, or an
-/// invalid SSH_COMMANDS, is an error (exit 1).
-fn install_wrappers(dir: Option<PathBuf>) -> i32 {
-    let dir = dir.unwrap_or_else(|| PathBuf::from(wrappers::DEFAULT_DIR));
-    let sidecars = match Sidecars::from_env() {
-        Ok(sidecars) => Some(sidecars),
-        Err(SidecarsError::NotSet) => None,
-        Err(mistake) => return config_mistake(mistake.into()),
-    };
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(err) => return fail(&format!("cannot find this program's own path: {err}")),
-    };
-    let ssh = match wrappers::SshBackend::from_env(&exe) {
-        Ok(ssh) => ssh,
-        Err(message) => return fail(&message.to_string()),
-    };
-    let path = std::env::var("PATH").unwrap_or_default();
-    let report = match wrappers::install(&dir, sidecars.as_ref(), ssh.as_ref(), &path, &exe) {
-        Ok(report) => report,
-        Err(message) => return fail(&message.to_string()),
-    };
-    if sidecars.is_none() && ssh.is_none() {
-        let removed = if report.removed.is_empty() {
-            String::new()
-        } else {
-            format!(" (removed the stale ones [{}])", report.removed.join(" "))
-        };
-        eprintln!(
-            "sidecar-exec: BUILD_SIDECARS is not set, so no build sidecar is configured: no wrappers in {}{removed}; \
-             SSH_HOST is not set either; set BUILD_SIDECARS (e.g. {}) or SSH_HOST and run this again to install them",
-            dir.display(),
-            sidecars::EXAMPLE
-        );
-        return 0;
-    }
-    for runtime in &report.unknown_runtimes {
-        eprintln!("sidecar-exec: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it");
-    }
-    if !report.both.is_empty() {
-        eprintln!(
-            "sidecar-exec: both BUILD_SIDECARS and SSH_HOST are set: [{}] could use either and get their build \
-             sidecar (native > sidecar > SSH); the SSH host takes the other commands",
-            report.both.join(" ")
-        );
-    }
-    eprintln!(
-        "sidecar-exec: wrappers in {}: sidecar [{}]; ssh [{}]; native, not wrapped [{}]; removed [{}]",
-        dir.display(),
-        report.sidecar.join(" "),
-        report.ssh.join(" "),
-        report.native.join(" "),
-        report.removed.join(" ")
-    );
-    0
 }
 
 #[cfg(test)]

@@ -15,12 +15,14 @@ use crate::ssh::script::{self, Nonce, ScriptBody, ShellSetup};
 use crate::ssh::session::{self, Launch, SessionEnd};
 use crate::ssh::settings::{self, SshSettings};
 use crate::ssh::{auto, key, transport};
-use crate::{argv, stdin};
+use crate::wrappers::backends::Client;
+use crate::{argv, stdin, wrappers};
 
 pub const USAGE: &str = "usage: ssh-exec [--] <command> [args…]
        ssh-exec --check
        ssh-exec --probe <command>…
-       ssh-exec --auto-run <command> [args…]";
+       ssh-exec --auto-run <command> [args…]
+       ssh-exec --install-wrappers [DIR]";
 
 /// The connection failed (or was lost): a `ssh-exec:` line saying which and what to fix. A command that itself exits
 /// 255 also gives 255, without a line.
@@ -49,6 +51,10 @@ pub struct Options {
     /// script), else on the host (e.g. a Mach-O binary a macOS host built)
     #[arg(long, verbatim_doc_comment)]
     auto_run: bool,
+    /// Write the wrappers into DIR (default /opt/sidecar/wrappers) as sidecar-exec
+    /// --install-wrappers does: for an agent image that has only ssh-exec
+    #[arg(long, value_name = "DIR", exclusive = true, verbatim_doc_comment)]
+    install_wrappers: Option<Option<PathBuf>>,
     /// The command and its arguments (for --probe: the commands to look for)
     #[arg(trailing_var_arg = true, value_name = "COMMAND ARGS")]
     words: Vec<OsString>,
@@ -85,7 +91,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Ok(Parsed::Shown) => return 0,
         Err(mistake) => return usage(mistake),
     };
-    let Options { check, probe, auto_run: auto, words } = options;
+    let Options { check, probe, auto_run: auto, install_wrappers, words } = options;
+    if let Some(dir) = install_wrappers {
+        return wrappers::program::install_wrappers(Client::SshExec, dir);
+    }
     match (check, probe, auto, words.is_empty()) {
         (true, _, _, true) => call(CallKind::Check),
         (true, _, _, false) => usage(UsageError::Arguments { option: "--check", rule: "takes no arguments" }),
