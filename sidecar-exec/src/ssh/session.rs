@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use protocol::StreamKind;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep_until, timeout, Instant};
 
@@ -103,6 +103,22 @@ struct CallState {
 }
 
 impl CallState {
+    /// ssh exited with `status`. Unless the call is being stopped here (a signal, our stdout closed), no deadline is
+    /// left: no remote process can hold the output any more (sshd ends a session only once its output is closed), so
+    /// nothing needs stopping, and what ssh already sent is written out however slowly our reader takes it (the pumps
+    /// end at end of file, or [`EOF_WAIT`] after it when something else holds ssh's pipes).
+    fn ssh_ended(&mut self, status: Option<i32>) {
+        self.ssh_status = Some(status);
+        if !self.stopped_by_us() {
+            self.timers.clear();
+        }
+    }
+
+    /// Whether this side stopped the call: a signal, or our stdout closed (then nobody reads what is left).
+    fn stopped_by_us(&self) -> bool {
+        self.interrupt.is_some() || self.broken_pipe
+    }
+
     fn set_timer(&mut self, timer: Timer, after: Duration) {
         self.timers.retain(|(t, _)| *t != timer);
         self.timers.push((timer, Instant::now() + after));
@@ -137,15 +153,17 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
     };
     let nonce = launch.nonce.0.clone();
     let ssh_ended = watch::channel(false).0;
+    let (out, err) = (tokio::io::stdout(), tokio::io::stderr());
     tokio::spawn(pump(
         stdout,
         StreamKind::Stdout,
+        out,
         nonce.clone(),
         started.clone(),
         ssh_ended.subscribe(),
         events.clone(),
     ));
-    tokio::spawn(pump(stderr, StreamKind::Stderr, nonce, started.clone(), ssh_ended.subscribe(), events));
+    tokio::spawn(pump(stderr, StreamKind::Stderr, err, nonce, started.clone(), ssh_ended.subscribe(), events));
 
     let mut state = CallState::default();
     loop {
@@ -163,7 +181,9 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
                 }
                 PumpEvent::Marker(Marker::Exited { code }) => {
                     state.exit_code = Some(code);
-                    state.set_timer(Timer::Drain, DRAIN);
+                    if state.ssh_status.is_none() {
+                        state.set_timer(Timer::Drain, DRAIN);
+                    }
                 }
                 PumpEvent::Marker(Marker::NoCwd) => state.no_cwd = true,
                 PumpEvent::BrokenPipe => {
@@ -181,7 +201,7 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
                 }
             },
             status = child.wait(), if state.ssh_status.is_none() => {
-                state.ssh_status = Some(status.ok().and_then(|s| s.code()));
+                state.ssh_ended(status.ok().and_then(|s| s.code()));
                 ssh_ended.send_replace(true);
             }
             interrupt = interrupts.recv() => {
@@ -207,13 +227,19 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
                 if let Ok(Err(why)) = result {
                     state.stop_failure = Some(why);
                 }
-                state.set_timer(Timer::AfterStop, AFTER_STOP);
+                if state.ssh_status.is_none() {
+                    state.set_timer(Timer::AfterStop, AFTER_STOP);
+                }
             }
             _ = sleep_until(next.map_or_else(Instant::now, |(_, at)| at)), if next.is_some() => {
                 let (timer, _) = next.unwrap_or((Timer::Drain, Instant::now()));
                 state.timers.retain(|(t, _)| *t != timer);
                 match timer {
                     Timer::Drain => begin_stop(launch, &mut state),
+                    Timer::AfterStop if !state.stopped_by_us() => {
+                        // ssh's own end and its pipes' end of file finish the call: what it already sent is ours.
+                        let _ = child.start_kill();
+                    }
                     Timer::Header | Timer::AfterStop => {
                         let _ = child.start_kill();
                         break;
@@ -315,21 +341,24 @@ impl std::fmt::Display for StopFailure {
 /// Copies one of ssh's output streams to ours: markers out, and everything before the start marker held back (it
 /// is ssh's own error text when the command never starts). It ends at the stream's end of file (or once ssh has
 /// ended and a read waited [`EOF_WAIT`] in vain), after everything read is written.
-async fn pump<R: AsyncRead + Unpin>(
+async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     mut from: R,
     stream: StreamKind,
+    sink: W,
     nonce: String,
     started: Arc<watch::Sender<bool>>,
     ssh_ended: watch::Receiver<bool>,
     events: mpsc::UnboundedSender<PumpEvent>,
 ) {
     let mut scanner = Scanner::new(&nonce);
-    let mut output = LocalOutput { stream, broken: false, events: events.clone() };
+    let mut output = LocalOutput { stream, sink, broken: false, events: events.clone() };
     let mut buffer = vec![0u8; 64 * 1024];
     let (mut out, mut markers, mut held) = (Vec::new(), Vec::new(), Vec::new());
     loop {
         out.clear();
         let read = tokio::select! {
+            // Data that is there is always read first: the wait only ends a read that finds nothing.
+            biased;
             read = from.read(&mut buffer) => read,
             () = eof_wait_after(ssh_ended.clone()) => Ok(0),
         };
@@ -376,23 +405,22 @@ async fn eof_wait_after(mut ssh_ended: watch::Receiver<bool>) {
     tokio::time::sleep(EOF_WAIT).await;
 }
 
-/// Our stdout or stderr. A write error on stdout means our reader is gone: reported once, then output is dropped
-/// (ssh's is still read, so the host side never blocks on it). Errors on stderr are ignored.
-struct LocalOutput {
+/// Our stdout or stderr (`sink`). A write error on stdout means our reader is gone: reported once, then output is
+/// dropped (ssh's is still read, so the host side never blocks on it). Errors on stderr are ignored. A write takes as
+/// long as our reader does: no deadline cuts it.
+struct LocalOutput<W> {
     stream: StreamKind,
+    sink: W,
     broken: bool,
     events: mpsc::UnboundedSender<PumpEvent>,
 }
 
-impl LocalOutput {
+impl<W: AsyncWrite + Unpin> LocalOutput<W> {
     async fn write(&mut self, bytes: &[u8]) {
         if self.broken || bytes.is_empty() {
             return;
         }
-        let result = match self.stream {
-            StreamKind::Stdout => write_all(tokio::io::stdout(), bytes).await,
-            StreamKind::Stderr => write_all(tokio::io::stderr(), bytes).await,
-        };
+        let result = write_all(&mut self.sink, bytes).await;
         if result.is_err() && self.stream == StreamKind::Stdout {
             self.broken = true;
             let _ = self.events.send(PumpEvent::BrokenPipe);
@@ -400,7 +428,7 @@ impl LocalOutput {
     }
 }
 
-async fn write_all(mut to: impl tokio::io::AsyncWrite + Unpin, bytes: &[u8]) -> std::io::Result<()> {
+async fn write_all(mut to: impl AsyncWrite + Unpin, bytes: &[u8]) -> std::io::Result<()> {
     to.write_all(bytes).await?;
     to.flush().await
 }
@@ -408,6 +436,67 @@ async fn write_all(mut to: impl tokio::io::AsyncWrite + Unpin, bytes: &[u8]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader far slower than every deadline of the call (an hour of the paused clock between reads; the clock jumps
+    /// to each timer as soon as nothing else can run, so any deadline the pump had would pass): what ssh sent before
+    /// it ended all arrives, and only then does the stream end.
+    #[tokio::test(start_paused = true)]
+    async fn what_ssh_sent_waits_for_a_stalled_reader_however_long() {
+        let sent = testkit::random_bytes(300_000, 3);
+        let (mut ssh_side, from_ssh) = tokio::io::duplex(64 * 1024);
+        let (to_reader, mut reader) = tokio::io::duplex(4 * 1024);
+        let (events, mut inbox) = mpsc::unbounded_channel();
+        let ssh_ended = watch::channel(true).0;
+        let started = Arc::new(watch::channel(true).0);
+        let writer = tokio::spawn({
+            let sent = sent.clone();
+            async move { ssh_side.write_all(&sent).await.unwrap() }
+        });
+        let copy = tokio::spawn(pump(
+            from_ssh,
+            StreamKind::Stdout,
+            to_reader,
+            "nonce".into(),
+            started,
+            ssh_ended.subscribe(),
+            events,
+        ));
+        // The reader takes an hour for each 4 KiB: every deadline the pump could have passes between two reads.
+        let mut received = Vec::new();
+        let mut piece = vec![0u8; 4096];
+        loop {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            match reader.read(&mut piece).await.unwrap() {
+                0 => break,
+                n => received.extend_from_slice(&piece[..n]),
+            }
+            if received.len() < sent.len() {
+                assert!(
+                    inbox.try_recv().is_err(),
+                    "the stream ended at byte {} while our reader was slow",
+                    received.len()
+                );
+            }
+        }
+        assert!(received == sent, "{} of {} bytes arrived", received.len(), sent.len());
+        writer.await.unwrap();
+        copy.await.unwrap();
+        assert!(matches!(inbox.recv().await, Some(PumpEvent::Eof(StreamKind::Stdout, held)) if held.is_empty()));
+    }
+
+    /// Once ssh has ended, a call that was not stopped here has no deadline left: nothing will cut its output.
+    #[test]
+    fn no_deadline_outlives_ssh_unless_the_call_is_being_stopped() {
+        let mut state = CallState::default();
+        state.set_timer(Timer::Drain, DRAIN);
+        state.set_timer(Timer::AfterStop, AFTER_STOP);
+        state.ssh_ended(Some(0));
+        assert_eq!(state.next_timer(), None);
+        let mut interrupted = CallState { interrupt: Some(Interrupt::Int), ..CallState::default() };
+        interrupted.set_timer(Timer::AfterStop, AFTER_STOP);
+        interrupted.ssh_ended(Some(0));
+        assert!(matches!(interrupted.next_timer(), Some((Timer::AfterStop, _))), "a stop in progress keeps its");
+    }
 
     /// A stream something else still holds open once ssh has ended (nothing more comes) is taken as ended: the
     /// call does not wait for it without end.
@@ -417,8 +506,16 @@ mod tests {
         let (events, mut inbox) = mpsc::unbounded_channel();
         let ssh_ended = watch::channel(true).0;
         let started = Arc::new(watch::channel(true).0);
-        let copy =
-            tokio::spawn(pump(held_open, StreamKind::Stderr, "nonce".into(), started, ssh_ended.subscribe(), events));
+        let sink = tokio::io::sink();
+        let copy = tokio::spawn(pump(
+            held_open,
+            StreamKind::Stderr,
+            sink,
+            "nonce".into(),
+            started,
+            ssh_ended.subscribe(),
+            events,
+        ));
         timeout(Duration::from_secs(30), copy).await.expect("the copy waited for end of file without end").unwrap();
         assert!(matches!(inbox.recv().await, Some(PumpEvent::Eof(StreamKind::Stderr, held)) if held.is_empty()));
     }
