@@ -1,5 +1,5 @@
 #!/bin/sh
-# A/B: the client's hand-written SSE reader (protocol/src/sse.rs) against eventsource-stream, the crate the design
+# A/B: the client's hand-written SSE reader (sidecar-exec/src/sidecar/sse.rs) against eventsource-stream, the crate the design
 # card names, on the same 64 MiB streams (many small frames, big frames, few huge frames): throughput and peak RSS,
 # each measurement in its own process (sidecar-exec/examples/ab_sse.rs says how). Prints a markdown table on stdout;
 # bench/ab.sh puts it in BENCHMARKS.md. BENCH_AB_RUNS sets the runs per cell (default 5; 1 with BENCH_QUICK=1).

@@ -8,7 +8,8 @@ use crate::env::VariableError;
 use crate::stdin::StdinError;
 
 /// A mistake that stops a call before it starts. The kinds both programs share are named here; `P` is the program's
-/// own (sidecar-exec: [`crate::sidecar::SidecarConfigError`], ssh-exec: [`crate::ssh::SshConfigError`]).
+/// own (sidecar-exec: [`crate::sidecar::config_error::SidecarConfigError`], ssh-exec:
+/// [`crate::ssh::config_error::SshConfigError`]).
 #[derive(Debug)]
 pub enum ConfigError<P> {
     /// The command line.

@@ -1,12 +1,13 @@
 //! The agent-side clients and what they share.
 //!
 //! Two programs live here, each in its own folder: `sidecar-exec` ([`sidecar`]) forwards a command to a build sidecar
-//! over HTTP, `ssh-exec` ([`ssh`]) runs it on a host over OpenSSH. The wrapper installer ([`wrappers`]) puts one
-//! wrapper per command on the agent's PATH and picks one backend for each: native > sidecar > SSH.
+//! over HTTP, `ssh-exec` ([`ssh`]) runs it on a host over OpenSSH. The wrapper installer ([`wrappers`]), an option of
+//! both, puts one wrapper per command on the agent's PATH and picks one backend for each: native > sidecar > SSH.
 //!
 //! What both programs keep alike lives at the root: how a client ends ([`exit`]) and the one configuration error
-//! ([`config_error`]), the command words it forwards ([`argv`]), its stdin policy ([`stdin`]), the signals that
-//! interrupt it ([`interrupt`]), and how text from the other side is made safe for its own line ([`terminal_safe`]).
+//! ([`config_error`]), its command line ([`argv`]) and variables ([`env`](mod@env)), its stdin policy ([`stdin`]), the
+//! signals that interrupt it ([`interrupt`]), and how text from the other side is made safe for its own line
+//! ([`terminal_safe`]). Nothing at the root knows either program; the programs know the root.
 
 pub mod argv;
 pub mod config_error;

@@ -1,5 +1,9 @@
 //! sidecar-exec: runs a command in a build sidecar over the build-sidecar contract's HTTP API, as if it ran here.
-//! [`program`] is the program; it names its runs and resumes them across lost connections ([`resume`]).
+//! [`program`] is the program. Its configuration: [`sidecars`] (BUILD_SIDECARS), [`token`], [`settings`]
+//! (SIDECAR_*). A call: [`request`] builds it, [`forward`] sends it blocking or streaming, [`resume`] follows a named
+//! run across lost connections into [`output`], [`reported_code`] gives the exit code. On the wire: [`http`] (the
+//! client and its messages), [`body`], [`reply_reader`] and [`json_string`] (a blocking reply), [`sse`] and
+//! [`stream`] (an event stream). The other modes: [`runs`] (`--runs`, `--attach`, cancelling), [`status`].
 
 pub mod body;
 pub mod config_error;

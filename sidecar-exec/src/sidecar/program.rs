@@ -25,7 +25,7 @@ pub const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
 // for flags): the settings are the contract's variables (`--help` lists them), and an inherited `SIDECAR_STATUS=1`
 // must not turn every wrapped call into a status line.
 /// Runs a command in a build sidecar (a builder container sharing this workspace) and reproduces its stdout,
-/// stderr and exit code exactly. Everything after <runtime> is the command's own: `sidecar-exec node npm -v`
+/// stderr and exit code exactly. Everything after RUNTIME is the command's own: `sidecar-exec node npm -v`
 /// runs `npm -v`.
 #[derive(Debug, clap::Parser)]
 #[command(

@@ -114,7 +114,7 @@ fn unescaped(raw: &RawValue) -> Result<Cow<'_, [u8]>, ReplyWriteError> {
 /// escaped, and this one follows `4`), so found in a flat reply it is the key.
 const OUTPUT_B64_KEY: &[u8] = b"\"output_b64\":\"";
 
-/// Reads a reply body piece by piece; [`ReplyReader::finish`] gives what [`ReplyReader::view`] reads.
+/// Reads a reply body piece by piece; [`ReplyReader::finish`] gives what [`ReadReply::view`] reads.
 #[derive(Debug, Default)]
 pub struct ReplyReader {
     /// The body so far, less stdout's string while it is decoded: `{"exit_code":N` then what follows the string.
