@@ -5,6 +5,7 @@ use std::fmt;
 
 use crate::argv::UsageError;
 use crate::env::VariableError;
+use crate::exit::EXIT_CONFIG;
 use crate::stdin::StdinError;
 
 /// A mistake that stops a call before it starts. The kinds both programs share are named here; `P` is the program's
@@ -34,6 +35,18 @@ impl<P: fmt::Display> fmt::Display for ConfigError<P> {
 }
 
 impl<P: fmt::Debug + fmt::Display> std::error::Error for ConfigError<P> {}
+
+impl<P: fmt::Display> ConfigError<P> {
+    /// Prints the mistake as `program`'s one line (followed by its `usage` lines for a command line that says
+    /// nothing to run) and gives [`EXIT_CONFIG`].
+    pub fn report(&self, program: &str, usage: &str) -> i32 {
+        match self {
+            ConfigError::Usage(mistake) if mistake.shows_usage() => eprintln!("{program}: {self}\n{usage}"),
+            _ => eprintln!("{program}: {self}"),
+        }
+        EXIT_CONFIG
+    }
+}
 
 impl<P> From<UsageError> for ConfigError<P> {
     fn from(err: UsageError) -> Self {

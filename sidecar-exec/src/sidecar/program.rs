@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::argv::{Parsed, UsageError};
 use crate::config_error::ConfigError;
-use crate::exit::{ClientExit, EXIT_CONFIG};
+use crate::exit::ClientExit;
 use crate::interrupt::InterruptHandlers;
 use crate::sidecar::config_error::SidecarConfigError;
 use crate::sidecar::resume::OwnedRun;
@@ -140,8 +140,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
 pub fn perform(action: Action) -> i32 {
     match action {
         Action::Forward { runtime, command } => run(&runtime, &command),
-        Action::Status => status(),
-        Action::Runs => list_runs(),
+        Action::Status => over_sidecars(|sidecars| async move { status::status(&sidecars).await }),
+        Action::Runs => over_sidecars(|sidecars| async move { runs::list(&sidecars).await }),
         Action::Attach { runtime, id } => attach(&runtime, &id),
         Action::InstallWrappers(dir) => wrappers::program::install_wrappers(Client::SidecarExec, dir),
     }
@@ -151,14 +151,9 @@ pub fn usage(mistake: UsageError) -> i32 {
     config_mistake(mistake.into())
 }
 
-/// A mistake found before anything is sent: its line (and, for a command line that says nothing to run, the usage
-/// lines), [`EXIT_CONFIG`].
+/// A mistake found before anything is sent: its line, [`crate::exit::EXIT_CONFIG`].
 fn config_mistake(mistake: ConfigError<SidecarConfigError>) -> i32 {
-    match &mistake {
-        ConfigError::Usage(usage) if usage.shows_usage() => eprintln!("sidecar-exec: {mistake}\n{USAGE}"),
-        _ => eprintln!("sidecar-exec: {mistake}"),
-    }
-    EXIT_CONFIG
+    mistake.report("sidecar-exec", USAGE)
 }
 
 fn tokio_runtime() -> tokio::runtime::Runtime {
@@ -248,15 +243,16 @@ async fn release(target: &Target, run: &OwnedRun) {
     }
 }
 
-fn list_runs() -> i32 {
+/// `--runs` and `--status`: `report` prints one line per configured sidecar and says whether all of them answered
+/// as they should (exit 0, else 1).
+fn over_sidecars<F: std::future::Future<Output = bool>>(report: impl FnOnce(Sidecars) -> F) -> i32 {
     let sidecars = match Sidecars::from_env() {
         Ok(sidecars) => sidecars,
         Err(mistake) => return config_mistake(mistake.into()),
     };
-    if tokio_runtime().block_on(runs::list(&sidecars)) {
-        0
-    } else {
-        1
+    match tokio_runtime().block_on(report(sidecars)) {
+        true => 0,
+        false => 1,
     }
 }
 
@@ -277,18 +273,6 @@ fn attach(runtime_name: &str, id: &str) -> i32 {
         exit
     });
     exit.report("sidecar-exec")
-}
-
-fn status() -> i32 {
-    let sidecars = match Sidecars::from_env() {
-        Ok(sidecars) => sidecars,
-        Err(mistake) => return config_mistake(mistake.into()),
-    };
-    if tokio_runtime().block_on(status::status(&sidecars)) {
-        0
-    } else {
-        1
-    }
 }
 
 #[cfg(test)]

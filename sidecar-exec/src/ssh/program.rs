@@ -113,14 +113,9 @@ fn usage(mistake: UsageError) -> i32 {
     config_mistake(mistake.into())
 }
 
-/// A mistake found before connecting: its line (and, for a command line that says nothing to run, the usage lines),
-/// [`EXIT_CONFIG`].
+/// A mistake found before connecting: its line, [`EXIT_CONFIG`].
 fn config_mistake(mistake: ConfigError<SshConfigError>) -> i32 {
-    match &mistake {
-        ConfigError::Usage(usage) if usage.shows_usage() => eprintln!("ssh-exec: {mistake}\n{USAGE}"),
-        _ => eprintln!("ssh-exec: {mistake}"),
-    }
-    EXIT_CONFIG
+    mistake.report("ssh-exec", USAGE)
 }
 
 /// `--auto-run`: exec the file here when it runs here, else run the command on the host.
