@@ -33,13 +33,22 @@ pub enum Parsed<C> {
 
 /// Parses `args` (without the program name) into the program's options `C`. `rules` name the options whose
 /// arguments clap checks, with what they take, for the line a mistake gets (`("--attach", "takes a runtime and a
-/// run id")`).
+/// run id")`). `after_help` (exit codes, the variables) is built only when help may be shown: it is most of what
+/// clap would otherwise add to every forwarded call (BENCHMARKS.md, "argv parsing").
 pub fn parse<C: clap::Parser>(
     program: &str,
     args: Vec<OsString>,
     rules: &[(&'static str, &'static str)],
+    after_help: fn() -> String,
 ) -> Result<Parsed<C>, UsageError> {
-    match C::try_parse_from(std::iter::once(OsString::from(program)).chain(args)) {
+    let mut command = C::command();
+    if args.iter().any(|arg| arg == "-h" || arg == "--help") {
+        command = command.after_help(after_help());
+    }
+    let parsed = command
+        .try_get_matches_from(std::iter::once(OsString::from(program)).chain(args))
+        .and_then(|mut matches| C::from_arg_matches_mut(&mut matches));
+    match parsed {
         Ok(options) => Ok(Parsed::Options(options)),
         Err(err) if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             let _ = err.print();

@@ -6,7 +6,6 @@ use std::fmt;
 use crate::argv::UsageError;
 use crate::env::VariableError;
 use crate::exit::EXIT_CONFIG;
-use crate::stdin::StdinError;
 
 /// A mistake that stops a call before it starts. The kinds both programs share are named here; `P` is the program's
 /// own (sidecar-exec: [`crate::sidecar::config_error::SidecarConfigError`], ssh-exec:
@@ -17,8 +16,6 @@ pub enum ConfigError<P> {
     Usage(UsageError),
     /// A variable's value.
     Variable(VariableError),
-    /// stdin could not be read, or holds more than one call can carry.
-    Stdin(StdinError),
     /// The program's own configuration.
     Program(P),
 }
@@ -28,7 +25,6 @@ impl<P: fmt::Display> fmt::Display for ConfigError<P> {
         match self {
             ConfigError::Usage(err) => err.fmt(f),
             ConfigError::Variable(err) => err.fmt(f),
-            ConfigError::Stdin(err) => err.fmt(f),
             ConfigError::Program(err) => err.fmt(f),
         }
     }
@@ -57,11 +53,5 @@ impl<P> From<UsageError> for ConfigError<P> {
 impl<P> From<VariableError> for ConfigError<P> {
     fn from(err: VariableError) -> Self {
         ConfigError::Variable(err)
-    }
-}
-
-impl<P> From<StdinError> for ConfigError<P> {
-    fn from(err: StdinError) -> Self {
-        ConfigError::Stdin(err)
     }
 }

@@ -7,6 +7,7 @@ use crate::config_error::ConfigError;
 use crate::sidecar::request::RequestError;
 use crate::sidecar::settings::CwdError;
 use crate::sidecar::sidecars::SidecarsError;
+use crate::sidecar::stdin_body::StdinError;
 
 /// A mistake only sidecar-exec can find.
 #[derive(Debug)]
@@ -15,6 +16,8 @@ pub enum SidecarConfigError {
     Sidecars(SidecarsError),
     /// The working directory to send.
     Cwd(CwdError),
+    /// stdin could not be read, or holds more than one request can carry.
+    Stdin(StdinError),
     /// The request would not fit the server's body limit.
     Request(RequestError),
     /// /dev/urandom could not be read to name the run.
@@ -28,6 +31,7 @@ impl fmt::Display for SidecarConfigError {
         match self {
             SidecarConfigError::Sidecars(err) => err.fmt(f),
             SidecarConfigError::Cwd(err) => err.fmt(f),
+            SidecarConfigError::Stdin(err) => err.fmt(f),
             SidecarConfigError::Request(err) => err.fmt(f),
             SidecarConfigError::NoRunId(err) => write!(
                 f,
@@ -55,6 +59,12 @@ impl From<SidecarsError> for ConfigError<SidecarConfigError> {
 impl From<CwdError> for ConfigError<SidecarConfigError> {
     fn from(err: CwdError) -> Self {
         ConfigError::Program(SidecarConfigError::Cwd(err))
+    }
+}
+
+impl From<StdinError> for ConfigError<SidecarConfigError> {
+    fn from(err: StdinError) -> Self {
+        ConfigError::Program(SidecarConfigError::Stdin(err))
     }
 }
 

@@ -1,6 +1,6 @@
 //! sidecar-exec: runs a command in a build sidecar over the build-sidecar contract's HTTP API, as if it ran here.
 //! [`program`] is the program. Its configuration: [`sidecars`] (BUILD_SIDECARS), [`token`], [`settings`]
-//! (SIDECAR_*). A call: [`request`] builds it, [`forward`] sends it blocking or streaming, [`resume`] follows a named
+//! (SIDECAR_*). A call: [`stdin_body`] and [`request`] build it, [`forward`] sends it blocking or streaming, [`resume`] follows a named
 //! run across lost connections into [`output`], [`reported_code`] gives the exit code. On the wire: [`http`] (the
 //! client and its messages), [`body`], [`reply_reader`] and [`json_string`] (a blocking reply), [`sse`] and
 //! [`stream`] (an event stream). The other modes: [`runs`] (`--runs`, `--attach`, cancelling), [`status`].
@@ -22,5 +22,6 @@ pub mod settings;
 pub mod sidecars;
 pub mod sse;
 pub mod status;
+pub mod stdin_body;
 pub mod stream;
 pub mod token;

@@ -11,7 +11,7 @@ use crate::sidecar::config_error::SidecarConfigError;
 use crate::sidecar::resume::OwnedRun;
 use crate::sidecar::settings::{self, CallSettings};
 use crate::sidecar::sidecars::{Sidecars, Target};
-use crate::sidecar::{forward, request, run_id, runs, status};
+use crate::sidecar::{forward, request, run_id, runs, status, stdin_body};
 use crate::wrappers::backends::Client;
 use crate::{argv, stdin, wrappers};
 
@@ -32,8 +32,7 @@ pub const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
     name = "sidecar-exec",
     version,
     verbatim_doc_comment,
-    override_usage = USAGE.strip_prefix("usage: ").unwrap_or(USAGE),
-    after_help = after_help()
+    override_usage = USAGE.strip_prefix("usage: ").unwrap_or(USAGE)
 )]
 pub struct Options {
     /// Each configured sidecar, its URL, whether /health answers, and its /info;
@@ -126,7 +125,7 @@ Environment:
 
 /// sidecar-exec's main: the exit code for `args` (without the program name).
 pub fn main(args: Vec<OsString>) -> i32 {
-    match argv::parse::<Options>("sidecar-exec", args, &[ATTACH]) {
+    match argv::parse::<Options>("sidecar-exec", args, &[ATTACH], after_help) {
         Ok(Parsed::Options(options)) => match options.action() {
             Ok(action) => perform(action),
             Err(mistake) => usage(mistake),
@@ -165,7 +164,7 @@ fn tokio_runtime() -> tokio::runtime::Runtime {
 struct PreparedCall {
     target: Target,
     settings: CallSettings,
-    /// stdin is a pipe left unread (see [`stdin::Stdin::unread_pipe`]).
+    /// stdin is a pipe left unread (see [`stdin_body::Stdin::unread_pipe`]).
     unread_pipe: bool,
     body: Vec<u8>,
     run: OwnedRun,
@@ -175,7 +174,7 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
     let cmd = argv::command_args(args)?;
     let target = Sidecars::from_env()?.target(runtime_name)?;
     let settings = CallSettings::from_env()?;
-    let stdin = stdin::read(settings.forward_stdin_pipe)?;
+    let stdin = stdin_body::read(settings.forward_stdin_pipe)?;
     let run_id = match settings.resume {
         true => Some(run_id::new_run_id().map_err(|err| ConfigError::Program(SidecarConfigError::NoRunId(err)))?),
         false => None,
@@ -280,7 +279,8 @@ mod tests {
     use super::*;
 
     fn action(args: &[&str]) -> Result<Action, UsageError> {
-        match argv::parse::<Options>("sidecar-exec", args.iter().map(OsString::from).collect(), &[ATTACH])? {
+        match argv::parse::<Options>("sidecar-exec", args.iter().map(OsString::from).collect(), &[ATTACH], after_help)?
+        {
             Parsed::Options(options) => options.action(),
             Parsed::Shown => panic!("{args:?} printed help"),
         }

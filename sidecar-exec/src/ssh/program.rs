@@ -37,8 +37,7 @@ pub const EXIT_TRANSPORT: i32 = 255;
     name = "ssh-exec",
     version,
     verbatim_doc_comment,
-    override_usage = USAGE.strip_prefix("usage: ").unwrap_or(USAGE),
-    after_help = after_help()
+    override_usage = USAGE.strip_prefix("usage: ").unwrap_or(USAGE)
 )]
 pub struct Options {
     /// Connect, enter the host folder of the current directory, print `ok`
@@ -86,7 +85,7 @@ enum CallKind {
 
 /// ssh-exec's main: the exit code for `args` (without the program name).
 pub fn main(args: Vec<OsString>) -> i32 {
-    let options = match argv::parse::<Options>("ssh-exec", args, &[]) {
+    let options = match argv::parse::<Options>("ssh-exec", args, &[], after_help) {
         Ok(Parsed::Options(options)) => options,
         Ok(Parsed::Shown) => return 0,
         Err(mistake) => return usage(mistake),
@@ -327,7 +326,7 @@ mod tests {
     use super::*;
 
     fn options(args: &[&str]) -> Result<Options, UsageError> {
-        match argv::parse::<Options>("ssh-exec", args.iter().map(OsString::from).collect(), &[])? {
+        match argv::parse::<Options>("ssh-exec", args.iter().map(OsString::from).collect(), &[], after_help)? {
             Parsed::Options(options) => Ok(options),
             Parsed::Shown => panic!("{args:?} printed help"),
         }
