@@ -5,4 +5,5 @@
 
 mod emitters;
 mod engines;
+mod kube_schemas;
 mod up;
