@@ -154,10 +154,11 @@ fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
     engine.assert_nothing_left(&run);
 }
 
-fn detach_then_ps_then_down(engine: &TestEngine) {
-    let workspace = tempfile::tempdir().unwrap();
-    let workspace_arg = workspace.path().display().to_string();
-    let run = unique("it-detach");
+/// `up --detach` of a run named `prefix-…` with a python builder and an agent that sleeps: the run's name, once
+/// `up` has printed it (and only it) and exited 0. The workspace must outlive the run.
+fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> String {
+    let workspace_arg = workspace.display().to_string();
+    let run = unique(prefix);
     let args = engine.up_args(
         &run,
         &["--detach", "--sidecar", "python", "--workspace", &workspace_arg, "--", "sidecar-agent", "sleep", "600"],
@@ -165,6 +166,12 @@ fn detach_then_ps_then_down(engine: &TestEngine) {
     let output = engine.sidecarctl(&args).output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout), format!("{run}\n"));
+    run
+}
+
+fn detach_then_ps_then_down(engine: &TestEngine) {
+    let workspace = tempfile::tempdir().unwrap();
+    let run = detach_python(engine, "it-detach", workspace.path());
 
     let ps = engine.sidecarctl(&["ps"]).output().unwrap();
     let listing = text(&ps.stdout);
@@ -193,14 +200,7 @@ fn detach_then_ps_then_down(engine: &TestEngine) {
 /// systemd: the engine's status stays `starting`, so the `healthy` in the listing came from the probe).
 fn ps_reports_health_from_the_engine_or_from_the_health_command(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
-    let workspace_arg = workspace.path().display().to_string();
-    let run = unique("it-health");
-    let args = engine.up_args(
-        &run,
-        &["--detach", "--sidecar", "python", "--workspace", &workspace_arg, "--", "sidecar-agent", "sleep", "600"],
-    );
-    let output = engine.sidecarctl(&args).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let run = detach_python(engine, "it-health", workspace.path());
     let builder = format!("sidecarctl-{run}-builder-python");
     let client = engine.connect().unwrap();
     let engine_status = || {
