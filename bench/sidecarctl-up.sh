@@ -61,6 +61,7 @@ up() {
     DOCKER_HOST="${host[$1]}" "$bin" up ${limits[$1]} --workspace "$tmp/ws" "${sidecars[@]}" -- \
         sidecar-agent sh -c 'date +%s.%N' 2>"$tmp/stderr"
 }
+load_before="$(cut -d' ' -f1 /proc/loadavg)"
 : >"$tmp/samples"
 for engine in $engines; do
     for measure in builders agent-alone; do
@@ -82,7 +83,8 @@ versions="$(for engine in $engines; do
     DOCKER_HOST="${host[$engine]}" /usr/bin/docker version --format "$engine {{.Server.Version}} (API {{.Server.APIVersion}})" 2>/dev/null \
         || echo "$engine"
 done | paste -sd ';' | sed 's/;/, /g')"
-python3 - "$tmp/samples" "$runs" "$versions" <<'PY'
+load="load average $load_before before, $(cut -d' ' -f1 /proc/loadavg) after, on $(nproc) cores"
+python3 - "$tmp/samples" "$runs" "$versions" "$load" <<'PY'
 import re, statistics, sys
 from collections import defaultdict
 samples = defaultdict(list)
@@ -107,8 +109,8 @@ section = f"""## sidecarctl up
 `sidecarctl up --sidecar python --sidecar node -- sidecar-agent sh -c 'date +%s.%N'` on each engine, {sys.argv[3]}
 (podman with runc, through its API socket), images warm, {sys.argv[2]} runs per measure after one warm-up, the
 engines and measures taking turns; written by bench/sidecarctl-up.sh (debug build of sidecarctl: the time is the
-engine's, not the client's). Baseline, measured in the same run on the same engine: `up --disable-sidecars`, the
-agent alone. Median (min–max).
+engine's, not the client's); {sys.argv[4]}. Baseline, measured in the same run on the same engine: `up
+--disable-sidecars`, the agent alone. Median (min–max).
 
 | engine | `up` → the agent's first command | `up` → agent created (network, 2 builders, health gate passed) | whole run, teardown included | baseline: agent alone, `up` → first command | ratio |
 | --- | --- | --- | --- | --- | --- |
@@ -120,7 +122,7 @@ once: {", ".join(goals)}.
 path = "BENCHMARKS.md"
 text = open(path).read()
 pattern = re.compile(r"## sidecarctl up\n.*?(?=\n## |\Z)", re.S)
-text = pattern.sub(section.rstrip("\n"), text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+text = pattern.sub(section.rstrip("\n") + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
 open(path, "w").write(text)
 print(section)
 PY
