@@ -452,6 +452,9 @@ async fn a_sidecar_on_a_unix_socket_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("exec.sock");
     let server = server_with(&["--listen", &format!("unix:{}", socket.display())], None).await;
+    // LocalServer::start returns once its TCP listener is bound; the server binds the --listen socket in its own
+    // task, so on a loaded machine the first call could come before the file exists (seen in CI: "No such file").
+    wait_until("the server's UNIX socket", || socket.exists());
     let sidecars = format!(r#"{{"python":{{"internal_url":"unix://{}"}}}}"#, socket.display());
     let call = || client_run().env("BUILD_SIDECARS", &sidecars).current_dir(server.workspace.path());
     for stream in [false, true] {
