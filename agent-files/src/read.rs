@@ -82,13 +82,33 @@ impl fmt::Display for FileKind {
     }
 }
 
-/// Why a file was not read. Displayed as what follows the file's name in a message ("request file X {error}").
-#[derive(Debug)]
-pub enum ReadError {
+/// Why a file is not read at all: final for the file as it stands. Displayed as what follows the file's name in a
+/// message ("request file X {refusal}").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
     /// Anything but a regular file, including a symlink to one.
     NotRegular { kind: FileKind },
     /// More than `limit` bytes.
     TooLarge { limit: u64 },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::NotRegular { kind: FileKind::Symlink } => {
+                f.write_str("is a symbolic link: only regular files are read here, never through a link")
+            }
+            Refusal::NotRegular { kind } => write!(f, "is {kind}: only regular files are read here"),
+            Refusal::TooLarge { limit } => write!(f, "is larger than {limit} bytes, the most that is read"),
+        }
+    }
+}
+
+/// Why a file was not read. Displayed as what follows the file's name in a message ("request file X {error}").
+#[derive(Debug)]
+pub enum ReadError {
+    /// Not a file to read, by the rules above.
+    Refused(Refusal),
     /// The file could not be looked up, opened or read: missing ([`ReadError::is_not_found`]), no permission, ….
     Io(io::Error),
 }
@@ -103,11 +123,7 @@ impl ReadError {
 impl fmt::Display for ReadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ReadError::NotRegular { kind: FileKind::Symlink } => {
-                f.write_str("is a symbolic link: only regular files are read here, never through a link")
-            }
-            ReadError::NotRegular { kind } => write!(f, "is {kind}: only regular files are read here"),
-            ReadError::TooLarge { limit } => write!(f, "is larger than {limit} bytes, the most that is read"),
+            ReadError::Refused(refusal) => refusal.fmt(f),
             ReadError::Io(err) => write!(f, "cannot be read: {err}"),
         }
     }
@@ -116,25 +132,27 @@ impl fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// Reads the regular file `path`, of at most `limit` bytes. See the module's rules.
-pub fn read_request(path: &Path, limit: u64) -> Result<Contents, ReadError> {
+pub fn read_regular_file(path: &Path, limit: u64) -> Result<Contents, ReadError> {
     refuse_irregular(std::fs::symlink_metadata(path).map_err(ReadError::Io)?.file_type())?;
     let file =
         OpenOptions::new().read(true).custom_flags(O_NONBLOCK | O_NOFOLLOW | O_NOCTTY).open(path).map_err(|err| {
             match err.raw_os_error() {
                 // What O_NOFOLLOW answers for a symlink that replaced the file after the look-up.
-                Some(code) if code == Errno::ELOOP as i32 => ReadError::NotRegular { kind: FileKind::Symlink },
+                Some(code) if code == Errno::ELOOP as i32 => {
+                    ReadError::Refused(Refusal::NotRegular { kind: FileKind::Symlink })
+                }
                 _ => ReadError::Io(err),
             }
         })?;
     let metadata = file.metadata().map_err(ReadError::Io)?;
     refuse_irregular(metadata.file_type())?;
     if metadata.len() > limit {
-        return Err(ReadError::TooLarge { limit });
+        return Err(ReadError::Refused(Refusal::TooLarge { limit }));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(ReadError::Io)?;
     if bytes.len() as u64 > limit {
-        return Err(ReadError::TooLarge { limit });
+        return Err(ReadError::Refused(Refusal::TooLarge { limit }));
     }
     Ok(Contents { bytes, metadata })
 }
@@ -142,7 +160,7 @@ pub fn read_request(path: &Path, limit: u64) -> Result<Contents, ReadError> {
 fn refuse_irregular(file_type: FileType) -> Result<(), ReadError> {
     match FileKind::of(file_type) {
         None => Ok(()),
-        Some(kind) => Err(ReadError::NotRegular { kind }),
+        Some(kind) => Err(ReadError::Refused(Refusal::NotRegular { kind })),
     }
 }
 
@@ -153,7 +171,7 @@ mod tests {
 
     fn kind(result: Result<Contents, ReadError>) -> FileKind {
         match result {
-            Err(ReadError::NotRegular { kind }) => kind,
+            Err(ReadError::Refused(Refusal::NotRegular { kind })) => kind,
             other => panic!("{other:?}"),
         }
     }
@@ -163,10 +181,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("request.json");
         std::fs::write(&path, "12345").unwrap();
-        let contents = read_request(&path, 5).unwrap();
+        let contents = read_regular_file(&path, 5).unwrap();
         assert_eq!((contents.bytes.as_slice(), contents.metadata.len()), (&b"12345"[..], 5));
-        assert!(matches!(read_request(&path, 4), Err(ReadError::TooLarge { limit: 4 })));
-        assert!(read_request(&dir.path().join("missing"), 5).unwrap_err().is_not_found());
+        assert!(matches!(read_regular_file(&path, 4), Err(ReadError::Refused(Refusal::TooLarge { limit: 4 }))));
+        assert!(read_regular_file(&dir.path().join("missing"), 5).unwrap_err().is_not_found());
     }
 
     #[test]
@@ -174,20 +192,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        assert_eq!(kind(read_request(&fifo, 10)), FileKind::Fifo);
-        assert_eq!(kind(read_request(Path::new("/dev/null"), 10)), FileKind::CharDevice);
-        assert_eq!(kind(read_request(dir.path(), 10)), FileKind::Directory);
+        assert_eq!(kind(read_regular_file(&fifo, 10)), FileKind::Fifo);
+        assert_eq!(kind(read_regular_file(Path::new("/dev/null"), 10)), FileKind::CharDevice);
+        assert_eq!(kind(read_regular_file(dir.path(), 10)), FileKind::Directory);
         let regular = dir.path().join("regular");
         std::fs::write(&regular, "{}").unwrap();
         for (name, target) in [("to-fifo", fifo.as_path()), ("to-zero", Path::new("/dev/zero")), ("to-file", &regular)]
         {
             let link = dir.path().join(name);
             symlink(target, &link).unwrap();
-            assert_eq!(kind(read_request(&link, 10)), FileKind::Symlink, "{name}");
+            assert_eq!(kind(read_regular_file(&link, 10)), FileKind::Symlink, "{name}");
         }
         let dangling = dir.path().join("dangling");
         symlink("nowhere", &dangling).unwrap();
-        assert_eq!(kind(read_request(&dangling, 10)), FileKind::Symlink);
+        assert_eq!(kind(read_regular_file(&dangling, 10)), FileKind::Symlink);
     }
 
     #[test]
@@ -195,8 +213,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sparse");
         std::fs::File::create(&path).unwrap().set_len(10 << 30).unwrap();
-        assert!(matches!(read_request(&path, 1 << 20), Err(ReadError::TooLarge { limit: 1_048_576 })));
-        let message = read_request(&path, 1 << 20).unwrap_err().to_string();
+        assert!(matches!(
+            read_regular_file(&path, 1 << 20),
+            Err(ReadError::Refused(Refusal::TooLarge { limit: 1_048_576 }))
+        ));
+        let message = read_regular_file(&path, 1 << 20).unwrap_err().to_string();
         assert_eq!(message, "is larger than 1048576 bytes, the most that is read");
     }
 }

@@ -13,8 +13,8 @@
 //! closes both, which removes every watch.
 //!
 //! An event says only "look again": a queue overflow, or a filesystem that reports nothing (some network and FUSE
-//! volumes), loses events, so callers re-check on a timer too. Watch before the first look: a file that appears in
-//! between then still wakes the next wait.
+//! volumes), loses events, so callers re-check on a timer too ([`crate::FolderChanges`], which every program waits
+//! with). Watch before the first look: a file that appears in between then still wakes the next wait.
 
 use std::io;
 use std::path::Path;
@@ -26,12 +26,13 @@ use nix::sys::inotify::{InitFlags, Inotify};
 use tokio::net::unix::pipe;
 
 /// What changes the contents of a folder of requests and results: a file created, moved in, written, closed after
-/// writing, or removed.
+/// writing, removed, or moved away.
 pub const CONTENT_CHANGES: AddWatchFlags = AddWatchFlags::IN_CREATE
     .union(AddWatchFlags::IN_MOVED_TO)
     .union(AddWatchFlags::IN_MODIFY)
     .union(AddWatchFlags::IN_CLOSE_WRITE)
-    .union(AddWatchFlags::IN_DELETE);
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_FROM);
 
 /// An inotify instance on the async runtime.
 #[derive(Debug)]

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use protocol::vars;
 
 /// Runs commands for sidecar-exec clients: a small HTTP server for builder containers.
 ///
@@ -15,7 +16,7 @@ use clap::Parser;
 #[command(version, about, long_about)]
 pub struct Config {
     /// TCP port for the HTTP API [default: 8080]. With --ipc-dir, HTTP is served only when a port is given.
-    #[arg(long, env = "EXEC_SERVER_PORT")]
+    #[arg(long, env = vars::EXEC_SERVER_PORT)]
     pub port: Option<u16>,
 
     /// Address to listen on. A builder is reached over a private network, so the default is every interface.
@@ -23,16 +24,16 @@ pub struct Config {
     pub host: String,
 
     /// Workspace root: relative request cwds resolve against it, and a cwd outside it is refused.
-    #[arg(long, env = "EXEC_SERVER_CWD", default_value = "/workspace")]
+    #[arg(long, env = vars::EXEC_SERVER_CWD, default_value = "/workspace")]
     pub cwd: PathBuf,
 
     /// Runtime name reported by /info (node, python, java, go, rust, …).
-    #[arg(long, env = "EXEC_SERVER_RUNTIME", default_value = "unknown")]
+    #[arg(long, env = vars::EXEC_SERVER_RUNTIME, default_value = "unknown")]
     pub runtime: String,
 
     /// Read the bearer token from this file (for mounted secrets; surrounding whitespace is ignored).
     /// EXEC_SERVER_TOKEN sets the token directly; it has no flag so the token never shows in `ps`.
-    #[arg(long, env = "EXEC_SERVER_TOKEN_FILE", value_name = "FILE")]
+    #[arg(long, env = vars::EXEC_SERVER_TOKEN_FILE, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 
     /// Probe a running server: GET http://127.0.0.1:PORT/health with a 3 s timeout; exit 0 on 200, else 1. PORT is
@@ -202,11 +203,20 @@ pub fn normalize_single_dash<I: IntoIterator<Item = std::ffi::OsString>>(args: I
         .collect()
 }
 
-fn parse_mode(text: &str) -> Result<u32, String> {
-    u32::from_str_radix(text.trim(), 8)
-        .ok()
-        .filter(|mode| *mode <= 0o777)
-        .ok_or_else(|| format!("{text:?} is not a permission mode in octal (e.g. 0660)"))
+/// `--socket-mode` that is not permission bits in octal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAMode(pub String);
+
+impl std::fmt::Display for NotAMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} is not a permission mode in octal (e.g. 0660)", self.0)
+    }
+}
+
+impl std::error::Error for NotAMode {}
+
+fn parse_mode(text: &str) -> Result<u32, NotAMode> {
+    u32::from_str_radix(text.trim(), 8).ok().filter(|mode| *mode <= 0o777).ok_or_else(|| NotAMode(text.to_owned()))
 }
 
 /// Seconds, up to a day ([`process_group::parse_seconds`]).
@@ -240,7 +250,7 @@ impl Config {
 
     /// The token in force: EXEC_SERVER_TOKEN (already taken into `token`, see [`crate::token::take_from_env`]) or
     /// the token file, both trimmed the same way.
-    pub fn resolve_token(&self) -> Result<Option<String>, String> {
+    pub fn resolve_token(&self) -> Result<Option<String>, crate::token::TokenError> {
         if let Some(token) = self.token.as_deref().and_then(crate::token::normalize) {
             return Ok(Some(token.to_owned()));
         }
@@ -276,5 +286,7 @@ mod tests {
         assert_eq!(normalize_single_dash(["-x".into(), "-portx".into()]), ["-x", "-portx"]);
         assert!(Config::try_parse_from(["exec-server", "--max-timeout", "7200"]).is_err());
         assert!(Config::try_parse_from(["exec-server", "--grace", "soon"]).is_err());
+        assert_eq!(parse_mode("0755"), Ok(0o755));
+        assert_eq!(parse_mode("999"), Err(NotAMode("999".into())));
     }
 }

@@ -1,26 +1,38 @@
-//! exec-server: runs commands for sidecar-exec clients and tool-sidecar agents. The engine (processes, groups,
-//! output) is transport-free; `http` and `ipc` are the two transports over it.
+//! exec-server: runs commands for sidecar-exec clients and tool-sidecar agents.
+//!
+//! - [`engine`]: processes, groups, timeouts, and each pipe's bytes into the capture its transport supplies; it
+//!   knows no transport.
+//! - [`http`] and [`ipc`]: the two transports over it, each `start(settings, engine, metrics)` then `serve(stop)`.
+//!   HTTP has two layers: `http::server` (sockets, connections, their cap and timeouts) and `http::api` (routes,
+//!   handlers, the SSE pump, the `/exec` reply).
+//! - [`runs`]: the named-run registry and logs (HTTP's, transport-free); [`ending`]: how a command ended, as the
+//!   API tells it.
+//! - [`metrics`], [`environment`], [`workspace`], [`token`], [`config`]: what the parts share; [`run`] makes the
+//!   shared parts and hands them out.
 
 pub mod config;
+pub mod ending;
 pub mod engine;
+pub mod environment;
 pub mod http;
+pub mod in_process;
 pub mod ipc;
-pub mod local;
 pub mod metrics;
 pub mod runs;
 pub mod token;
 pub mod workspace;
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 pub use config::Config;
-use engine::{Engine, Policy};
+use engine::{Policy, ProcessEngine};
+use metrics::Metrics;
 
 /// Serves the HTTP API on `listener` (and the file protocol too when `config.ipc_dir` is set) until `shutdown`
 /// resolves. See [`run`].
@@ -35,6 +47,9 @@ pub async fn serve(
 /// Serves HTTP on `listener` when given, and the file protocol when `config.ipc_dir` is set, on one engine, until
 /// `shutdown` resolves or the IPC `done` file appears. Then it stops accepting work, cancels every running command
 /// by the policy (SIGTERM, grace, SIGKILL to its group) and returns within the grace period plus a second.
+///
+/// This is where the server's shared parts are made and handed out: the metrics (each part gets its own handle),
+/// the engine, the environment commands start from, and, when HTTP is served, the named-run registry.
 pub async fn run(
     config: Config,
     listener: Option<TcpListener>,
@@ -46,90 +61,35 @@ pub async fn run(
             config.cwd.display()
         ))
     })?;
-    let mut listeners: Vec<http::socket::Listener> = listener.into_iter().map(http::socket::Listener::Tcp).collect();
-    for listen in &config.listen {
-        let path = http::socket::parse_listen(listen).map_err(std::io::Error::other)?;
-        let socket = http::socket::UnixSocket::bind(&path, config.socket_mode).map_err(std::io::Error::other)?;
-        listeners.push(http::socket::Listener::Unix(socket));
-    }
-    if listeners.is_empty() && config.ipc_dir.is_none() {
+    let serves_http = listener.is_some() || !config.listen.is_empty();
+    if !serves_http && config.ipc_dir.is_none() {
         return Err(std::io::Error::other(
             "nothing to serve: give a port, --listen unix:PATH, or --ipc-dir for the file protocol",
         ));
     }
-    let engine = Engine::new(Policy { grace: config.grace, drain: config.drain });
-    let base_env = Arc::new(http::inherited_env());
+    let metrics = Arc::new(Metrics::default());
+    let engine = ProcessEngine::new(Policy { grace: config.grace, drain: config.drain }, metrics.commands().clone());
+    let base_env = Arc::new(environment::inherited());
     let stop = CancellationToken::new();
 
     // Named runs are HTTP's: a file-protocol-only server makes no state folder.
-    let mut named_runs = None;
-    let http_task = if listeners.is_empty() {
-        None
+    let (http, named_runs) = if serves_http {
+        let settings = http_settings(&config, listener, &root, &base_env)?;
+        let runs = settings.runs.clone();
+        (Some(http::Server::start(settings, engine.clone(), metrics.clone())?), Some(runs))
     } else {
-        let runs = runs::Runs::new(runs::Settings {
-            reattach_window: config.reattach_window,
-            retain: config.retain,
-            max_runs: config.max_runs as usize,
-            // A named run's `/exec` reply is cut from its log: a log smaller than `--max-output` would cut a named
-            // reply where an unnamed one keeps everything (the budget counts encoded bytes, the log raw ones, so a
-            // log of `--max-output` bytes holds all a reply can carry). The log beyond memory is on disk.
-            run_log_max: config.run_log_max.max(config.max_output as u64),
-            run_memory: config.run_memory,
-            state_dir: config.state_dir.clone(),
-        })?;
-        named_runs = Some(runs.clone());
-        let token = config.resolve_token().map_err(std::io::Error::other)?;
-        let max_concurrent = config.max_concurrent as usize;
-        let state = http::AppState {
-            engine: engine.clone(),
-            root: root.clone(),
-            allow_any_cwd: config.allow_any_cwd,
-            token: token.map(Arc::from),
-            runtime: config.runtime.clone(),
-            permits: Arc::new(Semaphore::new(max_concurrent)),
-            max_concurrent,
-            max_timeout: config.max_timeout,
-            max_output: config.max_output,
-            keepalive: config.keepalive,
-            base_env: base_env.clone(),
-            metrics_open: config.metrics_open,
-            runs,
-        };
-        let limits = connection_limits(&config);
-        let addr = listeners.iter().find_map(http::socket::Listener::tcp_addr);
-        let sockets: Vec<String> = listeners.iter().filter_map(http::socket::Listener::unix_path).collect();
-        tracing::info!(
-            addr = %addr.map_or("none".into(), |addr| addr.to_string()),
-            sockets = %sockets.join(" "),
-            root = %root.display(),
-            runtime = %state.runtime,
-            auth = state.token.is_some(),
-            max_connections = limits.max_connections,
-            "exec-server listening"
-        );
-        let metrics = engine.metrics().clone();
-        let server = http::serve(listeners, http::router(state), limits, metrics, stop.clone());
-        Some(tokio::spawn(server) as Task)
+        (None, None)
     };
-    let ipc_task = match &config.ipc_dir {
+    let ipc = match &config.ipc_dir {
         Some(dir) => {
-            let settings = ipc::Settings {
-                dir: dir.clone(),
-                done: config.ipc_done_path().unwrap_or_else(|| dir.join("done")),
-                workdir: root.clone(),
-                min_timeout: config.ipc_min_timeout,
-                max_timeout: config.ipc_max_timeout.max(config.ipc_min_timeout),
-                parallel: config.ipc_parallel as usize,
-                skill_pack: config.skill_pack.clone(),
-                base_env: base_env.clone(),
-            };
-            let transport = ipc::Transport::start(settings, engine.clone())?;
-            Some(tokio::spawn(transport.serve(stop.clone())))
+            let settings = ipc_settings(&config, dir, &root, &base_env);
+            Some(ipc::Transport::start(settings, engine.clone(), metrics.ipc().clone())?)
         }
         None => None,
     };
+    let mut http_task = http.map(|server| tokio::spawn(server.serve(stop.clone())));
+    let mut ipc_task = ipc.map(|transport| tokio::spawn(transport.serve(stop.clone())));
 
-    let (mut http_task, mut ipc_task) = (http_task, ipc_task);
     let (http_early, ipc_early) = {
         let http_wait = async {
             match http_task.as_mut() {
@@ -168,11 +128,70 @@ pub async fn run(
     http_result.and(ipc_result)
 }
 
+/// HTTP's settings from the flags; makes the named-run registry (and its state folder).
+fn http_settings(
+    config: &Config,
+    tcp: Option<TcpListener>,
+    root: &Path,
+    base_env: &Arc<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+) -> std::io::Result<http::Settings> {
+    let runs = runs::Runs::new(runs::Settings {
+        reattach_window: config.reattach_window,
+        retain: config.retain,
+        max_runs: config.max_runs as usize,
+        // A named run's `/exec` reply is cut from its log: a log smaller than `--max-output` would cut a named
+        // reply where an unnamed one keeps everything (the budget counts encoded bytes, the log raw ones, so a
+        // log of `--max-output` bytes holds all a reply can carry). The log beyond memory is on disk.
+        run_log_max: config.run_log_max.max(config.max_output as u64),
+        run_memory: config.run_memory,
+        state_dir: config.state_dir.clone(),
+    })?;
+    let token = config.resolve_token().map_err(std::io::Error::other)?;
+    Ok(http::Settings {
+        tcp,
+        listen: config.listen.clone(),
+        socket_mode: config.socket_mode,
+        limits: connection_limits(config),
+        api: http::ApiSettings {
+            root: root.to_path_buf(),
+            allow_any_cwd: config.allow_any_cwd,
+            token,
+            runtime: config.runtime.clone(),
+            max_concurrent: config.max_concurrent as usize,
+            max_timeout: config.max_timeout,
+            max_output: config.max_output,
+            keepalive: config.keepalive,
+            metrics_open: config.metrics_open,
+            base_env: base_env.clone(),
+        },
+        runs,
+    })
+}
+
+/// The file protocol's settings from the flags.
+fn ipc_settings(
+    config: &Config,
+    dir: &Path,
+    root: &Path,
+    base_env: &Arc<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+) -> ipc::Settings {
+    ipc::Settings {
+        dir: dir.to_path_buf(),
+        done: config.ipc_done_path().unwrap_or_else(|| dir.join("done")),
+        workdir: root.to_path_buf(),
+        min_timeout: config.ipc_min_timeout,
+        max_timeout: config.ipc_max_timeout.max(config.ipc_min_timeout),
+        parallel: config.ipc_parallel as usize,
+        skill_pack: config.skill_pack.clone(),
+        base_env: base_env.clone(),
+    }
+}
+
 /// The connection cap and timeouts: the cap as asked (or the default), within what the open-file limit leaves
 /// after a reserve for every command that may run (HTTP and file protocol).
 fn connection_limits(config: &Config) -> http::Limits {
     let budget =
-        http::fds::ConnectionBudget::current(config.max_connections.map(|n| n as usize), config.max_commands());
+        http::server::fds::ConnectionBudget::current(config.max_connections.map(|n| n as usize), config.max_commands());
     if budget.starved() {
         tracing::warn!(
             nofile = budget.nofile,

@@ -9,27 +9,30 @@ use process_group::{next_stop_signal, StopSignals};
 mod startup;
 
 fn main() -> ExitCode {
-    // First, while this is the only thread: the token leaves the environment before anything could copy it.
-    let (token, hidden) = exec_server::token::take_from_env();
+    // First: given the token in its environment, the server re-executes itself without it (see `token`).
+    let from_env = match exec_server::token::take_from_env() {
+        Ok(from_env) => from_env,
+        Err(err) => return fail(&format!("cannot read the token handed over by the server's own re-exec: {err}")),
+    };
     let mut config = Config::parse_from(normalize_single_dash(std::env::args_os()));
-    config.token = token;
+    config.token = from_env.token;
     if config.healthcheck {
         return healthcheck(&config);
     }
     init_logging(&config);
-    if let Err(err) = hidden {
+    if let Some(err) = from_env.still_shown {
         tracing::warn!(
             "EXEC_SERVER_TOKEN stays readable in /proc/{}/environ ({err}); prefer --token-file",
             std::process::id()
         );
     }
     // Connections and commands share the open-file limit: raise it to what they need, no further, since commands
-    // inherit it (see `http::fds`).
-    let fds = exec_server::http::fds::ConnectionBudget::nofile_wanted(
+    // inherit it (see `http::server::fds`).
+    let fds = exec_server::http::server::fds::ConnectionBudget::nofile_wanted(
         config.max_connections.map(|n| n as usize),
         config.max_commands(),
     );
-    match exec_server::http::fds::raise_nofile_limit(fds) {
+    match exec_server::http::server::fds::raise_nofile_limit(fds) {
         Ok((before, after)) if before < after => tracing::debug!(before, after, "open-file limit raised"),
         Ok(_) => {}
         Err(err) => tracing::warn!("cannot raise the open-file limit to {fds}: {err}"),

@@ -1,8 +1,9 @@
 //! What the server counts, for `GET /metrics`: commands by how they ended, their durations, what is running, output
 //! bytes, HTTP requests by endpoint and status, escaped descendants ended, and file-protocol requests by outcome.
 //!
-//! The metrics live in one [`Metrics`] per engine (no global registry: tests run several servers in one process, and
-//! each must count only its own traffic). Exposition is the `prometheus-client` crate's OpenMetrics text, which
+//! The metrics live in one [`Metrics`] per server (no global registry: tests run several servers in one process, and
+//! each must count only its own traffic). The server makes it and hands each part only its own handle: the engine
+//! [`CommandMetrics`], HTTP [`HttpMetrics`] (and the whole, which it serves), the file protocol [`IpcMetrics`]. Exposition is the `prometheus-client` crate's OpenMetrics text, which
 //! Prometheus scrapes as is. Every label value is one of a fixed few (endpoints are mapped to the known routes), so
 //! nothing a client sends can grow the series.
 
@@ -84,19 +85,38 @@ impl IpcOutcome {
 type Labels = [(&'static str, &'static str); 1];
 type RequestLabels = [(&'static str, String); 2];
 
-/// The server's metrics. Cheap to share (`Arc`); every update is an atomic add, plus a read lock for the request
-/// family.
+/// The server's metrics: the registry the exposition reads, and the handles that count into it. Every update is an
+/// atomic add, plus a read lock for a labelled family.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    commands: CommandMetrics,
+    http: HttpMetrics,
+    ipc: IpcMetrics,
+}
+
+/// What the engine counts: commands by how they ended, their durations, what is running, output bytes, escaped
+/// descendants ended. Cheap to clone; every clone counts into the same series.
+#[derive(Debug, Clone)]
+pub struct CommandMetrics {
     outcomes: [Counter; 6],
     duration: Histogram,
     running: Gauge,
     stdout_bytes: Counter,
     stderr_bytes: Counter,
-    requests: Family<RequestLabels, Counter>,
     escaped: Counter,
-    ipc: Family<Labels, Counter>,
+}
+
+/// What HTTP counts: requests by endpoint and status. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct HttpMetrics {
+    requests: Family<RequestLabels, Counter>,
+}
+
+/// What the file protocol counts: requests by outcome. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct IpcMetrics {
+    requests: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -137,11 +157,38 @@ impl Default for Metrics {
         );
         let ipc = Family::<Labels, Counter>::default();
         registry.register("ipc_requests", "File-protocol requests answered, by outcome", ipc.clone());
-        Metrics { registry, outcomes, duration, running, stdout_bytes, stderr_bytes, requests, escaped, ipc }
+        Metrics {
+            registry,
+            commands: CommandMetrics { outcomes, duration, running, stdout_bytes, stderr_bytes, escaped },
+            http: HttpMetrics { requests },
+            ipc: IpcMetrics { requests: ipc },
+        }
     }
 }
 
 impl Metrics {
+    pub fn commands(&self) -> &CommandMetrics {
+        &self.commands
+    }
+
+    pub fn http(&self) -> &HttpMetrics {
+        &self.http
+    }
+
+    pub fn ipc(&self) -> &IpcMetrics {
+        &self.ipc
+    }
+
+    /// The OpenMetrics text exposition (which Prometheus reads).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}
+
+impl CommandMetrics {
     /// Counts one command as running until the guard is dropped.
     pub fn running(&self) -> RunningGuard {
         self.running.inc();
@@ -158,25 +205,21 @@ impl Metrics {
         }
     }
 
+    pub fn escaped_ended(&self, count: usize) {
+        self.escaped.inc_by(count as u64);
+    }
+}
+
+impl HttpMetrics {
     /// One HTTP request answered: `endpoint` must be one of a fixed set (the caller maps unknown paths).
     pub fn request(&self, endpoint: &'static str, status: u16) {
         self.requests.get_or_create(&[("endpoint", endpoint.to_owned()), ("status", status.to_string())]).inc();
     }
+}
 
-    pub fn escaped_ended(&self, count: usize) {
-        self.escaped.inc_by(count as u64);
-    }
-
-    pub fn ipc_request(&self, outcome: IpcOutcome) {
-        self.ipc.get_or_create(&[("outcome", outcome.label())]).inc();
-    }
-
-    /// The OpenMetrics text exposition (which Prometheus reads).
-    pub fn encode(&self) -> String {
-        let mut text = String::new();
-        // Writing to a String cannot fail.
-        let _ = encode(&mut text, &self.registry);
-        text
+impl IpcMetrics {
+    pub fn request(&self, outcome: IpcOutcome) {
+        self.requests.get_or_create(&[("outcome", outcome.label())]).inc();
     }
 }
 
@@ -200,7 +243,7 @@ mod tests {
     #[test]
     fn every_outcome_is_exposed_from_the_start() {
         let metrics = Metrics::default();
-        metrics.command_ended(CommandOutcome::Failure, Some((Duration::from_millis(3), 10, 2)));
+        metrics.commands().command_ended(CommandOutcome::Failure, Some((Duration::from_millis(3), 10, 2)));
         let text = metrics.encode();
         for outcome in CommandOutcome::ALL {
             assert!(text.contains(&format!("exec_server_commands_total{{outcome=\"{}\"}}", outcome.label())));

@@ -87,6 +87,35 @@ fn the_token_never_reaches_a_command() {
     let response = exec_with_token(&server, "tok-123", &json!({"cmd": ["sh", "-c", script]}));
     assert!(response.starts_with("HTTP/1.1 200") && response.contains("EXEC_SERVER_RUNTIME=node"), "{response}");
     assert!(!response.contains("tok-123"), "the token is readable in /proc/<server>/environ: {response}");
+
+    // Nor through the stdin it was handed over on when the server re-executed itself without the variable.
+    let script = format!("ls -l /proc/{pid}/fd/0; cat /proc/{pid}/fd/0", pid = server.pid());
+    let response = exec_with_token(&server, "tok-123", &json!({"cmd": ["sh", "-c", script]}));
+    assert!(response.starts_with("HTTP/1.1 200") && response.contains("/dev/null"), "{response}");
+    assert!(!response.contains("tok-123"), "the token is readable on the server's stdin: {response}");
+}
+
+/// The hand-over variable names the process it is meant for: set by anyone else, it is ignored, and stdin is not
+/// taken for a token (the server serves without one, as it was asked to).
+#[test]
+fn a_forged_token_hand_over_is_ignored() {
+    let workspace = tempfile::tempdir().unwrap();
+    let forged = workspace.path().join("forged");
+    std::fs::write(&forged, "forged-token").unwrap();
+    let mut command = Command::new(BIN);
+    command
+        .args(["-host", "127.0.0.1", "-port", "0", "-cwd"])
+        .arg(workspace.path())
+        .env_remove("EXEC_SERVER_TOKEN")
+        .env("EXEC_SERVER_TOKEN_HANDOFF", "1")
+        .stdin(std::fs::File::open(&forged).unwrap())
+        .stdout(Stdio::null());
+    let (running, line) = Running::start(command, |line| line.contains("addr="));
+    assert!(line.contains("auth=false"), "{line}");
+    let addr = line.split("addr=").nth(1).unwrap().split_whitespace().next().unwrap();
+    let reply = raw_request(addr.parse().unwrap(), "POST", "/exec", None, &json!({"cmd": ["true"]}).to_string());
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    drop(running);
 }
 
 /// The variable is trimmed like the token file: a secret written with `echo` still matches.

@@ -125,15 +125,20 @@ async fn at_the_cap_idle_connections_give_way_and_busy_ones_are_kept() {
     // One process per command (`exec`), so counting them does not race with the shell.
     let script = format!("echo up; exec {}", sleeper(&marker));
     let addr = server.addr;
-    let idle = connect(addr);
-    // Accepted (the cap counts it) before the streams below connect.
-    std::thread::sleep(Duration::from_millis(100));
+    let mut idle = connect(addr);
+    // Accepted (the cap counts it) before the streams below connect: it has answered a request, and is idle since.
+    idle.write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+    let mut health = Vec::new();
+    while !health.ends_with(br#"{"status":"ok"}"#) {
+        let mut byte = [0u8];
+        assert_eq!(idle.read(&mut byte).unwrap(), 1, "closed before /health answered: {health:?}");
+        health.push(byte[0]);
+    }
     let mut first = raw_post(addr, "/exec/stream", &json!({"cmd": ["sh", "-c", &script]}).to_string());
     read_until(&mut first, "up");
     // The cap is reached: this connection pushes out the idle one.
     let mut second = raw_post(addr, "/exec/stream", &json!({"cmd": ["sh", "-c", &script]}).to_string());
     read_until(&mut second, "up");
-    let mut idle = idle;
     assert_eq!(read_to_close(&mut idle), "", "the idle connection was not closed");
     // Both connections have a request in flight: a third is refused, and says why.
     let refused = tokio::task::spawn_blocking(move || {

@@ -49,7 +49,16 @@ impl IpcRoot {
     /// An executor with its address space capped ([`memory_capped`]), for requests that would make a broken build
     /// read without end.
     fn capped_executor(&self) -> Running {
-        let argv = memory_capped(BIN);
+        self.wrapped_executor(&memory_capped(BIN))
+    }
+
+    /// An executor that cannot have inotify ([`without_inotify`]).
+    fn executor_without_inotify(&self) -> Running {
+        self.wrapped_executor(&without_inotify(BIN))
+    }
+
+    /// An executor started by `argv`, which ends in the binary.
+    fn wrapped_executor(&self, argv: &[String]) -> Running {
         let mut command = Command::new(&argv[0]);
         command.args(&argv[1..]);
         self.spawn_executor(command, &[], &[])
@@ -192,11 +201,21 @@ fn a_file_that_never_becomes_valid_gets_a_clear_error() {
     let _executor = ipc.executor(&[]);
     std::fs::write(ipc.tools().join("exec-request-bad.json"), "{not json").unwrap();
     std::fs::write(ipc.tools().join("exec-request-empty.json"), "").unwrap();
+    std::fs::write(ipc.tools().join("exec-request-blank.json"), " \n").unwrap();
+    // Complete JSON that is no request: no later write can be pending (a prefix of JSON is never JSON), so it is
+    // answered as it is, without the wait for a writer (before, it was waited on like a half-written file).
+    std::fs::write(ipc.tools().join("exec-request-shape.json"), r#"{"command": 5}"#).unwrap();
     let bad = ipc.result("bad");
     assert_eq!(bad["exitCode"], 2);
     assert!(bad["stderr"].as_str().unwrap().contains("is not a valid request"), "{bad}");
+    assert!(bad["stderr"].as_str().unwrap().contains("after 2 s without a change"), "{bad}");
     let empty = ipc.result("empty");
     assert!(empty["stderr"].as_str().unwrap().contains("stayed empty"), "{empty}");
+    let blank = ipc.result("blank");
+    assert!(blank["stderr"].as_str().unwrap().contains("stayed empty"), "whitespace is empty too: {blank}");
+    let shape = refused(&ipc, "shape");
+    assert!(shape.contains("is not a valid request: invalid type: integer `5`, expected a string"), "{shape}");
+    assert!(!shape.contains("without a change"), "waited for a writer: {shape}");
 }
 
 #[test]
@@ -398,10 +417,14 @@ fn endless_and_huge_requests_get_one_error_result_each() {
     std::os::unix::fs::symlink("/dev/zero", ipc.tools().join("exec-request-zero.json")).unwrap();
     let sparse = std::fs::File::create(ipc.tools().join("exec-request-sparse.json")).unwrap();
     sparse.set_len(10 << 30).unwrap();
-    // One byte over the limit, in a regular file: the limit is the HTTP body's.
+    // One byte over the limit, in a regular file: the limit is the HTTP body's. Moved into place whole: written in
+    // place, a prefix of it is a complete request followed by some of the padding (valid JSON, under the limit),
+    // which the server may read and run before the write ends (it did, now and then, on a loaded machine).
     let mut over = json!({"command": "true"}).to_string().into_bytes();
     over.resize(protocol::MAX_BODY_BYTES + 1, b' ');
-    std::fs::write(ipc.tools().join("exec-request-over.json"), over).unwrap();
+    let staging = ipc.root.path().join("over.json");
+    std::fs::write(&staging, over).unwrap();
+    std::fs::rename(&staging, ipc.tools().join("exec-request-over.json")).unwrap();
     assert!(refused(&ipc, "zero").contains("is a symbolic link"));
     assert!(refused(&ipc, "sparse").contains("larger than 1048576 bytes"));
     assert!(refused(&ipc, "over").contains("larger than 1048576 bytes"));
@@ -444,4 +467,45 @@ fn a_planted_temporary_symlink_is_not_written_through() {
     assert_eq!(result["stdout"], "result\n");
     assert_eq!(std::fs::read_to_string(&canary).unwrap(), "canary\n");
     assert!(std::fs::symlink_metadata(ipc.result_path("p")).unwrap().is_file());
+}
+
+/// A writer slower than the quiet period in all, but never silent for that long: judged by its last change, not by
+/// when the file was first seen, so it runs once complete (before, it was refused 2 s after first sight).
+#[test]
+fn a_request_written_slowly_runs_once_complete() {
+    let ipc = IpcRoot::new();
+    let _executor = ipc.executor(&[]);
+    let path = ipc.tools().join("exec-request-slow.json");
+    let full = json!({"command": "echo slow"}).to_string();
+    std::fs::write(&path, "").unwrap();
+    // Ten pieces 0.3 s apart: 3 s in all, each change well within the 2 s a writer may stay silent.
+    let pieces = 10;
+    for piece in 1..=pieces {
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::write(&path, &full[..full.len() * piece / pieces]).unwrap();
+    }
+    let result = ipc.result("slow");
+    assert_eq!((result["exitCode"].as_i64(), result["stdout"].as_str()), (Some(0), Some("slow\n")), "{result}");
+}
+
+/// Where inotify cannot be had (a node whose inotify instances are used up): before, exec-server refused to start and
+/// no tool call was answered. Now it says so and polls the folder as often as the shell executor does: requests are
+/// answered, a half-written one runs once complete, and `done` still ends the run.
+#[test]
+fn without_inotify_the_folder_is_polled() {
+    let ipc = IpcRoot::new();
+    let mut executor = ipc.executor_without_inotify();
+    executor.wait_for_line("the fallback warning", |line| {
+        line.contains("inotify") && line.contains("looking at the folders every 0.2 s instead")
+    });
+    ipc.request("1", &json!({"command": "echo polled"}));
+    assert_eq!(ipc.result("1")["stdout"], "polled\n");
+    let path = ipc.tools().join("exec-request-2.json");
+    std::fs::write(&path, r#"{"command": "echo ran >> count; "#).unwrap();
+    // Looked at by a poll or more while half-written (0.2 s apart), then completed.
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(&path, r#"{"command": "echo ran >> count; cat count"}"#).unwrap();
+    assert_eq!(ipc.result("2")["stdout"], "ran\n");
+    ipc.done();
+    assert!(executor.wait_exit(SOON).success());
 }

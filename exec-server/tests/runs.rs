@@ -374,8 +374,10 @@ async fn a_follower_that_pauses_loses_nothing_the_command_waits_for_it() {
     // 20 888 897 bytes of numbered lines: 35 times the cap, more than any socket buffers hold.
     let mut frames = server.open_stream(json!({"cmd": ["seq", "1", "3000000"], "run_id": "paced"})).await;
     let first = frames.next().await.unwrap();
-    // The client stalls; the command cannot end meanwhile, however long that is.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The client stalls; the command cannot end meanwhile, however long that is. What would come after a run that
+    // does not wait for its reader: a command printing twice as much, unnamed on the same server, runs to its end.
+    let unnamed = server.exec(json!({"cmd": ["seq", "1", "6000000"]})).await;
+    assert_eq!((unnamed.exit_code, unnamed.output_truncated), (0, true));
     // (It may be a few MB ahead of what this client took: the sockets' buffers hold that much.)
     let info = server.run_info("paced").await.1.unwrap();
     assert_eq!(info.state, RunState::Running, "the command ran ahead of its reader: {info:?}");

@@ -5,13 +5,13 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use clap::Parser;
-use exec_server::local::LocalServer;
+use exec_server::in_process::InProcessServer;
 use exec_server::Config;
 use protocol::{ExecReply, Frame};
 pub use testkit::*;
 
 pub struct TestServer {
-    pub server: Option<LocalServer>,
+    pub server: Option<InProcessServer>,
     pub url: String,
     pub addr: std::net::SocketAddr,
     pub workspace: tempfile::TempDir,
@@ -52,7 +52,7 @@ impl ServerBuilder {
         args.extend(self.args);
         let mut config = Config::parse_from(args);
         config.token = self.token.clone();
-        let server = LocalServer::start(config).await.unwrap();
+        let server = InProcessServer::start(config).await.unwrap();
         TestServer { url: server.url.clone(), addr: server.addr, server: Some(server), workspace, token: self.token }
     }
 }

@@ -7,8 +7,9 @@ use std::time::Duration;
 use crate::sshd::*;
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn output_and_exit_codes_are_the_commands() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let blob = testkit::random_bytes(300_000, 5);
     std::fs::write(sshd.host_cwd.path().join("blob"), &blob).unwrap();
     let output = sshd.client().args(["sh", "-c", "cat blob; cat blob >&2; printf 'no newline' >&2"]).run().await;
@@ -34,8 +35,9 @@ async fn output_and_exit_codes_are_the_commands() {
 /// output still waits for the reader. All of it arrives, and the exit code is the command's. (Before issue 26 a
 /// reader that waited more than ~2.3 s lost the last 18 928 bytes: the stop session's deadline ended the call.)
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_slow_reader_gets_all_the_output() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     // 150 000 bytes fit in the pipes between the host's command and the reader (ssh's stdout, ssh-exec's copy
     // buffer, the reader's pipe: 64 KiB each), so ssh can end while nothing is read.
     let blob = testkit::random_bytes(150_000, 9);
@@ -72,8 +74,9 @@ fn blocked_writing(pid: u32) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn transport_failures_are_told_apart_from_a_remote_255() {
-    let mut sshd = sshd_or_skip!();
+    let mut sshd = sshd!();
     let one_line = |output: &std::process::Output, needle: &str| {
         let text = stderr(output);
         assert_eq!(output.status.code(), Some(255), "{text}");
@@ -105,8 +108,9 @@ async fn transport_failures_are_told_apart_from_a_remote_255() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn the_cwd_and_workspace_arguments_are_mapped_and_outside_refused() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let (workspace, host) = (sshd.workspace.path(), sshd.host_cwd.path());
     std::fs::create_dir_all(workspace.join("sub")).unwrap();
     std::fs::create_dir_all(host.join("sub")).unwrap();
@@ -140,8 +144,9 @@ async fn the_cwd_and_workspace_arguments_are_mapped_and_outside_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn only_listed_variables_arrive() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let value = "it's $HOME; `id`\nsecond line";
     let output = sshd
         .client()
@@ -160,8 +165,9 @@ async fn only_listed_variables_arrive() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn hostile_arguments_stay_literal() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let hostile = [
         "; touch pwned1",
         "$(touch pwned2)",
@@ -186,8 +192,9 @@ async fn hostile_arguments_stay_literal() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn stdin_is_forwarded_from_a_file_or_when_asked() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let data = testkit::random_bytes(200_000, 9);
     let file = sshd.path("input");
     std::fs::write(&file, &data).unwrap();
@@ -214,8 +221,9 @@ async fn stdin_is_forwarded_from_a_file_or_when_asked() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn check_and_probe() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let output = sshd.client().args(["--check"]).run().await;
     assert_eq!((output.status.code(), stdout(&output).as_str(), stderr(&output).as_str()), (Some(0), "ok\n", ""));
     let output = sshd.client().args(["--probe", "sh", "no-such-tool-xyz", "cat"]).run().await;
@@ -229,8 +237,9 @@ async fn check_and_probe() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn auto_run_runs_what_this_machine_can_execute_here_and_the_rest_on_the_host() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let (workspace, host) = (sshd.workspace.path(), sshd.host_cwd.path());
     // A Mach-O file in the workspace (what a macOS host builds): not for this machine, so it runs on the host,
     // where (this test's host being Linux) the same path holds a script.
@@ -251,8 +260,9 @@ async fn auto_run_runs_what_this_machine_can_execute_here_and_the_rest_on_the_ho
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn without_a_control_socket_calls_connect_directly() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let blocker = sshd.path("a-file");
     std::fs::write(&blocker, "").unwrap();
     for (name, value) in [("XDG_RUNTIME_DIR", blocker.to_str().unwrap()), ("SSH_CONTROL_PERSIST", "0")] {
@@ -264,8 +274,9 @@ async fn without_a_control_socket_calls_connect_directly() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_key_others_can_read_is_used_through_a_private_copy_and_an_empty_one_refused() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let loose = sshd.path("loose_key");
     std::fs::copy(sshd.path("user_key"), &loose).unwrap();
     std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
@@ -280,8 +291,9 @@ async fn a_key_others_can_read_is_used_through_a_private_copy_and_an_empty_one_r
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn configuration_mistakes_exit_1_with_one_line() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let cases: [(&str, Option<&str>, &str); 5] = [
         ("SSH_HOST", None, "SSH_HOST is not set"),
         ("SSH_STOP_GRACE", Some("2s"), "SSH_STOP_GRACE must be seconds from 0 to 600"),
@@ -305,8 +317,9 @@ async fn configuration_mistakes_exit_1_with_one_line() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_terminal_or_a_login_shell_keeps_output_and_exit_codes() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     // With a terminal the streams merge into stdout (as over `ssh -tt`), markers included: they are still taken out.
     let output = sshd.client().env("SSH_TTY", "1").args(["sh", "-c", "tty; echo err >&2; exit 3"]).run().await;
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));

@@ -1,13 +1,13 @@
 //! Test helpers: an in-process exec-server, and a builder that runs the real client binary against it.
 
 use clap::Parser;
-use exec_server::local::LocalServer;
+use exec_server::in_process::InProcessServer;
 pub use testkit::*;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sidecar-exec");
 
 pub struct TestServer {
-    pub server: Option<LocalServer>,
+    pub server: Option<InProcessServer>,
     pub url: String,
     pub workspace: tempfile::TempDir,
 }
@@ -23,7 +23,7 @@ pub async fn server_with(args: &[&str], token: Option<&str>) -> TestServer {
     argv.extend_from_slice(args);
     let mut config = exec_server::Config::parse_from(argv);
     config.token = token.map(str::to_owned);
-    let server = LocalServer::start(config).await.unwrap();
+    let server = InProcessServer::start(config).await.unwrap();
     TestServer { url: server.url.clone(), server: Some(server), workspace }
 }
 

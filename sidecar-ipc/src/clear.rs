@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::failure::Failure;
+use crate::exit::ExitError;
 use crate::ids::new_id;
 use crate::ipc::{self, Ipc};
 use crate::wire::ClearContextRequest;
@@ -12,7 +12,7 @@ use crate::wire::ClearContextRequest;
 /// history. Two poll periods let the clear be applied first; the cost is small next to an LLM call.
 pub const PAUSE: Duration = Duration::from_millis(300);
 
-pub async fn clear_context(ipc: &Ipc, reason: Option<String>) -> Result<(), Failure> {
+pub async fn clear_context(ipc: &Ipc, reason: Option<String>) -> Result<(), ExitError> {
     ipc.ensure_dirs()?;
     let id = new_id();
     ipc::write_json(&ipc.clear(&id), &ClearContextRequest { request_id: id.clone(), reason })?;

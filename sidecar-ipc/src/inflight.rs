@@ -2,9 +2,7 @@
 //! pending, or the agent stops mid-call and the answer is lost from the run's record.
 
 use std::collections::HashSet;
-use std::time::Duration;
-
-use tokio::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::changes::Changes;
 use crate::ipc::{self, Ipc};

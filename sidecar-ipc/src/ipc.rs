@@ -1,6 +1,13 @@
-//! The layout of the shared IPC folder, as the agent-runner expects it, and the names of the files in it.
+//! The layout of the shared IPC folder, as the agent-runner expects it, the names of the files in it, and how they
+//! are read and written.
 
+use std::fmt;
+use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_files::{FolderRules, Reading, Recheck};
+use serde::de::DeserializeOwned;
 
 /// The environment twin of `--ipc-root`; `run` also sets it for the orchestrator, so nested calls find the folder.
 pub const ROOT_VAR: &str = "SIDECAR_IPC_ROOT";
@@ -8,6 +15,56 @@ pub const ROOT_VAR: &str = "SIDECAR_IPC_ROOT";
 const REQUEST: &str = "request-";
 const RESULT: &str = "result-";
 const CLEAR: &str = "clear-";
+
+/// How sidecar-ipc reads its folders: agent-files' rules, with these parameters.
+///
+/// - `limit`, 8 MiB: the largest files are prompts, text for a model. The largest context windows (about two
+///   million tokens) hold about 8 MB of text, so no prompt a model could take is refused, and a hostile file costs
+///   at most this much memory. (exec-server's requests are bounded by its HTTP body limit, 1 MiB: they are command
+///   lines, not model input.)
+/// - `recheck`, every second with inotify or without: a wait here looks at one or two files (a result, `done`) or
+///   lists two small folders, which costs next to nothing, and a second is small next to the LLM call every prompt
+///   waits for. (exec-server re-checks a folder of requests every 5 s with inotify, every 0.2 s without.)
+pub const RULES: FolderRules = FolderRules {
+    limit: 8 * 1024 * 1024,
+    recheck: Recheck { with_inotify: Duration::from_secs(1), without_inotify: Duration::from_secs(1) },
+};
+
+/// Why a folder of the layout could not be made, or a file in it written.
+#[derive(Debug)]
+pub enum FolderError {
+    Create { dir: PathBuf, source: io::Error },
+    Encode { path: PathBuf, source: serde_json::Error },
+    Write { path: PathBuf, source: io::Error },
+}
+
+impl fmt::Display for FolderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FolderError::Create { dir, source } => write!(
+                f,
+                "cannot create {}: {source} (is the IPC volume mounted and writable? see --ipc-root)",
+                dir.display()
+            ),
+            FolderError::Encode { path, source } => write!(f, "cannot encode {}: {source}", path.display()),
+            FolderError::Write { path, source } => write!(f, "cannot write {}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for FolderError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FolderError::Create { source, .. } | FolderError::Write { source, .. } => Some(source),
+            FolderError::Encode { source, .. } => Some(source),
+        }
+    }
+}
+
+/// Creates `dir` and the folders above it.
+pub fn create_dir(dir: &Path) -> Result<(), FolderError> {
+    std::fs::create_dir_all(dir).map_err(|source| FolderError::Create { dir: dir.to_path_buf(), source })
+}
 
 /// The IPC root (`/ipc` in a pod) and every path under it.
 #[derive(Debug, Clone)]
@@ -61,32 +118,31 @@ impl Ipc {
     }
 
     /// Creates `prompts/` and `context/` (the agent creates them too; whoever starts first wins).
-    pub fn ensure_dirs(&self) -> Result<(), String> {
-        for dir in [self.prompts(), self.context()] {
-            std::fs::create_dir_all(&dir).map_err(|err| {
-                format!(
-                    "cannot create {}: {err} (is the IPC volume mounted and writable? see --ipc-root)",
-                    dir.display()
-                )
-            })?;
-        }
-        Ok(())
+    pub fn ensure_dirs(&self) -> Result<(), FolderError> {
+        [self.prompts(), self.context()].iter().try_for_each(|dir| create_dir(dir))
     }
+}
+
+/// Reads a document from the folders by agent-files' rules ([`agent_files::read_document`]: regular files only,
+/// never through a symlink, at most [`RULES`]' limit, never blocking; told apart as ready, unusable, or incomplete
+/// and perhaps still being written).
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Reading<T> {
+    agent_files::read_document(path, RULES.limit)
 }
 
 /// Writes a document into the folders: pretty JSON with a final newline, atomically, through an exclusive
 /// temporary whose name starts with a dot (so that no reader, the agent-runner included, ever takes it for a
 /// request): see [`agent_files::write_atomic`].
-pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), FolderError> {
     let mut bytes =
-        serde_json::to_vec_pretty(value).map_err(|err| format!("cannot encode {}: {err}", path.display()))?;
+        serde_json::to_vec_pretty(value).map_err(|source| FolderError::Encode { path: path.to_path_buf(), source })?;
     bytes.push(b'\n');
     write_file(path, &bytes)
 }
 
 /// Writes `bytes` to `path` atomically ([`agent_files::write_atomic`]), with the path in the error.
-pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    agent_files::write_atomic(path, bytes).map_err(|err| format!("cannot write {}: {err}", path.display()))
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), FolderError> {
+    agent_files::write_atomic(path, bytes).map_err(|source| FolderError::Write { path: path.to_path_buf(), source })
 }
 
 /// The file names in a folder, sorted; an unreadable folder reads as empty (it is re-read on the next change).

@@ -5,7 +5,7 @@
 mod changes;
 mod clear;
 pub mod cli;
-pub mod failure;
+pub mod exit;
 mod finish;
 mod ids;
 mod inflight;
@@ -16,11 +16,10 @@ mod run;
 mod run_config;
 mod schema;
 mod server;
-mod tolerant;
 mod wire;
 
 use cli::Command;
-use failure::Failure;
+use exit::ExitError;
 use ipc::Ipc;
 
 /// Runs one subcommand on the IPC folder `ipc` and returns the process's exit code (a failure is reported on
@@ -47,16 +46,20 @@ pub async fn execute(ipc: &Ipc, command: Command) -> i32 {
                     timeout: args.request_timeout,
                 },
                 (None, Some(path)) => server::BackendArgs::Replay(path),
-                (None, None) => return Failure::usage("give --openai-url URL --model NAME, or --replay FILE").report(),
+                (None, None) => {
+                    return ExitError::usage("give --openai-url URL --model NAME, or --replay FILE").report()
+                }
             };
             let use_context = std::env::var("USE_CONTEXT").ok();
             server::serve(ipc, server::ServerArgs { backend, audit: args.audit, system: args.system, use_context })
                 .await
         }
-        Command::Config(args) => run_config::print_config(args.key.as_deref(), args.default.as_deref()),
+        Command::Config(args) => {
+            run_config::print_config(args.key.as_deref(), args.default.as_deref()).map_err(ExitError::from)
+        }
     };
     match outcome {
         Ok(()) => 0,
-        Err(failure) => failure.report(),
+        Err(err) => err.report(),
     }
 }

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use sidecar_ipc::cli::Cli;
-use sidecar_ipc::failure::Failure;
+use sidecar_ipc::exit::ExitError;
 use sidecar_ipc::ipc::Ipc;
 
 fn main() {
@@ -11,7 +11,7 @@ fn main() {
     // One thread: every subcommand waits on files, one child or one HTTP call at a time.
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
-        Err(err) => std::process::exit(Failure::new(format!("cannot start the async runtime: {err}")).report()),
+        Err(err) => std::process::exit(ExitError::failed(format!("cannot start the async runtime: {err}")).report()),
     };
     let code = runtime.block_on(sidecar_ipc::execute(&ipc, cli.command));
     std::process::exit(code);

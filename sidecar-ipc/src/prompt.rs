@@ -1,18 +1,17 @@
 //! `sidecar-ipc prompt`: one LLM call through the agent, answer on stdout.
 
 use std::io::{Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use agent_files::{DocumentError, Reading, UnfinishedWrite, Verdict};
 use serde_json::Value;
-use tokio::time::Instant;
 
 use crate::changes::Changes;
-use crate::failure::{Failure, TIMED_OUT};
+use crate::exit::ExitError;
 use crate::ids::new_id;
 use crate::ipc::{self, Ipc};
 use crate::json_arg;
-use crate::schema::{self, SchemaSpec};
-use crate::tolerant::{self, Reading, Settle};
+use crate::schema::{self, AnswerError, SchemaSpec};
 use crate::wire::{PromptRequest, PromptResult};
 
 pub struct PromptArgs {
@@ -24,29 +23,29 @@ pub struct PromptArgs {
 /// How the wait for a result ended.
 enum Waited {
     Answered(PromptResult),
-    Unreadable(String),
+    Unreadable(DocumentError),
     RunEnded,
     TimedOut,
 }
 
 /// Writes the request, waits for its result, prints the answer. Exit 0, 1 (error answer, unreadable result, run
 /// ended first), 2 (bad arguments) or 124 (no result in time).
-pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), Failure> {
+pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), ExitError> {
     let text = prompt_text(args.text)?;
     let schema = match &args.schema {
         Some(value) => {
-            let value = json_arg::load("--schema", value).map_err(Failure::usage)?;
+            let value = json_arg::load("--schema", value).map_err(ExitError::usage)?;
             let spec = SchemaSpec::from_value(&value)
-                .map_err(|err| Failure::usage(format!("--schema: {err}")))?
-                .ok_or_else(|| Failure::usage("--schema: the schema is empty"))?;
-            let validator = spec.validator().map_err(|err| Failure::usage(format!("--schema: {err}")))?;
+                .map_err(|err| ExitError::usage(format!("--schema: {err}")))?
+                .ok_or_else(|| ExitError::usage("--schema: the schema is empty"))?;
+            let validator = spec.validator().map_err(|err| ExitError::usage(format!("--schema: {err}")))?;
             Some((spec, validator))
         }
         None => None,
     };
     ipc.ensure_dirs()?;
     if ipc.is_done() {
-        return Err(Failure::new(format!(
+        return Err(ExitError::failed(format!(
             "the run has already ended ({} exists): no agent is answering prompts any more",
             ipc.done().display()
         )));
@@ -66,35 +65,33 @@ pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), Failure> {
     let result = match wait_for_result(ipc, &id, deadline, &mut changes).await {
         Waited::Answered(result) => result,
         Waited::Unreadable(error) => {
-            return Err(Failure::new(format!("the result of prompt {id} is unreadable: {error}")));
+            return Err(ExitError::failed(format!("the result of prompt {id} is unreadable: it {error}")));
         }
         Waited::RunEnded => {
-            return Err(Failure::new(format!(
+            return Err(ExitError::failed(format!(
                 "the run ended ({} appeared) before prompt {id} was answered",
                 ipc.done().display()
             )));
         }
         Waited::TimedOut => {
-            return Err(Failure::with_code(
-                TIMED_OUT,
-                format!(
-                    "no result for prompt {id} after {}s: is an agent (agent-runner in prompt-server mode, or \
-                     `sidecar-ipc prompt-server`) watching {}?",
-                    args.timeout.as_secs_f64(),
-                    ipc.prompts().display()
-                ),
-            ));
+            return Err(ExitError::TimedOut(format!(
+                "no result for prompt {id} after {}s: is an agent (agent-runner in prompt-server mode, or \
+                 `sidecar-ipc prompt-server`) watching {}?",
+                args.timeout.as_secs_f64(),
+                ipc.prompts().display()
+            )));
         }
     };
     if !result.is_success() {
         let error = result.error.as_deref().filter(|e| !e.is_empty()).unwrap_or("(no error message)");
-        return Err(Failure::new(format!("the agent answered prompt {id} with an error: {error}")));
+        return Err(ExitError::failed(format!("the agent answered prompt {id} with an error: {error}")));
     }
     let answer = match &schema {
         Some((_, validator)) => {
-            let parsed = parsed_answer(&result).map_err(|err| Failure::new(format!("prompt {id}: {err}")))?;
             // The agent-runner only checks that the answer is JSON; the schema is checked here.
-            schema::check(validator, &parsed).map_err(|err| Failure::new(format!("prompt {id}: {err}")))?;
+            let parsed = parsed_answer(&result)
+                .and_then(|parsed| schema::check(validator, &parsed).map(|()| parsed).map_err(AnswerError::from))
+                .map_err(|err| ExitError::failed(format!("prompt {id}: {err}")))?;
             let mut line = parsed.to_string();
             line.push('\n');
             line
@@ -113,52 +110,49 @@ pub async fn prompt(ipc: &Ipc, args: PromptArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn prompt_text(text: Option<String>) -> Result<String, Failure> {
+fn prompt_text(text: Option<String>) -> Result<String, ExitError> {
     let text = match text.as_deref() {
         Some("-") | None => {
             let mut text = String::new();
             std::io::stdin()
                 .read_to_string(&mut text)
-                .map_err(|err| Failure::usage(format!("cannot read the prompt from stdin: {err}")))?;
+                .map_err(|err| ExitError::usage(format!("cannot read the prompt from stdin: {err}")))?;
             text
         }
         Some(text) => text.to_owned(),
     };
     if text.trim().is_empty() {
-        return Err(Failure::usage("the prompt is empty: pass it as an argument, or on stdin with `-`"));
+        return Err(ExitError::usage("the prompt is empty: pass it as an argument, or on stdin with `-`"));
     }
     Ok(text)
 }
 
 /// `parsed`, or the content read as JSON when an agent left `parsed` out.
-fn parsed_answer(result: &PromptResult) -> Result<Value, String> {
-    if let Some(parsed) = &result.parsed {
-        return Ok(parsed.clone());
+fn parsed_answer(result: &PromptResult) -> Result<Value, AnswerError> {
+    match &result.parsed {
+        Some(parsed) => Ok(parsed.clone()),
+        None => schema::parse_answer(result.content.as_deref().unwrap_or_default()),
     }
-    let content = result.content.as_deref().unwrap_or_default();
-    serde_json::from_str(content.trim()).map_err(|err| {
-        format!("a schema was given but the answer is not JSON ({err}): {}", tolerant::excerpt(content.as_bytes()))
-    })
 }
 
 async fn wait_for_result(ipc: &Ipc, id: &str, deadline: Instant, changes: &mut Changes) -> Waited {
     let path = ipc.result(id);
-    let mut settle = Settle::default();
+    let mut unfinished = UnfinishedWrite::default();
     loop {
-        let now = Instant::now();
-        match tolerant::read::<PromptResult>(&path) {
-            Reading::Ready(result) => return Waited::Answered(result),
-            Reading::Invalid(error) => return Waited::Unreadable(error),
+        let mut wake_by = deadline;
+        match ipc::read_json::<PromptResult>(&path) {
+            Reading::Ready { value, .. } => return Waited::Answered(value),
+            Reading::Unusable(why) => return Waited::Unreadable(why.into()),
             // Written in place by the agent: read again when it changes, unless it has stopped changing.
-            Reading::Incomplete { error, stamp } => {
-                if settle.stalled(stamp) || now >= deadline {
-                    return Waited::Unreadable(error);
-                }
-            }
+            Reading::Incomplete { why, version } => match unfinished.judge(version) {
+                Verdict::Wait { .. } if Instant::now() >= deadline => return Waited::Unreadable(why.into()),
+                Verdict::Wait { until } => wake_by = wake_by.min(until),
+                Verdict::Abandoned => return Waited::Unreadable(why.into()),
+            },
             Reading::Missing if ipc.is_done() => return Waited::RunEnded,
-            Reading::Missing if now >= deadline => return Waited::TimedOut,
+            Reading::Missing if Instant::now() >= deadline => return Waited::TimedOut,
             Reading::Missing => {}
         }
-        changes.wait(Some(deadline)).await;
+        changes.wait(Some(wake_by)).await;
     }
 }

@@ -2,6 +2,7 @@
 //! fake peers written here, and a fake OpenAI-compatible server on 127.0.0.1:0.
 
 mod example;
+mod folders;
 mod hostile;
 mod openai;
 mod prompt;

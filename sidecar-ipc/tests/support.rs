@@ -58,22 +58,29 @@ impl TestIpc {
 
     /// A run of the binary with this root, a clean environment and stdin from /dev/null.
     pub fn cmd<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(&self, args: I) -> BinaryRun {
-        BinaryRun::new(BIN).args(args).env(ROOT_VAR, self.root())
+        self.wrapped(&[BIN.to_owned()]).args(args)
+    }
+
+    /// As [`TestIpc::cmd`], started by `argv`, which ends in the binary ([`memory_capped`], [`without_inotify`]).
+    pub fn wrapped(&self, argv: &[String]) -> BinaryRun {
+        BinaryRun::new(&argv[0]).args(&argv[1..]).env(ROOT_VAR, self.root())
     }
 
     /// A prompt server in the background (killed when dropped).
     pub fn server(&self, args: &[&str]) -> Server {
-        let child = self.cmd(["prompt-server"]).args(args).spawn();
-        Server { child: Some(child) }
+        self.wrapped_server(&[BIN.to_owned()], args)
     }
 
     /// A prompt server with its address space capped ([`memory_capped`]), for files that would make a broken build
     /// read without end.
     pub fn capped_server(&self, args: &[&str]) -> Server {
-        let argv = memory_capped(BIN);
-        let mut command = isolated_command(&argv[0]);
-        command.args(&argv[1..]).arg("prompt-server").args(args).env(ROOT_VAR, self.root());
-        Server { child: Some(command.spawn().unwrap()) }
+        self.wrapped_server(&memory_capped(BIN), args)
+    }
+
+    /// A prompt server started by `argv`, which ends in the binary.
+    pub fn wrapped_server(&self, argv: &[String], args: &[&str]) -> Server {
+        let child = self.wrapped(argv).args(["prompt-server"]).args(args).spawn();
+        Server { child: Some(child) }
     }
 
     /// Files in `prompts/` whose names start with `prefix`.

@@ -1,17 +1,20 @@
 //! The agent, attached to our terminal: its stdout to ours, its stderr to ours, our stdin to it (with a TTY when
-//! ours is one, or with `-i`), and its exit code as ours. A stop request (Ctrl-C, SIGTERM) stops the agent with
-//! its stop signal and a grace period, then reports how it ended.
+//! ours is one, or with `-i`), and its exit code as ours. Its TTY has our window's size, from its start and again
+//! at every SIGWINCH. A stop request (Ctrl-C, SIGTERM) stops the agent with its stop signal and a grace period,
+//! then reports how it ended.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
 use bollard::container::LogOutput;
-use bollard::query_parameters::{AttachContainerOptionsBuilder, WaitContainerOptionsBuilder};
+use bollard::query_parameters::{
+    AttachContainerOptionsBuilder, ResizeContainerTTYOptions, WaitContainerOptionsBuilder,
+};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use crate::engine::{Engine, EngineError};
-use crate::signals::{unless_stopped, Interrupts};
+use crate::engine::{ContainerEngine, EngineError};
+use crate::signals::{unless_stopped, StopLevels};
 
 /// How the agent ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -51,12 +54,12 @@ impl Drop for RawMode {
 
 /// Attaches to the created (not yet started) container `name`, starts it, and waits for its end.
 pub async fn run_attached(
-    engine: &Engine,
+    engine: &ContainerEngine,
     name: &str,
     tty: bool,
     stdin: bool,
     grace: Duration,
-    signals: &Interrupts,
+    signals: &StopLevels,
 ) -> Result<AgentEnd, EngineError> {
     let docker = engine.docker();
     let options =
@@ -69,6 +72,7 @@ pub async fn run_attached(
     let mut input = attached.input;
     let raw = RawMode::enter(tty);
     engine.start(name).await?;
+    let window = tty.then(|| tokio::spawn(follow_window_size(engine.clone(), name.to_owned())));
 
     let pump_out = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -105,12 +109,42 @@ pub async fn run_attached(
     if let Some(pump) = pump_in {
         pump.abort();
     }
+    if let Some(window) = window {
+        window.abort();
+    }
     drop(raw);
     Ok(end)
 }
 
+/// Our terminal's window size (rows, columns), when stdout (or stdin) is a terminal.
+pub fn window_size() -> Option<(u16, u16)> {
+    [rustix::termios::tcgetwinsize(std::io::stdout()), rustix::termios::tcgetwinsize(std::io::stdin())]
+        .into_iter()
+        .flatten()
+        .find(|size| size.ws_row > 0 && size.ws_col > 0)
+        .map(|size| (size.ws_row, size.ws_col))
+}
+
+/// Gives the agent's TTY our window's size now and after every SIGWINCH, until aborted. A failed resize (the
+/// container just ended) is not an error of the run: the next one, if any, tries again.
+async fn follow_window_size(engine: ContainerEngine, name: String) {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Installed before the first resize, so a change in between is not lost.
+    let mut changes = signal(SignalKind::window_change()).ok();
+    loop {
+        if let Some((rows, cols)) = window_size() {
+            let size = ResizeContainerTTYOptions { h: i32::from(rows), w: i32::from(cols) };
+            let _ = engine.docker().resize_container_tty(&name, size).await;
+        }
+        let Some(changes) = changes.as_mut() else { return };
+        if changes.recv().await.is_none() {
+            return;
+        }
+    }
+}
+
 /// The container's exit code once it is not running.
-async fn wait(engine: &Engine, name: &str) -> Result<i64, EngineError> {
+async fn wait(engine: &ContainerEngine, name: &str) -> Result<i64, EngineError> {
     let options = WaitContainerOptionsBuilder::default().condition("not-running").build();
     let mut stream = engine.docker().wait_container(name, Some(options));
     match stream.next().await {

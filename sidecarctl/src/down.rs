@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use crate::engine::{run_filter, Engine, EngineError};
-use crate::names::{LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_TOKEN_DIR, ROLE_AGENT};
+use crate::engine::{run_filter, ContainerEngine, EngineError};
+use crate::names::{Origin, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_TOKEN_DIR, ROLE_AGENT};
 use crate::token;
 
 /// What a teardown removed, for the progress line and the tests.
@@ -20,7 +20,7 @@ pub struct Removed {
 }
 
 /// Removes everything labelled with run `run`.
-pub async fn remove_run(engine: &Engine, run: &str, grace: Duration) -> Result<Removed, EngineError> {
+pub async fn remove_run(engine: &ContainerEngine, run: &str, grace: Duration) -> Result<Removed, EngineError> {
     let filter = [run_filter(run)];
     let containers = engine.containers(&filter).await?;
     let name_of = |c: &bollard::models::ContainerSummary| {
@@ -59,17 +59,29 @@ pub async fn remove_run(engine: &Engine, run: &str, grace: Duration) -> Result<R
     Ok(Removed { containers: containers.len(), networks: networks.len() })
 }
 
-/// The ids of every run that has a container or a network on this engine.
-pub async fn runs(engine: &Engine) -> Result<Vec<String>, EngineError> {
-    let managed = [format!("{LABEL_MANAGED}=true")];
+/// Which runs a `down` without a run name removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// `--all`: every run on the engine, whoever started it.
+    All,
+    /// The runs this user started from this workspace (as `docker compose down` removes only its project).
+    Origin(Origin),
+}
+
+/// The names of the runs in `scope` that have a container or a network on this engine.
+pub async fn runs(engine: &ContainerEngine, scope: &Scope) -> Result<Vec<String>, EngineError> {
+    let mut filters = vec![format!("{LABEL_MANAGED}=true")];
+    if let Scope::Origin(origin) = scope {
+        filters.extend(origin.filters());
+    }
     let mut runs: BTreeSet<String> = engine
-        .containers(&managed)
+        .containers(&filters)
         .await?
         .into_iter()
         .filter_map(|c| c.labels.and_then(|mut l| l.remove(LABEL_RUN)))
         .collect();
     // A network left without containers (a run killed between the two) is still a run to remove.
-    for network in engine.networks(&managed).await? {
+    for network in engine.networks(&filters).await? {
         if let Some(run) = network.strip_prefix("sidecarctl-") {
             runs.insert(run.to_owned());
         }

@@ -2,7 +2,6 @@
 //! `podman system service`. Thin, named operations with errors that say what was being done; no CLI scraping.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
 use bollard::errors::Error as ApiError;
@@ -12,57 +11,44 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder, ListNetworksOptionsBuilder,
-    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+    LogsOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::StreamExt;
 
+use crate::discovery::{self, Place, Tried};
 use crate::names::LABEL_RUN;
-
-/// Sockets tried, in order, when neither `--engine` nor `DOCKER_HOST` names one: Docker's, then rootful and
-/// rootless Podman's.
-pub fn default_sockets() -> Vec<String> {
-    let mut sockets = vec!["/var/run/docker.sock".to_owned(), "/run/podman/podman.sock".to_owned()];
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
-        sockets.push(Path::new(&dir).join("podman/podman.sock").display().to_string());
-    }
-    sockets
-}
 
 #[derive(Debug)]
 pub enum EngineError {
     /// No socket to talk to, or it did not answer.
-    Connect {
-        url: String,
-        error: String,
-    },
-    NoSocket {
-        tried: Vec<String>,
-    },
+    Connect { url: String, error: String },
+    /// No place answered (each with its reason).
+    NotFound { tried: Vec<Tried> },
     /// An API call failed: `what` names the operation and the object.
-    Api {
-        what: String,
-        error: ApiError,
-    },
+    Api { what: String, error: ApiError },
     /// An image is neither present nor pullable.
-    Pull {
-        image: String,
-        error: String,
-    },
+    Pull { image: String, error: String },
 }
 
 impl std::fmt::Display for EngineError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EngineError::Connect { url, error } => write!(f, "cannot reach the container engine at {url}: {error}"),
-            EngineError::NoSocket { tried } => write!(
-                f,
-                "no container engine socket found (tried {}): set DOCKER_HOST or --engine unix:///…, e.g. the socket of \
-                 `podman system service`",
-                tried.join(", ")
-            ),
+            EngineError::NotFound { tried } => {
+                f.write_str("no container engine answered; tried:")?;
+                for t in tried {
+                    write!(f, "\n  {} ({}): {}", t.place.url, t.place.from, t.problem)?;
+                }
+                f.write_str(
+                    "\nstart one (dockerd, or `podman system service --time=0 unix:///…`), or name it with DOCKER_HOST \
+                     or --engine",
+                )
+            }
             EngineError::Api { what, error } => write!(f, "{what}: {}", api_message(error)),
-            EngineError::Pull { image, error } => write!(f, "image {image} is not present and could not be pulled: {error}"),
+            EngineError::Pull { image, error } => {
+                write!(f, "image {image} is not present and could not be pulled: {error}")
+            }
         }
     }
 }
@@ -113,8 +99,16 @@ fn api(what: impl Into<String>) -> impl FnOnce(ApiError) -> EngineError {
 
 /// One connection to the engine.
 #[derive(Clone)]
-pub struct Engine {
+pub struct ContainerEngine {
     docker: Docker,
+    url: String,
+}
+
+/// Which engine serves the API: what `image build` runs, and what the health gate can expect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Docker,
+    Podman,
 }
 
 /// The result of running a command in a container through exec: the health probe.
@@ -124,23 +118,48 @@ pub struct ExecOutput {
     pub output: String,
 }
 
-impl Engine {
-    /// `--engine` beats `DOCKER_HOST`; otherwise the first existing default socket. The API version is
-    /// negotiated, so an older engine (Podman 4 speaks 1.41) is addressed in its own version.
-    pub async fn connect(url: Option<&str>) -> Result<Engine, EngineError> {
-        let url = match url.map(str::to_owned).or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty())) {
-            Some(url) => url,
-            None => {
-                let tried = default_sockets();
-                let found = tried.iter().find(|s| Path::new(s).exists()).cloned();
-                format!("unix://{}", found.ok_or(EngineError::NoSocket { tried })?)
-            }
-        };
-        let connect_error = |error: ApiError| EngineError::Connect { url: url.clone(), error: api_message(&error) };
-        let docker = Docker::connect_with_host(&url).map_err(connect_error)?;
-        let docker = docker.negotiate_version().await.map_err(connect_error)?;
-        docker.ping().await.map_err(connect_error)?;
-        Ok(Engine { docker })
+impl ContainerEngine {
+    /// The first place of [`discovery::places`] that answers (`--engine` or `DOCKER_HOST` alone when given). The
+    /// API version is negotiated, so an older engine (Podman 4 speaks 1.41) is addressed in its own version.
+    pub async fn connect(url: Option<&str>) -> Result<ContainerEngine, EngineError> {
+        ContainerEngine::connect_from(discovery::places(url, &|name| std::env::var(name).ok())).await
+    }
+
+    /// The first of `places` that answers.
+    pub async fn connect_from(places: Vec<Place>) -> Result<ContainerEngine, EngineError> {
+        let explicit = places.len() == 1 && matches!(places[0].from.as_str(), "--engine" | "DOCKER_HOST");
+        let mut tried = Vec::new();
+        for place in places {
+            let problem = match discovery::absent(&place) {
+                Some(problem) => problem,
+                None => match ContainerEngine::answer(&place.url).await {
+                    Ok(docker) => return Ok(ContainerEngine { docker, url: place.url }),
+                    Err(error) if explicit => return Err(EngineError::Connect { url: place.url, error }),
+                    Err(error) => error,
+                },
+            };
+            tried.push(Tried { place, problem });
+        }
+        Err(EngineError::NotFound { tried })
+    }
+
+    async fn answer(url: &str) -> Result<Docker, String> {
+        let docker = Docker::connect_with_host(url).map_err(|e| api_message(&e))?;
+        let docker = docker.negotiate_version().await.map_err(|e| api_message(&e))?;
+        docker.ping().await.map_err(|e| api_message(&e))?;
+        Ok(docker)
+    }
+
+    /// The URL this engine answered at (`DOCKER_HOST` for the CLIs `image build` runs).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Docker or Podman, from the engine's own version report.
+    pub async fn kind(&self) -> Result<EngineKind, EngineError> {
+        let version = self.docker.version().await.map_err(api("asking the engine its version"))?;
+        let podman = version.components.unwrap_or_default().iter().any(|c| c.name.to_lowercase().contains("podman"));
+        Ok(if podman { EngineKind::Podman } else { EngineKind::Docker })
     }
 
     pub fn docker(&self) -> &Docker {
@@ -234,6 +253,18 @@ impl Engine {
         Ok(ExecOutput { exit_code: inspected.exit_code, output })
     }
 
+    /// The last `lines` lines of a container's output (stdout and stderr, in order), as text.
+    pub async fn tail(&self, name: &str, lines: usize) -> Result<String, EngineError> {
+        let options = LogsOptionsBuilder::default().stdout(true).stderr(true).tail(&lines.to_string()).build();
+        let mut stream = self.docker.logs(name, Some(options));
+        let mut text = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(api(format!("reading the logs of {name}")))?;
+            text.extend_from_slice(&chunk.into_bytes());
+        }
+        Ok(String::from_utf8_lossy(&text).into_owned())
+    }
+
     /// Stops with the image's stop signal (SIGTERM), `grace` seconds, then SIGKILL; a missing or already stopped
     /// container is fine.
     pub async fn stop(&self, name: &str, grace: Duration) -> Result<(), EngineError> {
@@ -285,4 +316,34 @@ impl Engine {
 /// The label filter of one run.
 pub fn run_filter(run: &str) -> String {
     format!("{LABEL_RUN}={run}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every place is tried, and the error says what each one said (issue 25): a missing socket, a stale one
+    /// nobody listens on.
+    #[tokio::test]
+    async fn a_failure_lists_every_place_tried() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        let place = |url: String, from: &str| Place { url, from: from.to_owned() };
+        let places = vec![
+            place(format!("unix://{}/none.sock", dir.path().display()), "Docker"),
+            place(format!("unix://{}", stale.display()), "Podman"),
+        ];
+        let Err(error) = ContainerEngine::connect_from(places).await else { panic!("connected to nothing") };
+        let text = error.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "no container engine answered; tried:");
+        assert!(lines[1].ends_with("none.sock (Docker): no such socket"), "{text}");
+        assert!(lines[2].contains("stale.sock (Podman): ") && lines[2].len() > 30, "{text}");
+        assert!(lines[3].contains("DOCKER_HOST"), "{text}");
+        // An explicit choice that does not answer is that error alone, not a fall-back to another engine.
+        let explicit = vec![place(format!("unix://{}", stale.display()), "DOCKER_HOST")];
+        let Err(error) = ContainerEngine::connect_from(explicit).await else { panic!() };
+        assert!(matches!(error, EngineError::Connect { .. }), "{error}");
+    }
 }

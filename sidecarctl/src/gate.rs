@@ -2,27 +2,72 @@
 //! 0.2, 0.4 and 0.8 s, then every 2 s, until `ready_timeout`: a builder that is healthy at once costs no fixed
 //! 2 s, and a slow one is polled at the seed's 2 s. Each check first asks the engine (a Docker engine runs the
 //! image's HEALTHCHECK itself and reports `healthy`), then runs the health command through the API's exec —
-//! Podman without systemd never runs HEALTHCHECKs, and there `State.Health` stays `starting`.
+//! Podman without systemd never runs HEALTHCHECKs, and there `State.Health` stays `starting`. Which of the two said
+//! healthy is reported ([`HealthSource`]). A builder that exits first is reported with its last log lines.
 
 use std::time::{Duration, Instant};
 
-use bollard::models::{HealthConfig, HealthStatusEnum};
+use bollard::models::{ContainerState, HealthConfig, HealthStatusEnum};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Engine, EngineError};
-use crate::model::Sidecar;
+use crate::engine::{ContainerEngine, EngineError};
+use crate::plan::{Health, HEALTH_INTERVAL, HEALTH_TIMEOUT, IMAGE_HEALTH_TEST};
 use crate::progress::Progress;
+use crate::runtime::Runtime;
 
-/// The seed's 2 s, after the quick first checks.
-pub const INTERVAL: Duration = Duration::from_secs(2);
 const FIRST_CHECKS: [Duration; 4] =
     [Duration::from_millis(100), Duration::from_millis(200), Duration::from_millis(400), Duration::from_millis(800)];
-/// One health command may take this long (compose's `timeout: 3s`).
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Which check found a builder healthy: `up` and `ps` say so, since the two can disagree (a Docker engine's
+/// HEALTHCHECK runs at the image's interval, the exec probe at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthSource {
+    /// The engine's own HEALTHCHECK status (`State.Health.Status`, Docker).
+    Engine,
+    /// The health command run through the API's exec (Podman without systemd never runs HEALTHCHECKs).
+    Probe,
+}
+
+impl std::fmt::Display for HealthSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HealthSource::Engine => "engine",
+            HealthSource::Probe => "probe",
+        })
+    }
+}
+
+/// What the engine's view of a builder says before any probe.
+#[derive(Debug, PartialEq, Eq)]
+pub enum EngineVerdict {
+    /// Not running any more: `status` as the message gives it (`exited, exit code 3`).
+    Exited { status: String },
+    /// The engine's HEALTHCHECK says healthy.
+    Healthy,
+    /// Running, not known healthy: the probe decides.
+    Probe,
+}
+
+/// The engine's view of one check, from the container's state.
+pub fn engine_verdict(state: &ContainerState) -> EngineVerdict {
+    if state.running != Some(true) {
+        let status = state.status.map(|s| s.to_string()).unwrap_or_else(|| "unknown".into());
+        let code = state.exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default();
+        return EngineVerdict::Exited { status: format!("{status}{code}") };
+    }
+    if state.health.as_ref().and_then(|h| h.status) == Some(HealthStatusEnum::HEALTHY) {
+        return EngineVerdict::Healthy;
+    }
+    EngineVerdict::Probe
+}
+
+/// How many of a builder's last log lines an exit before healthy shows: its teardown removes the container, and
+/// with it the only record of why it stopped.
+pub const EXIT_LOG_LINES: usize = 20;
 
 #[derive(Debug)]
 pub enum GateError {
-    Exited { runtime: String, status: String },
+    Exited { runtime: String, status: String, last_logs: String },
     Timeout { runtime: String, seconds: f64, last_output: String },
     Engine(EngineError),
     Cancelled,
@@ -31,8 +76,15 @@ pub enum GateError {
 impl std::fmt::Display for GateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            GateError::Exited { runtime, status } => {
-                write!(f, "build sidecar '{runtime}' exited before becoming healthy (status: {status})")
+            GateError::Exited { runtime, status, last_logs } => {
+                write!(f, "build sidecar '{runtime}' exited before becoming healthy (status: {status})")?;
+                if !last_logs.trim().is_empty() {
+                    write!(f, "; its last log lines:")?;
+                    for line in last_logs.trim_end().lines() {
+                        write!(f, "\n  {line}")?;
+                    }
+                }
+                Ok(())
             }
             GateError::Timeout { runtime, seconds, last_output } => {
                 write!(f, "build sidecar '{runtime}' did not become healthy within {seconds}s")?;
@@ -60,7 +112,7 @@ pub fn health_command(profile: Option<&[String]>, image: Option<&HealthConfig>) 
         .map(<[String]>::to_vec)
         .or_else(|| image.and_then(|h| h.test.clone()))
         .filter(|t| !t.is_empty() && t[0] != "NONE")
-        .unwrap_or_else(|| vec!["CMD".into(), "exec-server".into(), "-healthcheck".into()]);
+        .unwrap_or_else(|| IMAGE_HEALTH_TEST.map(str::to_owned).to_vec());
     match test[0].as_str() {
         "CMD" => test[1..].to_vec(),
         "CMD-SHELL" => vec!["/bin/sh".into(), "-c".into(), test[1..].join(" ")],
@@ -68,46 +120,47 @@ pub fn health_command(profile: Option<&[String]>, image: Option<&HealthConfig>) 
     }
 }
 
-/// Waits until `container` (the builder of `sidecar`) is healthy; returns how long it took.
+/// Waits until `container` (the builder of `runtime`) is healthy; returns how long it took, and which check said so.
 pub async fn wait_healthy(
-    engine: &Engine,
+    engine: &ContainerEngine,
     container: &str,
-    sidecar: &Sidecar,
+    runtime: Runtime,
+    health: &Health,
     command: &[String],
     progress: &Progress,
     cancel: &CancellationToken,
-) -> Result<Duration, GateError> {
+) -> Result<(Duration, HealthSource), GateError> {
     let start = Instant::now();
-    let deadline = start + sidecar.ready_timeout();
-    let runtime = sidecar.runtime.to_string();
+    let deadline = start + health.ready_timeout();
+    let runtime = runtime.to_string();
     for check in 0usize.. {
         let state = engine.inspect(container).await?.state.unwrap_or_default();
-        if state.running != Some(true) {
-            let status = state.status.map(|s| s.to_string()).unwrap_or_else(|| "unknown".into());
-            let code = state.exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default();
-            return Err(GateError::Exited { runtime, status: format!("{status}{code}") });
+        match engine_verdict(&state) {
+            EngineVerdict::Exited { status } => {
+                let last_logs = engine.tail(container, EXIT_LOG_LINES).await.unwrap_or_else(|e| e.to_string());
+                return Err(GateError::Exited { runtime, status, last_logs });
+            }
+            EngineVerdict::Healthy => return Ok((start.elapsed(), HealthSource::Engine)),
+            EngineVerdict::Probe => {}
         }
-        if state.health.and_then(|h| h.status) == Some(HealthStatusEnum::HEALTHY) {
-            return Ok(start.elapsed());
-        }
-        let last_output = match tokio::time::timeout(PROBE_TIMEOUT, engine.exec(container, command.to_vec())).await {
-            Ok(Ok(probe)) if probe.exit_code == Some(0) => return Ok(start.elapsed()),
+        let last_output = match tokio::time::timeout(HEALTH_TIMEOUT, engine.exec(container, command.to_vec())).await {
+            Ok(Ok(probe)) if probe.exit_code == Some(0) => return Ok((start.elapsed(), HealthSource::Probe)),
             Ok(Ok(probe)) => probe.output,
             // The container may have stopped between the inspect and the exec: the next inspect says so.
             Ok(Err(e)) => e.to_string(),
-            Err(_) => format!("the health command took more than {}s", PROBE_TIMEOUT.as_secs()),
+            Err(_) => format!("the health command took more than {}s", HEALTH_TIMEOUT.as_secs()),
         };
         let now = Instant::now();
         if now >= deadline {
-            return Err(GateError::Timeout { runtime, seconds: sidecar.ready_timeout, last_output });
+            return Err(GateError::Timeout { runtime, seconds: health.ready_timeout, last_output });
         }
         progress.status(&format!(
             "waiting for builder-{runtime} to be healthy: {:.1}s of {}s (last: {})",
             start.elapsed().as_secs_f64(),
-            sidecar.ready_timeout,
+            health.ready_timeout,
             last_output.lines().last().unwrap_or("").trim()
         ));
-        let pause = FIRST_CHECKS.get(check).copied().unwrap_or(INTERVAL).min(deadline - now);
+        let pause = FIRST_CHECKS.get(check).copied().unwrap_or(HEALTH_INTERVAL).min(deadline - now);
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = cancel.cancelled() => return Err(GateError::Cancelled),
@@ -139,12 +192,47 @@ mod tests {
         assert_eq!(health_command(Some(&v(&["true"])), None), v(&["true"]));
     }
 
+    /// Both ways a check can end are the engine's (exited, or its own HEALTHCHECK healthy) before the probe's.
+    #[test]
+    fn the_engine_speaks_first_then_the_probe() {
+        use bollard::models::{ContainerStateStatusEnum, Health};
+        let health = |status| Some(Health { status: Some(status), ..Default::default() });
+        let running = |h| ContainerState { running: Some(true), health: h, ..Default::default() };
+        assert_eq!(engine_verdict(&running(health(HealthStatusEnum::HEALTHY))), EngineVerdict::Healthy);
+        assert_eq!(engine_verdict(&running(health(HealthStatusEnum::STARTING))), EngineVerdict::Probe);
+        assert_eq!(engine_verdict(&running(health(HealthStatusEnum::UNHEALTHY))), EngineVerdict::Probe);
+        assert_eq!(engine_verdict(&running(None)), EngineVerdict::Probe, "no HEALTHCHECK (an OCI-format image)");
+        let exited = ContainerState {
+            running: Some(false),
+            status: Some(ContainerStateStatusEnum::EXITED),
+            exit_code: Some(3),
+            health: health(HealthStatusEnum::HEALTHY),
+            ..Default::default()
+        };
+        assert_eq!(engine_verdict(&exited), EngineVerdict::Exited { status: "exited, exit code 3".into() });
+    }
+
     #[test]
     fn the_seed_messages() {
-        let exited = GateError::Exited { runtime: "node".into(), status: "exited, exit code 1".into() };
+        let exited = GateError::Exited {
+            runtime: "node".into(),
+            status: "exited, exit code 1".into(),
+            last_logs: String::new(),
+        };
         assert_eq!(
             exited.to_string(),
             "build sidecar 'node' exited before becoming healthy (status: exited, exit code 1)"
+        );
+        // With its last log lines (the container is removed next): the seed's words first.
+        let exited = GateError::Exited {
+            runtime: "node".into(),
+            status: "exited, exit code 1".into(),
+            last_logs: "npm ERR! x\nexec-server: cannot bind\n".into(),
+        };
+        assert_eq!(
+            exited.to_string(),
+            "build sidecar 'node' exited before becoming healthy (status: exited, exit code 1); its last log lines:\n  \
+             npm ERR! x\n  exec-server: cannot bind"
         );
         let timeout = GateError::Timeout { runtime: "python".into(), seconds: 60.0, last_output: String::new() };
         assert_eq!(timeout.to_string(), "build sidecar 'python' did not become healthy within 60s");

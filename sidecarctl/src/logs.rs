@@ -7,10 +7,15 @@ use bollard::container::LogOutput;
 use bollard::query_parameters::LogsOptionsBuilder;
 use futures_util::StreamExt;
 
-use crate::engine::{run_filter, Engine, EngineError};
+use crate::engine::{run_filter, ContainerEngine, EngineError};
 use crate::names::LABEL_RUNTIME;
 
-pub async fn logs(engine: &Engine, run: &str, runtime: Option<&str>, follow: bool) -> Result<usize, EngineError> {
+pub async fn logs(
+    engine: &ContainerEngine,
+    run: &str,
+    runtime: Option<&str>,
+    follow: bool,
+) -> Result<usize, EngineError> {
     let mut filter = vec![run_filter(run)];
     if let Some(rt) = runtime {
         filter.push(format!("{LABEL_RUNTIME}={rt}"));

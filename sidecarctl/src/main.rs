@@ -5,10 +5,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sidecarctl::emit::{self, EmitOptions};
-use sidecarctl::engine::Engine;
+use sidecarctl::down::Scope;
+use sidecarctl::engine::{ContainerEngine, EngineError};
+use sidecarctl::image::{self, BuildOptions};
+use sidecarctl::names::Origin;
+use sidecarctl::render::emit::{self, EmitOptions};
+use sidecarctl::render::{compose, kube};
 use sidecarctl::up::{up, UpOptions, EXIT_FAILED};
-use sidecarctl::{compose, down, kube, logs, ps};
+use sidecarctl::{down, logs, ps};
 
 #[derive(Parser)]
 #[command(name = "sidecarctl", version, about = "Run an agent container with its build sidecars (Docker or Podman)")]
@@ -33,19 +37,33 @@ enum Command {
         run: String,
         runtime: Option<String>,
     },
+    /// Build images from a sidecar-exec checkout's images/Dockerfile.
+    #[command(subcommand)]
+    Image(ImageCommand),
     /// Print the run as a compose file (services builder-RT and agent).
     Compose(EmitOptions),
     /// Print the run as a Kubernetes Pod (builders as native sidecars).
     Kube(EmitOptions),
-    /// Remove a run (all runs without RUN): its containers, network and token; cache volumes are kept.
+    /// Remove a run: its containers, network and token; cache volumes are kept. Without RUN, the runs you
+    /// started from this folder (with --all, every run on the engine).
     Down {
         #[command(flatten)]
         engine: EngineOption,
         /// Seconds between SIGTERM and SIGKILL.
         #[arg(long, value_name = "SECONDS", default_value_t = 10)]
         stop_grace: u64,
+        /// Every run on the engine, whoever started it and from wherever.
+        #[arg(long, conflicts_with = "run", env = "SIDECARCTL_DOWN_ALL")]
+        all: bool,
         run: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Build the builder images (node, python, java, go, rust) and the agent image (agent) on the engine `up` uses,
+    /// with BuildKit (Docker) or podman build; --dry-run prints the commands.
+    Build(BuildOptions),
 }
 
 #[derive(clap::Args)]
@@ -64,12 +82,44 @@ fn main() -> ExitCode {
     std::process::exit(code)
 }
 
+/// Why `ps`, `logs` or `down` failed.
+#[derive(Debug)]
+enum CommandError {
+    Engine(EngineError),
+    /// `logs RUN [RT]` found nothing to print.
+    NoContainer {
+        run: String,
+        runtime: Option<String>,
+    },
+    /// `down` needs the current folder (its runs are this folder's).
+    CurrentFolder {
+        error: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandError::Engine(e) => e.fmt(f),
+            CommandError::NoContainer { run, runtime: None } => write!(f, "no container of run '{run}'"),
+            CommandError::NoContainer { run, runtime: Some(rt) } => write!(f, "no container of run '{run}' for {rt}"),
+            CommandError::CurrentFolder { error } => write!(f, "the current folder: {error}"),
+        }
+    }
+}
+
+impl From<EngineError> for CommandError {
+    fn from(e: EngineError) -> Self {
+        CommandError::Engine(e)
+    }
+}
+
 async fn run(command: Command) -> i32 {
     match command {
         Command::Up(options) => up(options).await,
         Command::Ps(engine) => {
             report(async {
-                let rows = ps::rows(&connect(engine).await?).await.map_err(|e| e.to_string())?;
+                let rows = ps::rows(&connect(engine).await?).await?;
                 print!("{}", ps::render(&rows));
                 Ok(())
             })
@@ -77,32 +127,52 @@ async fn run(command: Command) -> i32 {
         }
         Command::Logs { engine, follow, run, runtime } => {
             report(async {
-                let found = logs::logs(&connect(engine).await?, &run, runtime.as_deref(), follow)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let found = logs::logs(&connect(engine).await?, &run, runtime.as_deref(), follow).await?;
                 if found == 0 {
-                    return Err(format!(
-                        "no container of run '{run}'{}",
-                        runtime.map(|r| format!(" for {r}")).unwrap_or_default()
-                    ));
+                    return Err(CommandError::NoContainer { run, runtime });
                 }
                 Ok(())
             })
             .await
         }
+        Command::Image(ImageCommand::Build(options)) => match image::build(options).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("sidecarctl: error: {e}");
+                EXIT_FAILED
+            }
+        },
         Command::Compose(options) => emit::main(options, compose::emit),
         Command::Kube(options) => emit::main(options, kube::emit),
-        Command::Down { engine, stop_grace, run } => {
+        Command::Down { engine, stop_grace, all, run } => {
             report(async {
                 let engine = connect(engine).await?;
+                let here = std::env::current_dir()
+                    .and_then(|d| d.canonicalize())
+                    .map_err(|error| CommandError::CurrentFolder { error })?;
+                let scope = if all { Scope::All } else { Scope::Origin(Origin::caller(&here)) };
                 let runs = match run {
                     Some(run) => vec![run],
-                    None => down::runs(&engine).await.map_err(|e| e.to_string())?,
+                    None => down::runs(&engine, &scope).await?,
                 };
+                if let Scope::Origin(origin) = &scope {
+                    let everywhere = down::runs(&engine, &Scope::All).await?;
+                    let elsewhere = everywhere.iter().filter(|r| !runs.contains(r)).count();
+                    if runs.is_empty() {
+                        eprintln!(
+                            "sidecarctl: no run of uid {} started from {} to remove",
+                            origin.uid, origin.workspace
+                        );
+                    }
+                    if elsewhere > 0 {
+                        eprintln!(
+                            "sidecarctl: left {elsewhere} run(s) started by another user or from another folder \
+                             (`sidecarctl ps` lists them; `sidecarctl down RUN` or `--all` removes them)"
+                        );
+                    }
+                }
                 for run in runs {
-                    let removed = down::remove_run(&engine, &run, Duration::from_secs(stop_grace))
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let removed = down::remove_run(&engine, &run, Duration::from_secs(stop_grace)).await?;
                     eprintln!(
                         "sidecarctl: removed run {run}: {} containers, {} network",
                         removed.containers, removed.networks
@@ -115,11 +185,11 @@ async fn run(command: Command) -> i32 {
     }
 }
 
-async fn connect(option: EngineOption) -> Result<Engine, String> {
-    Engine::connect(option.engine.as_deref()).await.map_err(|e| e.to_string())
+async fn connect(option: EngineOption) -> Result<ContainerEngine, EngineError> {
+    ContainerEngine::connect(option.engine.as_deref()).await
 }
 
-async fn report(work: impl std::future::Future<Output = Result<(), String>>) -> i32 {
+async fn report(work: impl std::future::Future<Output = Result<(), CommandError>>) -> i32 {
     match work.await {
         Ok(()) => 0,
         Err(e) => {

@@ -6,6 +6,7 @@
 //! same libyaml-derived parser, with regular releases; `serde_yml`, the other fork, is deprecated.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -77,10 +78,22 @@ pub struct HealthcheckSpec {
     pub _timing: BTreeMap<String, Value>,
 }
 
-/// Why a profile could not be read: the file, or its YAML.
+/// The most a profile may hold: a profile is a few KiB, and the YAML reader keeps all of it in memory (many times
+/// its size as values).
+pub const MAX_BYTES: u64 = 1024 * 1024;
+
+/// The most `[` and `{` a profile may hold. The YAML reader's time grows with the product of a file's size and its
+/// flow collections' nesting (a 200 KB file of nested `[` took 40 s, under a key sidecarctl ignores); the count of
+/// `[` and `{` anywhere (in strings and comments too) bounds that nesting, whatever the file's quoting, where a
+/// depth found by a second reader of ours could be fooled. A profile written by a person has a few dozen.
+pub const MAX_FLOW_OPENERS: usize = 1000;
+
+/// Why a profile could not be read: the file, its size, or its YAML.
 #[derive(Debug)]
 pub enum ProfileError {
     Read { path: String, error: std::io::Error },
+    TooLarge { path: String },
+    FlowNesting { path: String, openers: usize },
     Yaml { path: String, error: serde_norway::Error },
 }
 
@@ -88,6 +101,14 @@ impl std::fmt::Display for ProfileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ProfileError::Read { path, error } => write!(f, "cannot read profile {path}: {error}"),
+            ProfileError::TooLarge { path } => {
+                write!(f, "profile {path} is larger than {} KiB: is it the right file?", MAX_BYTES / 1024)
+            }
+            ProfileError::FlowNesting { path, openers } => write!(
+                f,
+                "profile {path} has {openers} '[' and '{{' (at most {MAX_FLOW_OPENERS}): write long lists and \
+                 mappings in block style (`- item` lines, `key: value` lines)"
+            ),
             ProfileError::Yaml { path, error } => write!(f, "profile {path}: {error}"),
         }
     }
@@ -99,12 +120,26 @@ impl Profile {
         if text.trim().is_empty() {
             return Ok(Profile::default());
         }
+        let openers = text.bytes().filter(|b| matches!(b, b'[' | b'{')).count();
+        if openers > MAX_FLOW_OPENERS {
+            return Err(ProfileError::FlowNesting { path: path.to_owned(), openers });
+        }
         serde_norway::from_str(text).map_err(|error| ProfileError::Yaml { path: path.to_owned(), error })
     }
 
+    /// Reads at most [`MAX_BYTES`] (+1, to tell a larger file): `-p /dev/zero` or a huge file ends with an error, not
+    /// with the memory of the machine. Not only regular files: `-p <(generate-profile)` is a pipe.
     pub fn load(path: &Path) -> Result<Profile, ProfileError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|error| ProfileError::Read { path: shown.clone(), error })?;
+        let read_error = |error| ProfileError::Read { path: shown.clone(), error };
+        let file = std::fs::File::open(path).map_err(read_error)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(read_error)?;
+        if bytes.len() as u64 > MAX_BYTES {
+            return Err(ProfileError::TooLarge { path: shown });
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|e| read_error(std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error())))?;
         Profile::parse(&text, &shown)
     }
 }
@@ -123,4 +158,29 @@ pub fn scalar_string(value: &Value) -> Option<String> {
 /// A YAML number as seconds; anything else (a string, a list) is `None`, which validation reports.
 pub fn seconds(value: &Value) -> Option<f64> {
     value.as_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 24, item 9: deep flow nesting (here under a key sidecarctl ignores) is refused before the YAML reader
+    /// sees it, and an endless file ends at the cap.
+    #[test]
+    fn deep_nesting_and_endless_files_are_refused_with_a_reason() {
+        let deep = format!("ignored: {}", "[".repeat(100_000));
+        let error = Profile::parse(&deep, "deep.yaml").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "profile deep.yaml has 100000 '[' and '{' (at most 1000): write long lists and mappings in block style \
+             (`- item` lines, `key: value` lines)"
+        );
+        // Quoting cannot hide nesting from the count.
+        let hidden = format!("ignored: {}", "[ \"]\", ".repeat(2000));
+        assert!(matches!(Profile::parse(&hidden, "q").unwrap_err(), ProfileError::FlowNesting { openers: 2000, .. }));
+        let endless = Profile::load(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert_eq!(endless, "profile /dev/zero is larger than 1024 KiB: is it the right file?");
+        // What a person writes stays well inside.
+        Profile::parse("tool_backends: {sidecars: [{runtime: node, image: x, env: {A: '[x]'}}]}", "ok").unwrap();
+    }
 }

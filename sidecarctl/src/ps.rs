@@ -4,11 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use bollard::models::HealthStatusEnum;
-
-use crate::engine::{Engine, EngineError};
-use crate::gate::{health_command, PROBE_TIMEOUT};
+use crate::engine::{ContainerEngine, EngineError};
+use crate::gate::{engine_verdict, health_command, EngineVerdict, HealthSource};
 use crate::names::{LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_RUNTIME, ROLE_BUILDER};
+use crate::plan::HEALTH_TIMEOUT;
 
 /// One line of the listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +20,7 @@ pub struct Row {
     pub health: String,
 }
 
-pub async fn rows(engine: &Engine) -> Result<Vec<Row>, EngineError> {
+pub async fn rows(engine: &ContainerEngine) -> Result<Vec<Row>, EngineError> {
     let mut rows = Vec::new();
     for summary in engine.containers(&[format!("{LABEL_MANAGED}=true")]).await? {
         let labels = summary.labels.clone().unwrap_or_default();
@@ -51,15 +50,18 @@ pub async fn rows(engine: &Engine) -> Result<Vec<Row>, EngineError> {
     Ok(rows)
 }
 
-async fn health(engine: &Engine, container: &str) -> String {
+/// `healthy (engine)` when the engine's own HEALTHCHECK says so, else what the health command says through exec
+/// (`healthy (probe)`, `unhealthy (probe)`), as the gate checks: the two can disagree, so the listing names its
+/// source. (The image's command: a profile's override is not known from the container.)
+async fn health(engine: &ContainerEngine, container: &str) -> String {
     let Ok(inspected) = engine.inspect(container).await else { return "unknown".into() };
-    if inspected.state.and_then(|s| s.health).and_then(|h| h.status) == Some(HealthStatusEnum::HEALTHY) {
-        return "healthy".into();
+    if engine_verdict(&inspected.state.unwrap_or_default()) == EngineVerdict::Healthy {
+        return format!("healthy ({})", HealthSource::Engine);
     }
     let command = health_command(None, inspected.config.and_then(|c| c.healthcheck).as_ref());
-    match tokio::time::timeout(PROBE_TIMEOUT, engine.exec(container, command)).await {
-        Ok(Ok(probe)) if probe.exit_code == Some(0) => "healthy".into(),
-        Ok(Ok(_)) => "unhealthy".into(),
+    match tokio::time::timeout(HEALTH_TIMEOUT, engine.exec(container, command)).await {
+        Ok(Ok(probe)) if probe.exit_code == Some(0) => format!("healthy ({})", HealthSource::Probe),
+        Ok(Ok(_)) => format!("unhealthy ({})", HealthSource::Probe),
         _ => "unknown".into(),
     }
 }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The three levels, each cancelled by one more signal.
 #[derive(Clone, Debug)]
-pub struct Interrupts {
+pub struct StopLevels {
     /// The first signal: stop the run and tear it down.
     pub stop: CancellationToken,
     /// The second: no grace.
@@ -26,10 +26,10 @@ pub struct Interrupts {
     first: Arc<AtomicI32>,
 }
 
-impl Interrupts {
-    /// Levels that only [`Interrupts::signal`] cancels (no handlers: the process could not install them, or a test).
-    pub fn new() -> Interrupts {
-        Interrupts {
+impl StopLevels {
+    /// Levels that only [`StopLevels::signal`] cancels (no handlers: the process could not install them, or a test).
+    pub fn new() -> StopLevels {
+        StopLevels {
             stop: CancellationToken::new(),
             hurry: CancellationToken::new(),
             abandon: CancellationToken::new(),
@@ -38,17 +38,17 @@ impl Interrupts {
     }
 
     /// Installs the handlers and counts every stop signal from now on.
-    pub fn install() -> Interrupts {
-        let interrupts = Interrupts::new();
+    pub fn install() -> StopLevels {
+        let levels = StopLevels::new();
         if let Ok(mut signals) = StopSignals::install() {
-            let counted = interrupts.clone();
+            let counted = levels.clone();
             tokio::spawn(async move {
                 loop {
                     counted.signal(signals.recv().await as i32);
                 }
             });
         }
-        interrupts
+        levels
     }
 
     /// One more signal, number `signal`.
@@ -72,9 +72,9 @@ impl Interrupts {
     }
 }
 
-impl Default for Interrupts {
+impl Default for StopLevels {
     fn default() -> Self {
-        Interrupts::new()
+        StopLevels::new()
     }
 }
 
@@ -99,31 +99,31 @@ mod tests {
     /// Each signal goes one level further, however many arrive: the handlers do not end with the first one.
     #[tokio::test]
     async fn every_signal_is_counted_and_the_first_names_the_exit_code() {
-        let interrupts = Interrupts::install();
+        let levels = StopLevels::install();
         let wait = |token: &CancellationToken| {
             let token = token.clone();
             async move { tokio::time::timeout(Duration::from_secs(60), token.cancelled()).await.unwrap() }
         };
         raise(Signal::SIGINT).unwrap();
-        wait(&interrupts.stop).await;
-        assert!(!interrupts.hurry.is_cancelled());
+        wait(&levels.stop).await;
+        assert!(!levels.hurry.is_cancelled());
         raise(Signal::SIGTERM).unwrap();
-        wait(&interrupts.hurry).await;
-        assert!(!interrupts.abandon.is_cancelled());
+        wait(&levels.hurry).await;
+        assert!(!levels.abandon.is_cancelled());
         raise(Signal::SIGHUP).unwrap();
-        wait(&interrupts.abandon).await;
-        assert_eq!(interrupts.code(), 130);
+        wait(&levels.abandon).await;
+        assert_eq!(levels.code(), 130);
     }
 
     #[tokio::test]
     async fn a_stopped_run_abandons_the_work_in_progress() {
-        let interrupts = Interrupts::new();
+        let levels = StopLevels::new();
         let never = std::future::pending::<()>();
-        let stopper = interrupts.clone();
+        let stopper = levels.clone();
         tokio::spawn(async move { stopper.signal(Signal::SIGTERM as i32) });
-        assert_eq!(unless_stopped(&interrupts.stop, never).await, None);
-        assert_eq!(unless_stopped(&interrupts.stop, async { 1 }).await, None, "stopped first: nothing new starts");
+        assert_eq!(unless_stopped(&levels.stop, never).await, None);
+        assert_eq!(unless_stopped(&levels.stop, async { 1 }).await, None, "stopped first: nothing new starts");
         assert_eq!(unless_stopped(&CancellationToken::new(), async { 1 }).await, Some(1));
-        assert_eq!(interrupts.code(), 143);
+        assert_eq!(levels.code(), 143);
     }
 }

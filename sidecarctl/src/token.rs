@@ -1,6 +1,7 @@
 //! The per-run bearer token: random, in a file the run creates (mode 0600, owned by the caller), bound read-only
-//! into every container; builders read it as `EXEC_SERVER_TOKEN_FILE`, the agent as `SIDECAR_TOKEN_FILE`. So `/exec`
-//! is never open on a shared host, and the token never appears in a container's configuration (`inspect`).
+//! into every container (at the plan's token path); builders read it as `EXEC_SERVER_TOKEN_FILE`, the agent as
+//! `SIDECAR_TOKEN_FILE`. So `/exec` is never open on a shared host, and the token never appears in a container's
+//! configuration (`inspect`).
 //!
 //! A 0600 file is readable in a container only by its owner's uid. A container that runs as another numeric uid
 //! (an agent image built for uid 1000 started by root) gets its own copy owned by that uid, which only root may
@@ -11,10 +12,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::names::{random_hex, RunId};
-
-/// Where the token is seen inside every container.
-pub const CONTAINER_PATH: &str = "/run/secrets/sidecar-token";
+use crate::names::{random_hex, RunName};
 
 #[derive(Debug)]
 pub enum TokenError {
@@ -54,7 +52,7 @@ impl std::error::Error for TokenError {}
 
 /// The run's token files; removed by `remove` (teardown) or by `down` through the folder's label.
 #[derive(Debug, Clone)]
-pub struct Token {
+pub struct RunToken {
     pub dir: PathBuf,
     secret: String,
     caller: u32,
@@ -80,14 +78,14 @@ pub fn state_root() -> Result<PathBuf, TokenError> {
     Ok(root)
 }
 
-impl Token {
+impl RunToken {
     /// Creates `<state_root>/<run>/token` with a fresh 256-bit secret.
-    pub fn create(run: &RunId) -> Result<Token, TokenError> {
+    pub fn create(run: &RunName) -> Result<RunToken, TokenError> {
         let dir = state_root()?.join(run.as_str());
         // A stale folder of a crashed run of the same name: its token is not reused.
         let _ = std::fs::remove_dir_all(&dir);
         DirBuilder::new().mode(0o700).create(&dir).map_err(|error| TokenError::Io { path: dir.clone(), error })?;
-        let token = Token { dir, secret: random_hex(32), caller: nix::unistd::getuid().as_raw() };
+        let token = RunToken { dir, secret: random_hex(32), caller: nix::unistd::getuid().as_raw() };
         token.write(&token.dir.join("token"))?;
         Ok(token)
     }
@@ -141,8 +139,8 @@ mod tests {
 
     #[test]
     fn a_fresh_secret_in_a_private_file() {
-        let run = RunId::named(&format!("unit-{}", random_hex(4))).unwrap();
-        let token = Token::create(&run).unwrap();
+        let run = RunName::named(&format!("unit-{}", random_hex(4))).unwrap();
+        let token = RunToken::create(&run).unwrap();
         let file = token.dir.join("token");
         let meta = std::fs::metadata(&file).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);

@@ -8,22 +8,22 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use bollard::models::ContainerCreateBody;
 use clap::Args;
 use futures_util::future::try_join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{run_attached, AgentEnd};
 use crate::down::remove_run;
-use crate::engine::{Engine, EngineError};
-use crate::gate::{health_command, wait_healthy, GateError};
-use crate::model::{ModelError, Run, SshBackend};
-use crate::names::{BadRunName, RunId, ROLE_NETWORK};
+use crate::engine::{ContainerEngine, EngineError};
+use crate::gate::{health_command, wait_healthy, GateError, HealthSource};
+use crate::model::{ModelError, RunConfig, WorkspaceLookup};
+use crate::names::{BadRunName, Origin, RunName, ROLE_NETWORK};
 use crate::options::RunOptions;
+use crate::plan::{AgentRequest, Plan, Target, User, AGENT_WRAPPERS, STATE_FOLDER};
 use crate::progress::Progress;
-use crate::signals::{unless_stopped, Interrupts};
-use crate::spec::{self, AgentSpec, Context};
-use crate::token::{Token, TokenError};
+use crate::render::api::{self, Attach, Context};
+use crate::signals::{unless_stopped, StopLevels};
+use crate::token::{RunToken, TokenError};
 
 #[derive(Args, Debug, Clone)]
 pub struct UpOptions {
@@ -116,25 +116,25 @@ pub const EXIT_FAILED: i32 = 125;
 pub async fn up(options: UpOptions) -> i32 {
     let started = Instant::now();
     let progress = Progress::default();
-    let run = match Run::from_options(&options.run) {
+    let run = match RunConfig::from_options(&options.run, WorkspaceLookup::Resolve) {
         Ok(run) => run,
         Err(e) => return fail(&progress, &UpError::Model(e)),
     };
     for warning in &run.warnings {
         progress.step(&format!("warning: {warning}"));
     }
-    let id = match options.name.as_deref().map(RunId::named).transpose() {
-        Ok(id) => id.unwrap_or_else(RunId::random),
+    let id = match options.name.as_deref().map(RunName::named).transpose() {
+        Ok(id) => id.unwrap_or_else(RunName::random),
         Err(e) => return fail(&progress, &UpError::Name(e)),
     };
-    let signals = Interrupts::install();
-    let engine = match unless_stopped(&signals.stop, Engine::connect(options.engine.as_deref())).await {
+    let signals = StopLevels::install();
+    let engine = match unless_stopped(&signals.stop, ContainerEngine::connect(options.engine.as_deref())).await {
         Some(Ok(engine)) => engine,
         Some(Err(e)) => return fail(&progress, &UpError::Engine(e)),
         None => return signals.code(),
     };
     let grace = Duration::from_secs(options.stop_grace);
-    let token = match run.token.then(|| Token::create(&id)).transpose() {
+    let token = match run.token.then(|| RunToken::create(&id)).transpose() {
         Ok(token) => token,
         Err(e) => return fail(&progress, &UpError::Token(e)),
     };
@@ -186,12 +186,12 @@ fn fail(progress: &Progress, error: &UpError) -> i32 {
 /// label names until a container exists). A second signal restarts the removal without the grace; a third
 /// abandons it and says what may be left.
 struct Teardown<'a> {
-    engine: &'a Engine,
-    id: &'a RunId,
+    engine: &'a ContainerEngine,
+    id: &'a RunName,
     grace: Duration,
     progress: &'a Progress,
-    signals: &'a Interrupts,
-    token: Option<&'a Token>,
+    signals: &'a StopLevels,
+    token: Option<&'a RunToken>,
 }
 
 impl Teardown<'_> {
@@ -234,22 +234,36 @@ struct Started {
 }
 
 async fn start(
-    engine: &Engine,
-    run: &Run,
-    id: &RunId,
+    engine: &ContainerEngine,
+    run: &RunConfig,
+    id: &RunName,
     options: &UpOptions,
     progress: &Progress,
     cancel: &CancellationToken,
-    token: Option<&Token>,
+    token: Option<&RunToken>,
 ) -> Result<Started, UpError> {
     let checkpoint = || if cancel.is_cancelled() { Err(UpError::Interrupted) } else { Ok(()) };
     // The engine calls that can take long (inspect and pull: a registry may be slow or silent) end at a signal.
     let interruptible = |work| async move { unless_stopped(cancel, work).await.ok_or(UpError::Interrupted) };
     let (agent_image, agent_cmd) = options.agent.split_first().expect("clap requires AGENT_IMAGE");
 
+    // The agent's variables: the SSH backend's (the profile's `ssh:` block) unless `-e` names them too, then `-e`'s.
+    let flag_env: Vec<(String, String)> = options.env.iter().filter_map(|e| agent_env(e)).collect();
+    let flag_names: Vec<&str> = flag_env.iter().map(|(name, _)| name.as_str()).collect();
+    let ssh = run.ssh.as_ref().map(|ssh| ssh.without(&flag_names));
+    let request = AgentRequest {
+        image: agent_image.clone(),
+        command: agent_cmd.to_vec(),
+        user: options.agent_user.clone(),
+        env: ssh.iter().flat_map(|ssh| ssh.env.clone()).chain(flag_env).collect(),
+        mounts: ssh.iter().flat_map(|ssh| ssh.mounts()).collect(),
+        tmpfs: options.agent_user.iter().map(|_| AGENT_WRAPPERS.to_owned()).collect(),
+    };
+    let plan = Plan::new(run, request, Target::Up);
+
     // Images first: nothing is created for a run whose images are missing.
     let mut images = Vec::new();
-    for image in run.sidecars.iter().map(|s| s.image.as_str()).chain([agent_image.as_str()]) {
+    for image in plan.containers().map(|c| c.image.as_str()) {
         checkpoint()?;
         let inspected = match interruptible(engine.image(image)).await?? {
             Some(found) => found,
@@ -267,95 +281,147 @@ async fn start(
     }
     let (agent_config, builder_configs) = images.split_last().expect("the agent image is in the list");
 
-    // The agent's variables: the SSH backend's (the profile's `ssh:` block) unless `-e` names them too, then `-e`'s.
-    let flag_env: Vec<String> = options.env.iter().filter_map(|e| agent_env(e)).collect();
-    let ssh = run.ssh.as_ref().map(|ssh| ssh.without(&variable_names(&flag_env)));
-    let agent_user = options.agent_user.clone();
-    let effective_user = agent_user.clone().or_else(|| agent_config.user.clone()).unwrap_or_default();
+    let caller = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
+    // The user each container runs as, for its token file: the plan's, or the image's.
+    let user_of = |user: &User, image_user: &Option<String>| match user {
+        User::Caller => caller.clone(),
+        User::Given(user) => user.clone(),
+        User::Image => image_user.clone().unwrap_or_default(),
+    };
+    let agent_user = user_of(&plan.agent.user, &agent_config.user);
     // The agent must be able to read the files the block binds; nothing is created for a run where it cannot.
-    if let Some(error) = ssh.as_ref().and_then(|ssh| ssh.unreadable_by(&effective_user)) {
+    if let Some(error) = ssh.as_ref().and_then(|ssh| ssh.unreadable_by(&agent_user)) {
         return Err(UpError::Model(error.into()));
     }
+    // The agent's token file and what it can do in the workspace, before any builder is started and waited for.
+    let agent_token = token.as_ref().map(|t| t.file_for(&id.agent(), &agent_user)).transpose()?;
+    if let Some(warning) = workspace_warning(run, &agent_user) {
+        progress.step(&format!("warning: {warning}"));
+    }
 
-    let caller = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
-    let ctx =
-        Context { run, id, caller: caller.clone(), token_dir: token.as_ref().map(|t| t.dir.display().to_string()) };
+    let origin = Origin::caller(&run.workspace);
+    let kind = engine.kind().await?;
+    let ctx = Context {
+        engine: kind,
+        plan: &plan,
+        name: id,
+        origin: &origin,
+        workspace: &run.workspace,
+        caller: caller.clone(),
+        token_dir: token.as_ref().map(|t| t.dir.display().to_string()),
+    };
 
     checkpoint()?;
     progress.step(&format!("network {}", id.network()));
-    engine.ensure_network(&id.network(), id.labels(ROLE_NETWORK, None)).await?;
+    engine.ensure_network(&id.network(), id.labels(ROLE_NETWORK, None, &origin)).await?;
 
     let mut commands = Vec::new();
-    for (sidecar, config) in run.sidecars.iter().zip(builder_configs) {
+    for (builder, config) in plan.builders.iter().zip(builder_configs) {
         checkpoint()?;
-        let name = id.builder(sidecar.runtime);
-        let user = if sidecar.run_as_caller_uid { caller.clone() } else { config.user.clone().unwrap_or_default() };
+        let name = id.container(&builder.name);
+        let user = user_of(&builder.user, &config.user);
         let token_file = token.as_ref().map(|t| t.file_for(&name, &user)).transpose()?;
-        if sidecar.run_as_caller_uid {
-            make_caller_home(run, sidecar);
+        if let Some(home) = builder.home.as_ref().and_then(|home| home.source.host_path(&run.workspace)) {
+            make_caller_home(&home);
         }
-        let body = spec::builder(&ctx, sidecar, token_file.as_ref().map(|p| p.display().to_string()).as_deref());
+        let body = api::body(&ctx, builder, token_file.as_deref(), None);
         progress.step(&format!(
             "builder {name} ({}) as {}",
-            sidecar.image,
+            builder.image,
             if user.is_empty() { "root" } else { &user }
         ));
         engine.create(&name, body, true).await?;
-        commands.push(health_command(sidecar.healthcheck.as_deref(), config.healthcheck.as_ref()));
+        let test = builder.health.as_ref().and_then(|h| h.test.as_deref());
+        commands.push(health_command(test, config.healthcheck.as_ref()));
     }
 
     // The gate: all builders at once, so the slowest one sets the wait.
-    try_join_all(run.sidecars.iter().zip(&commands).map(|(sidecar, command)| async move {
-        let name = id.builder(sidecar.runtime);
-        let took = wait_healthy(engine, &name, sidecar, command, progress, cancel).await?;
-        progress.step(&format!("builder-{} healthy after {:.1}s", sidecar.runtime, took.as_secs_f64()));
-        Ok::<_, UpError>(())
+    try_join_all(plan.builders.iter().zip(&commands).filter_map(|(builder, command)| {
+        let (runtime, health) = (builder.runtime()?, builder.health.as_ref()?);
+        Some(async move {
+            let name = id.container(&builder.name);
+            let (took, source) = wait_healthy(engine, &name, runtime, health, command, progress, cancel).await?;
+            let by = match source {
+                HealthSource::Engine => "the engine's HEALTHCHECK",
+                HealthSource::Probe => "the health command",
+            };
+            progress.step(&format!("{} healthy after {:.1}s ({by})", builder.name, took.as_secs_f64()));
+            Ok::<_, UpError>(())
+        })
     }))
     .await?;
 
     checkpoint()?;
     let tty = !options.detach && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let stdin = !options.detach && (tty || options.interactive);
-    let token_file = token.as_ref().map(|t| t.file_for(&id.agent(), &effective_user)).transpose()?;
-    let agent = AgentSpec {
-        image: agent_image.clone(),
-        cmd: agent_cmd.to_vec(),
-        user: agent_user,
-        env: ssh.iter().flat_map(SshBackend::env_list).chain(flag_env).collect(),
-        tty,
-        stdin,
-    };
-    let mut body = spec::agent(&ctx, &agent, token_file.as_ref().map(|p| p.display().to_string()).as_deref());
-    add_binds(&mut body, ssh.iter().flat_map(SshBackend::binds));
+    let body = api::body(&ctx, &plan.agent, agent_token.as_deref(), Some(Attach { tty, stdin }));
     engine.create(&id.agent(), body, options.detach).await?;
     Ok(Started { tty, stdin })
 }
 
 /// `NAME=VALUE` as is; `NAME` takes our value, and is dropped when we have none (as `docker run -e NAME`).
-fn agent_env(entry: &str) -> Option<String> {
-    if entry.contains('=') {
-        Some(entry.to_owned())
-    } else {
-        std::env::var(entry).ok().map(|value| format!("{entry}={value}"))
+fn agent_env(entry: &str) -> Option<(String, String)> {
+    match entry.split_once('=') {
+        Some((name, value)) => Some((name.to_owned(), value.to_owned())),
+        None => std::env::var(entry).ok().map(|value| (entry.to_owned(), value)),
     }
 }
 
-/// The names of `NAME=VALUE` entries.
-fn variable_names(env: &[String]) -> Vec<&str> {
-    env.iter().map(|entry| entry.split_once('=').map_or(entry.as_str(), |(name, _)| name)).collect()
+/// Whether the agent's user (the engine's `User`: "", "uid", "uid:gid" or a name) can write the workspace it works
+/// in, as the container sees it: every capability is dropped, so not even its root writes past the folder's mode.
+/// A warning, not an error: an agent may only read. A user given by name passes (its ids are the image's).
+fn workspace_warning(run: &RunConfig, user: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let workdir = run.agent_workdir()?;
+    let volume = run.volumes.iter().find(|v| v.target == workdir && !v.read_only)?;
+    let folder = volume.source.host_path(&run.workspace)?;
+    let (uid_text, gid_text) = user.split_once(':').map_or((user, None), |(u, g)| (u, Some(g)));
+    let uid: u32 = if uid_text.is_empty() { 0 } else { uid_text.parse().ok()? };
+    let gid: Option<u32> = gid_text.and_then(|g| g.parse().ok());
+    let meta = std::fs::metadata(&folder).ok()?;
+    let mode = meta.mode() & 0o7777;
+    let writable = (meta.uid() == uid && mode & 0o300 == 0o300)
+        || (gid.is_none_or(|g| g == meta.gid()) && mode & 0o030 == 0o030)
+        || mode & 0o003 == 0o003;
+    (!writable).then(|| {
+        format!(
+            "the agent runs as uid {uid}, which cannot write the workspace {} (uid {}, gid {}, mode {mode:o}): run it \
+             as the folder's owner (--agent-user {}:{}), give that uid the folder, or build the agent image with \
+             AGENT_UID={}",
+            folder.display(),
+            meta.uid(),
+            meta.gid(),
+            meta.uid(),
+            meta.gid(),
+            meta.uid()
+        )
+    })
 }
 
-/// More binds for a container body (the SSH backend's files, read-only).
-fn add_binds(body: &mut ContainerCreateBody, binds: impl IntoIterator<Item = String>) {
-    let host_config = body.host_config.get_or_insert_with(Default::default);
-    host_config.binds.get_or_insert_with(Vec::new).extend(binds);
+/// A builder's `HOME` (in the workspace) exists before it starts, owned by the caller who creates it; the state
+/// folder above it ignores itself for git. Best effort: a builder whose `HOME` is missing still runs.
+fn make_caller_home(home: &std::path::Path) {
+    let _ = std::fs::create_dir_all(home);
+    let state = home.ancestors().find(|p| p.file_name().is_some_and(|n| n == STATE_FOLDER));
+    if let Some(ignore) = state.map(|folder| folder.join(".gitignore")).filter(|file| !file.exists()) {
+        let _ = std::fs::write(ignore, "# sidecarctl's own folder (the builders' HOME): not part of the project\n*\n");
+    }
 }
 
-/// The builder's `HOME` (in the workspace) exists before it starts, owned by the caller who creates it.
-fn make_caller_home(run: &Run, sidecar: &crate::model::Sidecar) {
-    if let Some(volume) = run.workspace_volume(sidecar).filter(|v| v.source.starts_with('/')) {
-        let relative = spec::caller_home(sidecar);
-        let relative = relative.strip_prefix(sidecar.workspace_target.trim_end_matches('/')).unwrap_or(&relative);
-        let _ = std::fs::create_dir_all(format!("{}{relative}", volume.source));
+#[cfg(test)]
+mod tests {
+    /// `git status` in a workspace that is a git checkout does not show the builders' HOME folder (issue 25).
+    #[test]
+    fn the_state_folder_ignores_itself() {
+        let workspace = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            std::process::Command::new("git").args(args).current_dir(workspace.path()).output().expect("git runs")
+        };
+        git(&["init", "-q"]);
+        super::make_caller_home(&workspace.path().join(".sidecarctl/home/node"));
+        std::fs::write(workspace.path().join(".sidecarctl/home/node/.npmrc"), "x").unwrap();
+        assert!(workspace.path().join(".sidecarctl/home/node").is_dir());
+        let status = git(&["status", "--porcelain", "--untracked-files=all"]);
+        assert_eq!(String::from_utf8_lossy(&status.stdout), "", "git status shows the state folder");
     }
 }

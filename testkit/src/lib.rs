@@ -152,6 +152,15 @@ pub fn memory_capped(binary: &str) -> [String; 4] {
     ["sh".to_owned(), "-c".to_owned(), script, binary.to_owned()]
 }
 
+/// The argv that runs `binary` (with the arguments appended after it) where inotify cannot be had, as on a node
+/// whose inotify instances are all used up: in a user namespace of its own (`unshare --user --map-root-user`, which
+/// needs user namespaces) whose inotify instances are capped at 0. For the polling fallback of the programs that
+/// watch the IPC folders. `unshare` and `sh` exec the binary, so the process started is the binary itself.
+pub fn without_inotify(binary: &str) -> [String; 7] {
+    let script = "echo 0 > /proc/sys/user/max_inotify_instances && exec \"$0\" \"$@\"";
+    ["unshare", "--user", "--map-root-user", "sh", "-c", script, binary].map(str::to_owned)
+}
+
 /// The peak resident memory (VmHWM) of process `pid` so far, in bytes.
 pub fn peak_rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use process_group::{Members, Tag, Tagged};
 
-use crate::metrics::Metrics;
+use crate::metrics::CommandMetrics;
 
 /// The variable that tags a command's descendants.
 pub const JOB_VARIABLE: &str = "SIDECAR_EXEC_JOB";
@@ -66,7 +66,7 @@ impl Sweeper {
     }
 
     /// Runs until the runtime ends: one batch of finished jobs at a time, ended by the policy in the background.
-    pub async fn run(self: Arc<Self>, grace: Duration, metrics: Arc<Metrics>) {
+    pub async fn run(self: Arc<Self>, grace: Duration, metrics: CommandMetrics) {
         loop {
             self.wake.notified().await;
             tokio::time::sleep(BATCH).await;

@@ -1,32 +1,34 @@
-//! The process engine: runs one argv in its own process group, enforces its timeout and cancellation, and collects
-//! or streams its output. It knows nothing of HTTP or files: every transport builds a [`Job`], calls
-//! [`Engine::run`], and turns the [`Outcome`] (or the stream of chunks) into its own format.
+//! The process engine: runs one argv in its own process group, enforces its timeout and cancellation, and hands
+//! its output to the sinks its transport supplies ([`Capture`]). It knows nothing of HTTP or files: every transport
+//! builds a [`Job`], calls [`ProcessEngine::run`] with its capture, and turns the [`Outcome`] into its own format.
 
+mod capture;
 mod escaped;
-pub mod head_tail;
-mod output;
+mod spawn;
 
 use std::collections::HashMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use process_group::{self as group, program, Members, Pgid, Tagged};
+use process_group::{self as group, Members, Pgid, Tagged};
 use protocol::StreamKind;
-use tokio::io::{AsyncRead, AsyncWriteExt};
-use tokio::process::{ChildStderr, ChildStdout, Command};
+use tokio::io::AsyncRead;
+use tokio::process::{ChildStderr, ChildStdout};
 use tokio_util::sync::CancellationToken;
 
-pub use output::{Captured, LastOutput, Output, OutputChunk, READ_SIZE};
+pub use capture::{Capture, Collect, Collected, OutputChunk, Sink, Stream, READ_SIZE};
+use capture::{LastOutput, Piped};
 
-use crate::metrics::{CommandOutcome, Metrics};
-use crate::workspace::{DirProblem, WorkDir};
+use crate::metrics::{CommandMetrics, CommandOutcome};
+pub use spawn::StartError;
+
+use crate::workspace::WorkDir;
 pub use process_group::{become_subreaper, exit_code_of, reap_adopted_forever};
 
 /// How the engine treats every command.
@@ -56,9 +58,9 @@ pub struct Job {
     pub group: Option<Arc<OnceLock<Pgid>>>,
 }
 
-/// How a command ended.
+/// How a command ended, and what its capture kept of each pipe (`K`: the capture's [`Sink::Kept`]).
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct Outcome<K> {
     /// The exit code; 128+N when a signal ended it; 124 when it timed out.
     pub exit_code: i32,
     /// The signal that ended the leader, if one did.
@@ -69,43 +71,16 @@ pub struct Outcome {
     /// Stopped because its transport asked (client gone, server shutting down).
     pub cancelled: bool,
     pub duration: Duration,
-    pub stdout: Captured,
-    pub stderr: Captured,
+    /// Every byte each pipe carried, kept or not.
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub stdout: K,
+    pub stderr: K,
 }
-
-/// Why a command never started. Each transport turns the variant into its own exit code; the text (`Display`) is
-/// the HTTP API's `error`, "failed to start command: …", which clients show and match as it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StartError {
-    /// No such program on the command's PATH, or at the path given.
-    NotFound { program: String },
-    /// The program is there but may not be run.
-    PermissionDenied { program: String },
-    /// The working directory is not there, or is no directory: every program would fail the same way.
-    WorkingDirectory { path: PathBuf, problem: DirProblem },
-    /// Anything else: an empty command, or what the spawn reported.
-    Other(String),
-}
-
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("failed to start command: ")?;
-        match self {
-            StartError::NotFound { program } => write!(f, "{program}: not found (is it installed and on PATH?)"),
-            StartError::PermissionDenied { program } => write!(f, "{program}: permission denied"),
-            StartError::WorkingDirectory { path, problem } => {
-                write!(f, "working directory {} {problem}", path.display())
-            }
-            StartError::Other(detail) => f.write_str(detail),
-        }
-    }
-}
-
-impl std::error::Error for StartError {}
 
 /// Runs commands. Cheap to clone; every clone shares the set of live process groups and the shutdown switch.
 #[derive(Clone, Debug)]
-pub struct Engine {
+pub struct ProcessEngine {
     inner: Arc<Inner>,
 }
 
@@ -115,14 +90,14 @@ struct Inner {
     /// Process group → job id of every command not yet cleaned up.
     live_groups: Mutex<HashMap<Pgid, u64>>,
     shutdown: CancellationToken,
-    /// When [`Engine::shutdown`] was called: the grace period of everything it stops counts from here.
+    /// When [`ProcessEngine::shutdown`] was called: the grace period of everything it stops counts from here.
     shutdown_at: OnceLock<tokio::time::Instant>,
     sweeper: Arc<escaped::Sweeper>,
     sweeper_started: std::sync::Once,
-    metrics: Arc<Metrics>,
+    metrics: CommandMetrics,
 }
 
-/// How long [`Engine::finish_shutdown`] waits for SIGKILLed processes to disappear: short, since the whole
+/// How long [`ProcessEngine::finish_shutdown`] waits for SIGKILLed processes to disappear: short, since the whole
 /// shutdown must fit in the grace period plus a second.
 pub const SHUTDOWN_KILL_WAIT: Duration = Duration::from_millis(400);
 
@@ -155,9 +130,10 @@ enum Stop {
     Cancelled,
 }
 
-impl Engine {
-    pub fn new(policy: Policy) -> Self {
-        Engine {
+impl ProcessEngine {
+    /// An engine that counts its commands into `metrics`.
+    pub fn new(policy: Policy, metrics: CommandMetrics) -> Self {
+        ProcessEngine {
             inner: Arc::new(Inner {
                 policy,
                 live_groups: Mutex::new(HashMap::new()),
@@ -165,14 +141,9 @@ impl Engine {
                 shutdown_at: OnceLock::new(),
                 sweeper: Arc::default(),
                 sweeper_started: std::sync::Once::new(),
-                metrics: Arc::default(),
+                metrics,
             }),
         }
-    }
-
-    /// What this engine (and the transports over it) counts.
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.inner.metrics
     }
 
     /// How many process groups are alive (running commands and leftovers being terminated).
@@ -182,7 +153,7 @@ impl Engine {
 
     /// Stops every running command by the policy, and refuses none: transports stop accepting work themselves.
     /// Escapees of running commands and of finished jobs not yet swept get their SIGTERM now too, so that one grace
-    /// period, counted from here, covers everything; [`Engine::finish_shutdown`] completes the policy. Each process
+    /// period, counted from here, covers everything; [`ProcessEngine::finish_shutdown`] completes the policy. Each process
     /// gets one SIGTERM: members of a live group get theirs from their command's own termination, and escapees
     /// being swept already had theirs.
     pub fn shutdown(&self) {
@@ -197,10 +168,10 @@ impl Engine {
         group::ask_to_stop(&mut escapees);
     }
 
-    /// Completes the shutdown before the process exits: waits until the grace period that [`Engine::shutdown`]
+    /// Completes the shutdown before the process exits: waits until the grace period that [`ProcessEngine::shutdown`]
     /// started has passed for whatever still carries the tag of an unfinished job (commands, what escaped them,
     /// sweeps under way), SIGKILLs what is left, and gives up on what survives SIGKILL for [`SHUTDOWN_KILL_WAIT`].
-    /// Returns within the grace period plus that wait, counted from [`Engine::shutdown`].
+    /// Returns within the grace period plus that wait, counted from [`ProcessEngine::shutdown`].
     pub async fn finish_shutdown(&self) {
         let started = *self.inner.shutdown_at.get_or_init(tokio::time::Instant::now);
         let mut unfinished = self.unfinished();
@@ -226,19 +197,24 @@ impl Engine {
     }
 
     /// Runs `job` to its end. `cancel` stops it early (TERM → grace → KILL to its whole group), as does
-    /// [`Engine::shutdown`]. Returns once the leader is reaped and the output is read; leftover members of the group
+    /// [`ProcessEngine::shutdown`]. Returns once the leader is reaped and the output is read; leftover members of the group
     /// are terminated in the background by the same policy.
     ///
     /// Transports should run this in its own task, so that the timeout is enforced even while the transport is
     /// blocked on a slow peer, and so that dropping the transport's future (a client gone) can only cancel, never
     /// abandon, a command.
-    pub async fn run(&self, job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
+    pub async fn run<C: Capture>(
+        &self,
+        job: Job,
+        capture: C,
+        cancel: CancellationToken,
+    ) -> Result<Outcome<Kept<C>>, StartError> {
         let _running = self.inner.metrics.running();
-        let result = self.run_job(job, output, cancel).await;
+        let result = self.run_job(job, capture, cancel).await;
         let metrics = &self.inner.metrics;
         match &result {
             Ok(outcome) => {
-                let ran = (outcome.duration, outcome.stdout.total, outcome.stderr.total);
+                let ran = (outcome.duration, outcome.stdout_bytes, outcome.stderr_bytes);
                 metrics.command_ended(outcome_of(outcome), Some(ran));
             }
             Err(not_started) => self.not_started(not_started),
@@ -253,7 +229,12 @@ impl Engine {
         self.inner.metrics.command_ended(CommandOutcome::NotStarted, None);
     }
 
-    async fn run_job(&self, mut job: Job, output: Output, cancel: CancellationToken) -> Result<Outcome, StartError> {
+    async fn run_job<C: Capture>(
+        &self,
+        mut job: Job,
+        capture: C,
+        cancel: CancellationToken,
+    ) -> Result<Outcome<Kept<C>>, StartError> {
         let id = NEXT_JOB.fetch_add(1, Ordering::Relaxed);
         self.inner.sweeper_started.call_once(|| {
             tokio::spawn(self.inner.sweeper.clone().run(self.inner.policy.grace, self.inner.metrics.clone()));
@@ -262,7 +243,7 @@ impl Engine {
         let started = Instant::now();
 
         let last_output = Arc::new(LastOutput::new());
-        let (mut running, mut readers) = self.spawn(id, &mut job, &program, output, &last_output)?;
+        let (mut running, mut readers) = self.spawn(id, &mut job, &program, capture, &last_output)?;
         // The pipes are read while the leader is waited for, in this same task (see `Readers`).
         let mut read = None;
         let end = {
@@ -302,47 +283,39 @@ impl Engine {
             stderr_bytes = stderr.total,
             "command finished"
         );
-        Ok(Outcome { exit_code, signal, timed_out, idle_timed_out, cancelled, duration, stdout, stderr })
+        Ok(Outcome {
+            exit_code,
+            signal,
+            timed_out,
+            idle_timed_out,
+            cancelled,
+            duration,
+            stdout_bytes: stdout.total,
+            stderr_bytes: stderr.total,
+            stdout: stdout.kept,
+            stderr: stderr.kept,
+        })
     }
 
-    /// Spawn: the leader in a new process group, registered as live; its stdin fed in the background (taken from
-    /// `job`); one reader per output pipe.
-    fn spawn(
+    /// Spawn (see [`spawn`]): the leader in a new process group, registered as live; its stdin fed in the
+    /// background (taken from `job`); one reader per output pipe, into the capture's sinks.
+    fn spawn<C: Capture>(
         &self,
         id: u64,
         job: &mut Job,
         program: &str,
-        output: Output,
+        capture: C,
         last_output: &Arc<LastOutput>,
-    ) -> Result<(Running, Readers), StartError> {
-        let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
-        let resolved = resolve_program(first, job).ok_or_else(|| start_error(job, program, None))?;
-        let mut command = Command::new(resolved);
-        command
-            .arg0(first)
-            .args(&job.argv[1..])
-            .current_dir(job.cwd.enter())
-            .env_clear()
-            .envs(job.env.iter().map(|(k, v)| (k, v)))
-            .env(escaped::JOB_VARIABLE, escaped::tag_value(id))
-            .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut leader = group::spawn_leader(&mut command).map_err(|err| start_error(job, program, Some(&err)))?;
+    ) -> Result<(Running, Readers<Kept<C>>), StartError> {
+        let mut leader = spawn::start_leader(id, job, program)?;
         let guard = GroupGuard::register(self.clone(), leader.pgid(), id);
         if let Some(group) = &job.group {
             let _ = group.set(leader.pgid());
         }
-
-        if let (Some(bytes), Some(mut stdin)) = (job.stdin.take(), leader.child().stdin.take()) {
-            // A command that exits without reading its stdin is not an error.
-            tokio::spawn(async move {
-                let _ = stdin.write_all(&bytes).await;
-            });
-        }
+        spawn::feed_stdin(job, &mut leader);
         let stop = CancellationToken::new();
         let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
-        let reading = Box::pin(read_both(stdout, stderr, output, stop.clone(), last_output.clone()));
+        let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
         Ok((Running { id, leader, guard }, Readers { reading, stop }))
     }
 
@@ -388,7 +361,7 @@ impl Engine {
 
     /// Drain: pipes held open by a background descendant must not hold the result, so once the leader is gone
     /// they are read for the drain window at most, then no more.
-    async fn drain(&self, readers: Readers) -> (Captured, Captured) {
+    async fn drain<K>(&self, readers: Readers<K>) -> BothPipes<K> {
         let Readers { mut reading, stop } = readers;
         tokio::select! {
             both = &mut reading => both,
@@ -432,7 +405,7 @@ impl Engine {
 }
 
 /// The metrics' name for how a command that started ended.
-fn outcome_of(outcome: &Outcome) -> CommandOutcome {
+fn outcome_of<K>(outcome: &Outcome<K>) -> CommandOutcome {
     if outcome.timed_out {
         CommandOutcome::TimedOut
     } else if outcome.cancelled {
@@ -460,81 +433,54 @@ struct Running {
 /// can wake the other worker thread: measured, that was a large part of the time between a short command's exit
 /// and its reply (see BENCHMARKS.md, P1). Both pipes still progress independently (`join`), and in the stream mode
 /// a reader that waits on a slow client holds up neither the other pipe nor the wait.
-struct Readers {
-    reading: Pin<Box<dyn Future<Output = (Captured, Captured)> + Send>>,
+struct Readers<K> {
+    reading: Pin<Box<dyn Future<Output = BothPipes<K>> + Send>>,
     stop: CancellationToken,
 }
 
+/// Stdout and stderr, read to their ends.
+type BothPipes<K> = (Piped<K>, Piped<K>);
+
+/// What a capture's sinks keep of one pipe.
+pub type Kept<C> = <<C as Capture>::Sink as Sink>::Kept;
+
 /// Reads both pipes (those the command has) to their ends, together.
-async fn read_both(
+async fn read_both<C: Capture>(
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
-    output: Output,
+    capture: C,
     stop: CancellationToken,
     last_output: Arc<LastOutput>,
-) -> (Captured, Captured) {
-    // Each reader owns its `output` and drops it when it ends: no stream sender is left behind to hold the stream
-    // open.
-    let stdout = read(stdout, StreamKind::Stdout, output.clone(), stop.clone(), last_output.clone());
-    let stderr = read(stderr, StreamKind::Stderr, output, stop, last_output);
+) -> BothPipes<Kept<C>> {
+    // Each reader owns its sink and drops it when it ends: no stream sender is left behind to hold the stream open.
+    let stdout = read(stdout, capture.sink(StreamKind::Stdout), stop.clone(), last_output.clone());
+    let stderr = read(stderr, capture.sink(StreamKind::Stderr), stop, last_output);
+    drop(capture);
     tokio::join!(stdout, stderr)
 }
 
-async fn read<R: AsyncRead + Unpin>(
+async fn read<R: AsyncRead + Unpin, S: Sink>(
     pipe: Option<R>,
-    kind: StreamKind,
-    output: Output,
+    sink: S,
     stop: CancellationToken,
     last_output: Arc<LastOutput>,
-) -> Captured {
+) -> Piped<S::Kept> {
     match pipe {
-        Some(pipe) => output::read_pipe(pipe, kind, output, stop, last_output).await,
-        None => Captured::default(),
-    }
-}
-
-/// The program to execute: a name without a `/` is looked up on the command's own PATH here, so that the spawn
-/// can use `posix_spawn` (std falls back to `fork`, which copies the server's page tables, whenever the child's
-/// PATH differs from ours and the program is not a path). Names with a `/` are left to the spawn, relative to the
-/// command's working directory. `None`: not found.
-fn resolve_program(program: &OsString, job: &Job) -> Option<PathBuf> {
-    if !program::is_bare_name(program) {
-        return Some(PathBuf::from(program));
-    }
-    let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
-    let cwd = job.cwd.enter();
-    let found = program::executables_on_path(program, path.unwrap_or(OsStr::new(program::DEFAULT_PATH)), &cwd).next();
-    found
-}
-
-/// Why a command did not start (`spawn`: what the spawn reported; `None` when the lookup on PATH found nothing), in
-/// the user's terms. The working directory is checked first, and only here: a missing one fails every program, and
-/// the spawn reports it as the program's own ENOENT.
-fn start_error(job: &Job, program: &str, spawn: Option<&std::io::Error>) -> StartError {
-    if let Some(problem) = DirProblem::of(job.cwd.path()) {
-        return StartError::WorkingDirectory { path: job.cwd.path().to_path_buf(), problem };
-    }
-    let program = program.to_owned();
-    match spawn {
-        None => StartError::NotFound { program },
-        Some(err) => match err.kind() {
-            std::io::ErrorKind::NotFound => StartError::NotFound { program },
-            std::io::ErrorKind::PermissionDenied => StartError::PermissionDenied { program },
-            _ => StartError::Other(format!("{program}: {err}")),
-        },
+        Some(pipe) => capture::read_pipe(pipe, sink, stop, last_output).await,
+        None => Piped { total: 0, kept: sink.finish() },
     }
 }
 
 /// Keeps a process group in the engine's live set until its members are gone; if the run is abandoned before
 /// that (its task dropped at runtime shutdown), SIGKILLs the group so nothing outlives us unnoticed.
 struct GroupGuard {
-    engine: Engine,
+    engine: ProcessEngine,
     pgid: Pgid,
     released: bool,
 }
 
 impl GroupGuard {
-    fn register(engine: Engine, pgid: Pgid, job: u64) -> Self {
+    fn register(engine: ProcessEngine, pgid: Pgid, job: u64) -> Self {
         engine.inner.live_groups.lock().unwrap().insert(pgid, job);
         GroupGuard { engine, pgid, released: false }
     }

@@ -1,151 +1,74 @@
-//! The HTTP transport: routes, shared state, and the pieces that turn requests into engine jobs and outcomes back
-//! into replies or frames.
-//!
-//! The layers are axum's and ours, not tower-http's, layer by layer for a reason (decided in issue 14):
-//! - body limit: axum's `DefaultBodyLimit` is the same bound and lets the body extractor answer 413 with our JSON
-//!   error; tower-http's `RequestBodyLimitLayer` answers with its own plain-text body.
-//! - request ids and trace context (`trace`): tower-http's request-id layers take any incoming id as is, and an id
-//!   that lands on every log line must be checked first.
-//! - bearer token (`auth`): tower-http's `ValidateRequestHeaderLayer::bearer` compares with `==` and answers an
-//!   empty 401; ours compares in constant time and names what was wrong and how to send the token.
-//! - timeouts: the header and idle timeouts belong to the connection (`connection`, `activity`), not a request;
-//!   tower-http's `TimeoutLayer` would also cut a 20-minute `/exec` stream, which must live as long as its command.
-//! - compression and CORS: an SSE stream must not be buffered by a compressor, and no browser calls this server.
+//! The HTTP transport, in two layers: [`server`] accepts connections (TCP and UNIX sockets) and serves each with
+//! hyper within the connection cap and timeouts, knowing nothing of routes; `api` is the router, its middleware and
+//! handlers, which turn requests into engine jobs and outcomes back into replies or frames. [`Server`] puts them
+//! together: `start` binds and builds, `serve` serves until stopped (the shape of the file protocol's transport).
 
-mod activity;
-mod auth;
-mod connection;
-mod error;
-mod exec;
-pub mod fds;
-mod finished;
-mod listener;
-mod metrics;
-mod named;
-mod openapi;
-mod reply;
-mod request;
-mod run_stream;
-mod runs;
-pub mod socket;
-mod stream;
-mod trace;
-mod wire;
+mod api;
+pub mod server;
 
-pub use activity::Timeouts;
-pub use listener::{serve, Limits};
-pub use request::inherited_env;
-
-use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::Router;
-use protocol::{Health, Info};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
-use crate::engine::Engine;
-pub use error::AppError;
+pub use api::ApiSettings;
+pub use server::{Limits, Timeouts};
 
-/// What every handler shares.
-#[derive(Clone)]
-pub struct AppState {
-    pub engine: Engine,
-    /// Canonical workspace root.
-    pub root: PathBuf,
-    pub allow_any_cwd: bool,
-    pub token: Option<Arc<str>>,
-    pub runtime: String,
-    pub permits: Arc<Semaphore>,
-    pub max_concurrent: usize,
-    pub max_timeout: u64,
-    pub max_output: usize,
-    pub keepalive: Duration,
-    /// The server's own environment minus its EXEC_SERVER_* settings: what every command starts from.
-    pub base_env: Arc<Vec<(OsString, OsString)>>,
-    /// `GET /metrics` needs no token (`--metrics-open`).
-    pub metrics_open: bool,
-    /// Named runs (requests with a `run_id`).
-    pub runs: crate::runs::Runs,
+use crate::engine::ProcessEngine;
+use crate::metrics::Metrics;
+use crate::runs::Runs;
+use server::socket;
+
+/// What HTTP serves, where, and how.
+pub struct Settings {
+    /// The TCP socket, already bound (the binary binds it first, to publish its port).
+    pub tcp: Option<TcpListener>,
+    /// `--listen unix:PATH` addresses: UNIX sockets to create, with `socket_mode`.
+    pub listen: Vec<String>,
+    pub socket_mode: u32,
+    /// The connection cap and timeouts.
+    pub limits: Limits,
+    pub api: ApiSettings,
+    /// The named runs (requests with a `run_id`): the server closes the registry at exit.
+    pub runs: Runs,
 }
 
-impl AppState {
-    /// A slot for one more running command, or 503. An `/exec` reply keeps its command's slot until it is sent.
-    fn permit(&self) -> Result<OwnedSemaphorePermit, AppError> {
-        self.permits.clone().try_acquire_owned().map_err(|_| {
-            AppError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "too many commands running or replies still being sent (limit {}, set by --max-concurrent); \
-                     retry shortly",
-                    self.max_concurrent
-                ),
-            )
-        })
+/// The HTTP transport, started: its sockets bound, its router built. [`Server::serve`] serves them.
+pub struct Server {
+    listeners: Vec<socket::Listener>,
+    router: axum::Router,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+}
+
+impl Server {
+    /// Creates the UNIX sockets and builds the router over `engine`; counts into `metrics` (and serves them).
+    pub fn start(settings: Settings, engine: ProcessEngine, metrics: Arc<Metrics>) -> std::io::Result<Self> {
+        let Settings { tcp, listen, socket_mode, limits, api, runs } = settings;
+        let mut listeners: Vec<socket::Listener> = tcp.into_iter().map(socket::Listener::Tcp).collect();
+        for listen in &listen {
+            let path = socket::parse_listen(listen).map_err(std::io::Error::other)?;
+            let socket = socket::UnixSocket::bind(&path, socket_mode).map_err(std::io::Error::other)?;
+            listeners.push(socket::Listener::Unix(socket));
+        }
+        let addr = listeners.iter().find_map(socket::Listener::tcp_addr);
+        let sockets: Vec<String> = listeners.iter().filter_map(socket::Listener::unix_path).collect();
+        tracing::info!(
+            addr = %addr.map_or("none".into(), |addr| addr.to_string()),
+            sockets = %sockets.join(" "),
+            root = %api.root.display(),
+            runtime = %api.runtime,
+            auth = api.token.is_some(),
+            max_connections = limits.max_connections,
+            "exec-server listening"
+        );
+        let state = api::AppState::new(engine, metrics.clone(), runs, api);
+        Ok(Server { listeners, router: api::router(state), limits, metrics })
     }
 
-    fn running(&self) -> usize {
-        self.max_concurrent - self.permits.available_permits()
+    /// Serves until `stop`; then stops accepting, lets every connection finish its request in flight, and returns
+    /// once all are closed (the caller aborts this when they take too long, which closes them).
+    pub async fn serve(self, stop: CancellationToken) -> std::io::Result<()> {
+        server::serve(self.listeners, self.router, self.limits, self.metrics.http().clone(), stop).await
     }
-}
-
-pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/health", get(health))
-        .route("/info", get(info))
-        .route("/exec", post(exec::exec))
-        .route("/exec/stream", post(stream::exec_stream))
-        .route("/runs", get(runs::list))
-        .route("/runs/{id}", get(runs::show).delete(runs::delete))
-        .route("/runs/{id}/stream", get(runs::stream))
-        .route("/runs/{id}/signal", post(runs::signal))
-        .route("/metrics", get(metrics::metrics))
-        .route("/openapi.json", get(openapi::document))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
-        .layer(DefaultBodyLimit::max(protocol::MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_requests))
-        .layer(axum::middleware::from_fn(trace::request_context))
-        .with_state(state)
-}
-
-async fn health() -> impl IntoResponse {
-    axum::Json(Health { status: "ok".into() })
-}
-
-async fn info(State(state): State<AppState>) -> impl IntoResponse {
-    axum::Json(Info {
-        cwd: state.root.display().to_string(),
-        runtime: state.runtime.clone(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        max_timeout: Some(state.max_timeout),
-        max_concurrent: Some(state.max_concurrent),
-        running: Some(state.running()),
-    })
-}
-
-const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /runs, GET /runs/{id}, \
-                         GET /runs/{id}/stream, POST /runs/{id}/signal, DELETE /runs/{id}, GET /metrics, \
-                         GET /openapi.json";
-
-async fn not_found(method: Method, uri: Uri) -> Response {
-    AppError::new(
-        StatusCode::NOT_FOUND,
-        format!("no such endpoint: {method} {}; the endpoints are {ENDPOINTS}", uri.path()),
-    )
-    .into_response()
-}
-
-async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    AppError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        format!("{method} is not allowed on {}; the endpoints are {ENDPOINTS}", uri.path()),
-    )
-    .into_response()
 }

@@ -1,13 +1,26 @@
-//! File names of the protocol, claims, bounded request reads and atomic result writes.
+//! File names of the protocol, claims, the folder's reading rules, request reads and atomic result writes.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use agent_files::{Contents, ReadError};
+use agent_files::{FolderRules, Reading, Recheck};
 
-use super::request::ToolResult;
+use super::request::{ToolRequest, ToolResult};
 
-/// The most a request file may hold: the HTTP body's limit (1 MiB), since a request carries the same things.
-pub const REQUEST_LIMIT: usize = protocol::MAX_BODY_BYTES;
+/// How exec-server reads its folder: agent-files' rules, with these parameters.
+///
+/// - `limit`, 1 MiB: the HTTP body's limit, since a request carries the same things as a `POST /exec` (a command
+///   line, its stdin). (sidecar-ipc reads up to 8 MiB: its files are prompts, text for a model.)
+/// - `recheck.with_inotify`, 5 s: a rescan lists the folder and looks at every request in it (a request's result
+///   and claim, and a read of each one not answered yet), and an agent that never cleans up leaves thousands, so it
+///   is kept rare; it only matters on a volume that does not report changes. (sidecar-ipc re-checks every second: a
+///   wait there looks at one or two files.)
+/// - `recheck.without_inotify`, 0.2 s: the poll of the shell executor this replaces (`tool-executor.sh`), so
+///   without inotify exec-server answers no later than it did.
+pub const RULES: FolderRules = FolderRules {
+    limit: protocol::MAX_BODY_BYTES as u64,
+    recheck: Recheck { with_inotify: Duration::from_secs(5), without_inotify: Duration::from_millis(200) },
+};
 
 const REQUEST_PREFIX: &str = "exec-request-";
 const RESULT_PREFIX: &str = "exec-result-";
@@ -52,10 +65,11 @@ pub fn claim(dir: &Path, id: &str) -> std::io::Result<bool> {
     }
 }
 
-/// Reads a request file by the rules of [`agent_files::read_request`]: a regular file of at most
-/// [`REQUEST_LIMIT`] bytes, never through a symlink, never blocking.
-pub fn read_request(dir: &Path, id: &str) -> Result<Contents, ReadError> {
-    agent_files::read_request(&request_path(dir, id), REQUEST_LIMIT as u64)
+/// Reads a request file by agent-files' rules ([`agent_files::read_document`]: a regular file of at most
+/// [`RULES`]' limit, never through a symlink, never blocking; ready, unusable, or incomplete and perhaps still
+/// being written).
+pub fn read_request(dir: &Path, id: &str) -> Reading<ToolRequest> {
+    agent_files::read_document(&request_path(dir, id), RULES.limit)
 }
 
 /// Writes the result atomically (the agent never reads half a result) through an exclusive temporary of a short

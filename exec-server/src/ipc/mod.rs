@@ -1,10 +1,13 @@
 //! The tool-sidecar file transport: requests appear as `exec-request-{id}.json` in a shared folder, results go back
 //! as `exec-result-{id}.json`. A drop-in for the protocol's shell executor, on the same engine as HTTP.
 //!
-//! Better than the shell executor, by design: the folder is watched with inotify instead of polled; a request is
-//! never claimed before its JSON parses (the agent writes non-atomically), and one that never parses gets an error
-//! result after [`PARSE_WAIT`]; a request that is not a regular file (a FIFO, a symlink, a device) or is larger than
-//! [`files::REQUEST_LIMIT`] is never read beyond that limit nor waited on, and gets one error result; timeouts end the whole process group (TERM, grace, KILL), so no request hangs;
+//! Better than the shell executor, by design: the folder is watched with inotify instead of polled (and polled as
+//! often as the shell executor polls where inotify cannot be had); a request is read by agent-files' rules with
+//! exec-server's parameters ([`files::RULES`]): it is never claimed before its JSON parses (the agent writes
+//! non-atomically), and one that stops changing without parsing gets an error result once it has not changed for
+//! [`agent_files::QUIET_PERIOD`]; a request that is not a regular file (a FIFO, a symlink, a device), is larger than
+//! the limit, or is JSON of another shape is never read beyond that limit nor waited on, and gets one error result;
+//! timeouts end the whole process group (TERM, grace, KILL), so no request hangs;
 //! output is capped while it is read; parallelism is bounded; claim folders are removed once their request and
 //! result are gone; requests older than their own deadline (the agent gave up) are ignored. When the `done` file
 //! appears the run is over: nothing new is claimed, running commands are stopped by the policy and get a result
@@ -13,31 +16,28 @@
 mod files;
 mod request;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use agent_files::watch::{AddWatchFlags, FolderWatch, InotifyEvent, WatchDescriptor, CONTENT_CHANGES};
-use agent_files::ReadError;
+use agent_files::{
+    Change, FolderChanges, Incomplete, Reading, UnfinishedWrites, Unusable, Verdict, Wake, QUIET_PERIOD,
+};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use request::{normalize_target, routed_here, ToolRequest, ToolResult, OUTPUT_CAP, TRUNCATED};
 
-use crate::engine::{Engine, Output};
-use crate::metrics::IpcOutcome;
+use crate::engine::{Collect, ProcessEngine};
+use crate::metrics::{IpcMetrics, IpcOutcome};
 
-/// How long a request file that does not parse yet (empty, or half written) is waited for before it is answered
-/// with an error.
-pub const PARSE_WAIT: Duration = Duration::from_secs(2);
-/// How often files waiting to parse are read again (they usually complete with an inotify event first).
-const PARSE_RETRY: Duration = Duration::from_millis(25);
-/// A full rescan of the folder, for events lost to a queue overflow or a filesystem that does not report them,
-/// and to remove claims whose request and result are gone.
-const SWEEP: Duration = Duration::from_secs(5);
+/// The tools folder's place among the watched folders.
+const TOOLS: usize = 0;
+/// The place of the folder that holds the `done` file (the tools folder itself, or another).
+const DONE: usize = 1;
 
 /// What the file transport needs to know.
 #[derive(Debug, Clone)]
@@ -59,15 +59,16 @@ pub struct Settings {
 /// The file transport: watches the folder and answers requests.
 pub struct Transport {
     settings: Arc<Settings>,
-    engine: Engine,
-    inotify: FolderWatch,
-    tools_watch: WatchDescriptor,
-    done_watch: WatchDescriptor,
+    engine: ProcessEngine,
+    metrics: IpcMetrics,
+    /// The tools folder ([`TOOLS`]) and the `done` file's ([`DONE`]).
+    changes: FolderChanges,
     permits: Arc<Semaphore>,
     /// Ids being handled by a task of ours.
     active: Arc<Mutex<HashSet<String>>>,
-    /// Ids whose file did not parse yet, with when it was first seen.
-    unparsed: HashMap<String, Instant>,
+    /// Ids whose file is not usable yet (empty, not JSON yet, unreadable), to tell "still being written" from
+    /// "broken".
+    unfinished: UnfinishedWrites<String>,
     tasks: JoinSet<()>,
     /// Fired when the transport stops: queued requests are then left unclaimed.
     closing: CancellationToken,
@@ -85,23 +86,14 @@ pub enum StopReason {
 impl Transport {
     /// Creates the folder if needed and starts watching it (and the `done` file's folder) before anything is read,
     /// so no request written from now on can be missed.
-    pub fn start(settings: Settings, engine: Engine) -> std::io::Result<Self> {
+    pub fn start(settings: Settings, engine: ProcessEngine, metrics: IpcMetrics) -> std::io::Result<Self> {
         std::fs::create_dir_all(&settings.dir).map_err(|err| {
             std::io::Error::other(format!("cannot create the IPC folder {}: {err}", settings.dir.display()))
         })?;
         let done_dir = settings.done.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let inotify = FolderWatch::new()?;
-        let tools_mask = CONTENT_CHANGES;
-        let watch = |path: &Path, mask: AddWatchFlags| {
-            inotify
-                .add(path, mask)
-                .map_err(|err| std::io::Error::other(format!("cannot watch {} with inotify: {err}", path.display())))
-        };
-        let done_mask = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CLOSE_WRITE;
-        // One folder may hold both; its watch then needs both masks.
-        let same = done_dir.canonicalize().ok() == settings.dir.canonicalize().ok();
-        let tools_watch = watch(&settings.dir, if same { tools_mask | done_mask } else { tools_mask })?;
-        let done_watch = if same { tools_watch } else { watch(done_dir, done_mask)? };
+        // In the order of TOOLS and DONE. Without inotify (or a `done` folder that is not there) the first wait says
+        // so, and the folder is polled instead.
+        let changes = FolderChanges::watch(&[settings.dir.clone(), done_dir.to_path_buf()], files::RULES.recheck);
         tracing::info!(
             dir = %settings.dir.display(),
             done = %settings.done.display(),
@@ -112,96 +104,96 @@ impl Transport {
             permits: Arc::new(Semaphore::new(settings.parallel.max(1))),
             settings: Arc::new(settings),
             engine,
-            inotify,
-            tools_watch,
-            done_watch,
+            metrics,
+            changes,
             active: Arc::default(),
-            unparsed: HashMap::new(),
+            unfinished: UnfinishedWrites::default(),
             tasks: JoinSet::new(),
             closing: CancellationToken::new(),
         })
     }
 
     /// Answers requests until `stop` fires or the `done` file appears; then waits for its running requests, which
-    /// the engine's shutdown cancels.
+    /// the engine's shutdown cancels. Nothing here fails: without inotify the folder is polled, not given up on (the
+    /// `Result` is its caller's shape).
     pub async fn serve(mut self, stop: CancellationToken) -> std::io::Result<()> {
         let stopped = self.watch(&stop).await;
         self.closing.cancel();
-        if matches!(stopped, Ok(StopReason::RunDone)) {
+        if stopped == StopReason::RunDone {
             // The run is over: nothing that is still running may outlive it.
             self.engine.shutdown();
         }
         // Running requests still get their (cancelled) results written.
         while self.tasks.join_next().await.is_some() {}
-        stopped.map(|_| ())
+        Ok(())
     }
 
-    async fn watch(&mut self, stop: &CancellationToken) -> std::io::Result<StopReason> {
-        if self.settings.done.exists() {
+    async fn watch(&mut self, stop: &CancellationToken) -> StopReason {
+        if self.sweep() {
             tracing::info!(done = %self.settings.done.display(), "the run is already done");
-            return Ok(StopReason::RunDone);
+            return StopReason::RunDone;
         }
-        self.sweep();
-        let mut next_sweep = Instant::now() + SWEEP;
         loop {
-            let retry_at =
-                if self.unparsed.is_empty() { next_sweep } else { (Instant::now() + PARSE_RETRY).min(next_sweep) };
-            let events = tokio::select! {
-                () = stop.cancelled() => return Ok(StopReason::Stopped),
-                batch = self.inotify.next_batch() => {
-                    batch.map_err(|err| std::io::Error::other(format!("inotify failed: {err}")))?
-                }
-                () = tokio::time::sleep_until(retry_at.into()) => Vec::new(),
+            // A request still being written is judged when its quiet period ends, if no change comes first.
+            let wake = tokio::select! {
+                () = stop.cancelled() => return StopReason::Stopped,
+                wake = self.changes.next(self.unfinished.next_verdict()) => wake,
             };
-            for event in events {
-                if self.on_event(&event) {
-                    return Ok(StopReason::RunDone);
+            let done = match wake {
+                Wake::Changed(changes) => changes.iter().any(|change| self.on_change(change)),
+                Wake::Recheck => self.sweep(),
+                Wake::Overflowed => {
+                    tracing::warn!("inotify queue overflowed; rescanning the folder");
+                    self.sweep()
                 }
+                Wake::InotifyUnavailable(err) => {
+                    let every = self.changes.recheck_interval().as_secs_f64();
+                    tracing::warn!("{err}; looking at the folders every {every} s instead");
+                    self.sweep()
+                }
+                Wake::Deadline => false,
+            };
+            if done {
+                return StopReason::RunDone;
             }
-            let unparsed: Vec<String> = self.unparsed.keys().cloned().collect();
-            for id in unparsed {
+            for id in self.unfinished.due(Instant::now()) {
                 self.consider(&id);
             }
-            if Instant::now() >= next_sweep {
-                self.sweep();
-                next_sweep = Instant::now() + SWEEP;
-            }
         }
     }
 
-    /// Handles one event; true when it says the run is done.
-    fn on_event(&mut self, event: &InotifyEvent) -> bool {
-        if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-            tracing::warn!("inotify queue overflowed; rescanning the folder");
-            self.sweep();
-            return self.settings.done.exists();
+    /// Handles one change; true when it says the run is done.
+    fn on_change(&mut self, change: &Change) -> bool {
+        let Some(name) = change.name.to_str() else { return false };
+        match change.folder {
+            DONE => !change.removed && self.settings.done.file_name().is_some_and(|done| done == name),
+            TOOLS => {
+                if let Some(id) = files::request_id(name) {
+                    if change.removed {
+                        self.unfinished.forget(id);
+                        self.release_claim(id);
+                    } else {
+                        let id = id.to_owned();
+                        self.consider(&id);
+                    }
+                } else if let Some(id) = files::result_id(name) {
+                    if change.removed {
+                        self.release_claim(id);
+                    }
+                }
+                false
+            }
+            _ => false,
         }
-        let Some(name) = event.name.as_ref().and_then(|n| n.to_str()) else { return false };
-        if event.wd == self.done_watch && self.settings.done.file_name().is_some_and(|done| done == name) {
+    }
+
+    /// Reads the whole folder: requests to consider, claims to release. True when the run is done: without inotify,
+    /// or on a volume that does not report changes, this is how `done` is seen.
+    fn sweep(&mut self) -> bool {
+        if self.settings.done.exists() {
             return true;
         }
-        if event.wd != self.tools_watch {
-            return false;
-        }
-        if let Some(id) = files::request_id(name) {
-            if event.mask.contains(AddWatchFlags::IN_DELETE) {
-                self.unparsed.remove(id);
-                self.release_claim(id);
-            } else {
-                let id = id.to_owned();
-                self.consider(&id);
-            }
-        } else if let Some(id) = files::result_id(name) {
-            if event.mask.contains(AddWatchFlags::IN_DELETE) {
-                self.release_claim(id);
-            }
-        }
-        false
-    }
-
-    /// Reads the whole folder: requests to consider, claims to release.
-    fn sweep(&mut self) {
-        let Ok(entries) = std::fs::read_dir(&self.settings.dir) else { return };
+        let Ok(entries) = std::fs::read_dir(&self.settings.dir) else { return false };
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
@@ -212,6 +204,7 @@ impl Transport {
                 self.release_claim(id);
             }
         }
+        false
     }
 
     /// Removes `.claim-{id}` once the agent has removed both the request and its result.
@@ -225,62 +218,41 @@ impl Transport {
         }
     }
 
-    /// Looks at one request: skipped (answered, claimed elsewhere, not ours, given up on), waited for (does not
-    /// parse yet), refused (never parsed), or handed to a task that claims and runs it.
+    /// Looks at one request: skipped (answered, claimed elsewhere, not ours, given up on), waited for (perhaps
+    /// still being written), refused (unusable, or abandoned unfinished), or handed to a task that claims and runs
+    /// it.
     fn consider(&mut self, id: &str) {
         let dir = self.settings.dir.clone();
         if self.active.lock().unwrap().contains(id)
             || files::result_path(&dir, id).exists()
             || files::claim_path(&dir, id).exists()
         {
-            self.unparsed.remove(id);
+            self.unfinished.forget(id);
             return;
         }
         let path = files::request_path(&dir, id);
-        let (bytes, modified) = match files::read_request(&dir, id) {
-            Ok(contents) => (contents.bytes, contents.metadata.modified().ok()),
-            Err(err) if err.is_not_found() => {
-                self.unparsed.remove(id);
+        let (request, version) = match files::read_request(&dir, id) {
+            Reading::Ready { value, version } => {
+                self.unfinished.forget(id);
+                (value, version)
+            }
+            Reading::Missing => {
+                self.unfinished.forget(id);
                 return;
             }
-            // Perhaps passing (a permission not set yet, no descriptor free): tried again like a half-written file.
-            Err(ReadError::Io(err)) => {
-                if !self.keep_waiting(id) {
-                    let message = format!(
-                        "request file {} cannot be read after {} s: {err}",
-                        path.display(),
-                        PARSE_WAIT.as_secs()
-                    );
-                    self.refuse(id, message);
+            // Empty, not JSON yet, or not readable yet (a permission not set, no descriptor free): read again when it
+            // changes, and answered once it has not changed for the quiet period.
+            Reading::Incomplete { why, version } => {
+                if self.unfinished.judge(id.to_owned(), version) == Verdict::Abandoned {
+                    self.refuse(id, abandoned_message(&path, &why));
                 }
                 return;
             }
-            // Final for this file (not a regular file, too large): answered once, and the claim keeps it from being
-            // looked at again.
-            Err(refused) => {
-                self.unparsed.remove(id);
-                self.refuse(id, format!("request file {} {refused}", path.display()));
-                return;
-            }
-        };
-        let request = match serde_json::from_slice::<ToolRequest>(&bytes) {
-            Ok(request) => {
-                self.unparsed.remove(id);
-                request
-            }
-            Err(err) => {
-                if !self.keep_waiting(id) {
-                    let message = if bytes.is_empty() {
-                        format!("request file {} stayed empty for {} s", path.display(), PARSE_WAIT.as_secs())
-                    } else {
-                        format!(
-                            "request file {} is not a valid request after {} s: {err}",
-                            path.display(),
-                            PARSE_WAIT.as_secs()
-                        )
-                    };
-                    self.refuse(id, message);
-                }
+            // Final for this file (not a regular file, too large, JSON that is no request): answered once, and the
+            // claim keeps it from being looked at again.
+            Reading::Unusable(why) => {
+                self.unfinished.forget(id);
+                self.refuse(id, unusable_message(&path, &why));
                 return;
             }
         };
@@ -289,7 +261,8 @@ impl Transport {
         }
         let settings = &self.settings;
         let timeout = request::timeout_of(request.timeout.as_ref(), settings.min_timeout, settings.max_timeout);
-        let given_up = modified
+        let given_up = version
+            .modified()
             .and_then(|m| SystemTime::now().duration_since(m).ok())
             .is_some_and(|age| age > Duration::from_secs(timeout) + request::AGENT_PATIENCE);
         if given_up {
@@ -303,19 +276,8 @@ impl Transport {
             settings.min_timeout,
             settings.max_timeout,
         )
-        .map_err(|message| ToolResult::refused(id, request::EXIT_BAD_REQUEST, message));
+        .map_err(|bad| ToolResult::refused(id, request::EXIT_BAD_REQUEST, bad.to_string()));
         self.spawn(id, job);
-    }
-
-    /// Whether a request that cannot be used yet (does not parse, cannot be read) is still within [`PARSE_WAIT`] of
-    /// when it was first seen; once it is not, it is forgotten here and the caller answers it.
-    fn keep_waiting(&mut self, id: &str) -> bool {
-        let first_seen = *self.unparsed.entry(id.to_owned()).or_insert_with(Instant::now);
-        if first_seen.elapsed() < PARSE_WAIT {
-            return true;
-        }
-        self.unparsed.remove(id);
-        false
     }
 
     /// Answers a request with an error result saying why nothing ran.
@@ -329,6 +291,7 @@ impl Transport {
         let id = id.to_owned();
         let dir = self.settings.dir.clone();
         let engine = self.engine.clone();
+        let metrics = self.metrics.clone();
         let permits = self.permits.clone();
         let active = self.active.clone();
         let closing = self.closing.clone();
@@ -339,28 +302,48 @@ impl Transport {
                 Ok(true) => {
                     let (result, mut outcome) = match job {
                         Err(refused) => (refused, IpcOutcome::Refused),
-                        Ok(job) => {
-                            match engine.run(job, Output::Collect { cap: OUTPUT_CAP }, CancellationToken::new()).await {
-                                Ok(outcome) => (ToolResult::from_outcome(&id, &outcome), IpcOutcome::Ran),
-                                Err(not_started) => {
-                                    (ToolResult::not_started(&id, &not_started), IpcOutcome::NotStarted)
-                                }
-                            }
-                        }
+                        Ok(job) => match engine.run(job, Collect { cap: OUTPUT_CAP }, CancellationToken::new()).await {
+                            Ok(outcome) => (ToolResult::from_outcome(&id, &outcome), IpcOutcome::Ran),
+                            Err(not_started) => (ToolResult::not_started(&id, &not_started), IpcOutcome::NotStarted),
+                        },
                     };
                     if let Err(err) = files::write_result(&dir, &result) {
                         tracing::error!(id, "cannot write the result: {err}");
                         outcome = IpcOutcome::IoError;
                     }
-                    engine.metrics().ipc_request(outcome);
+                    metrics.request(outcome);
                 }
-                Ok(false) => engine.metrics().ipc_request(IpcOutcome::NotClaimed),
+                Ok(false) => metrics.request(IpcOutcome::NotClaimed),
                 Err(err) => {
                     tracing::error!(id, "cannot claim the request: {err}");
-                    engine.metrics().ipc_request(IpcOutcome::IoError);
+                    metrics.request(IpcOutcome::IoError);
                 }
             }
             active.lock().unwrap().remove(&id);
         });
+    }
+}
+
+/// Why a request that stayed incomplete for the quiet period is refused.
+fn abandoned_message(path: &Path, why: &Incomplete) -> String {
+    let (path, quiet) = (path.display(), QUIET_PERIOD.as_secs());
+    match why {
+        Incomplete::Empty => format!("request file {path} stayed empty for {quiet} s"),
+        Incomplete::NotJson { error, .. } => {
+            format!("request file {path} is not a valid request after {quiet} s without a change: {error}")
+        }
+        Incomplete::Unreadable(err) => {
+            format!("request file {path} cannot be read after {quiet} s without a change: {err}")
+        }
+    }
+}
+
+/// Why a request that can never be used is refused.
+fn unusable_message(path: &Path, why: &Unusable) -> String {
+    match why {
+        Unusable::Refused(refusal) => format!("request file {} {refusal}", path.display()),
+        Unusable::WrongShape { error, .. } => {
+            format!("request file {} is not a valid request: {error}", path.display())
+        }
     }
 }

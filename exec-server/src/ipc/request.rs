@@ -1,12 +1,13 @@
 //! The tool-sidecar request and result documents, routing, and the rules that turn a request into a job.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Job, Outcome, StartError};
+use crate::engine::{Collected, Job, Outcome, StartError};
 
 /// Bytes of stdout and of stderr a result carries, as the protocol's executors cut them.
 pub const OUTPUT_CAP: usize = 51_200;
@@ -64,7 +65,7 @@ impl ToolResult {
         }
     }
 
-    pub fn from_outcome(id: &str, outcome: &Outcome) -> Self {
+    pub fn from_outcome(id: &str, outcome: &Outcome<Collected>) -> Self {
         let mut stderr = capped(&outcome.stderr.bytes, outcome.stderr.truncated);
         if outcome.cancelled {
             stderr.push_str("\nexec-server: command cancelled: the run is over or the executor is shutting down\n");
@@ -86,7 +87,7 @@ impl ToolResult {
             StartError::PermissionDenied { .. } => 126,
             StartError::WorkingDirectory { .. } | StartError::Other(_) => 1,
         };
-        ToolResult::refused(id, code, err.to_string())
+        ToolResult::refused(id, code, format!("failed to start command: {err}"))
     }
 }
 
@@ -124,6 +125,29 @@ pub fn timeout_of(value: Option<&serde_json::Value>, min: u64, max: u64) -> u64 
     seconds.clamp(min, max)
 }
 
+/// Why a parsed request has nothing that can run: answered with [`EXIT_BAD_REQUEST`] and this on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadRequest {
+    /// `argv` is there, but its first element is empty.
+    EmptyProgram,
+    /// Neither a non-empty `argv` nor a `command` that is more than whitespace.
+    NothingToRun,
+    /// A NUL byte in the command or an argument, which no argument of a program can hold.
+    NulByte,
+}
+
+impl fmt::Display for BadRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BadRequest::EmptyProgram => "argv[0] is empty: it must name the program to run",
+            BadRequest::NothingToRun => "the request has neither a command nor an argv: nothing to run",
+            BadRequest::NulByte => "the command contains a NUL byte, which no argument can hold",
+        })
+    }
+}
+
+impl std::error::Error for BadRequest {}
+
 /// Turns a parsed request into a job: argv mode when `argv` is a non-empty array (no shell, optional stdin),
 /// otherwise shell mode, `bash -c "<command> <args joined by spaces>"`.
 pub fn job_of(
@@ -132,18 +156,18 @@ pub fn job_of(
     env: &[(OsString, OsString)],
     min_timeout: u64,
     max_timeout: u64,
-) -> Result<Job, String> {
+) -> Result<Job, BadRequest> {
     let argv: Vec<OsString> = match request.argv.as_deref() {
         Some(argv) if !argv.is_empty() => {
             if argv[0].is_empty() {
-                return Err("argv[0] is empty: it must name the program to run".into());
+                return Err(BadRequest::EmptyProgram);
             }
             argv.iter().map(OsString::from).collect()
         }
         _ => {
             let command = request.command.as_deref().unwrap_or("");
             if command.trim().is_empty() {
-                return Err("the request has neither a command nor an argv: nothing to run".into());
+                return Err(BadRequest::NothingToRun);
             }
             let mut line = command.to_owned();
             for arg in request.args.iter().flatten() {
@@ -154,7 +178,7 @@ pub fn job_of(
         }
     };
     if argv.iter().any(|arg| arg.as_encoded_bytes().contains(&0)) {
-        return Err("the command contains a NUL byte, which no argument can hold".into());
+        return Err(BadRequest::NulByte);
     }
     let cwd = match request.work_dir.as_deref() {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
@@ -233,8 +257,17 @@ mod tests {
         assert_eq!(job.stdin.as_deref(), Some(&b"in"[..]));
         assert_eq!(job.cwd, Path::new("/tmp"));
 
-        let empty: ToolRequest = serde_json::from_value(json!({"argv": []})).unwrap();
-        assert!(job_of(&empty, Path::new("/w"), &[], 1, 120).unwrap_err().contains("nothing to run"));
+        let job = |request: serde_json::Value| {
+            job_of(&serde_json::from_value(request).unwrap(), Path::new("/w"), &[], 1, 120).map(|_| ())
+        };
+        assert_eq!(job(json!({"argv": []})), Err(BadRequest::NothingToRun));
+        assert_eq!(job(json!({"command": " \t"})), Err(BadRequest::NothingToRun));
+        assert_eq!(job(json!({"argv": ["", "x"]})), Err(BadRequest::EmptyProgram));
+        assert_eq!(job(json!({"argv": ["printf", "a\0b"]})), Err(BadRequest::NulByte));
+        assert_eq!(
+            BadRequest::NothingToRun.to_string(),
+            "the request has neither a command nor an argv: nothing to run"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use bytes::Bytes;
 
 /// The latest bytes of a spilled stream kept in memory while its run goes, for the readers following it (who are
 /// never further behind: see `PACE_LAG`), plus the chunks its writer has not written yet.

@@ -1,16 +1,16 @@
 //! Named runs (issue 12): commands a client named with `run_id`, which outlive their connection for the reattach
 //! window, keep their output for replay (memory, then a spill file, then head + tail), and are kept for `--retain`
-//! after they end. The registry here is transport-free; `http::runs` serves it.
+//! after they end. The registry here is transport-free; `http::api::runs` serves it.
 
 mod log;
+mod named_run;
 mod retention;
-mod run;
 pub mod signals;
 mod state_dir;
 mod writer;
 
 pub use log::{Budget, Read, StreamLog};
-pub use run::{Attachment, Run, RunEnd};
+pub use named_run::{Attachment, Follower, NamedRun};
 pub use writer::SpillWriter;
 
 use std::collections::HashMap;
@@ -38,15 +38,15 @@ pub struct Settings {
 /// Every named run this server keeps. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Runs {
-    inner: Arc<Registry>,
+    inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Registry {
+struct Inner {
     settings: Settings,
     state_dir: Mutex<Option<StateDir>>,
     state_path: PathBuf,
-    runs: Mutex<HashMap<RunId, Arc<Run>>>,
+    runs: Mutex<HashMap<RunId, Arc<NamedRun>>>,
     /// The memory all runs' logs share (`--run-memory`).
     budget: Arc<Budget>,
     /// Spill files get a fresh number each: a forgotten run's file may still be read while a new run takes its id.
@@ -56,9 +56,9 @@ struct Registry {
 /// What a request naming a run gets.
 pub enum Claim {
     /// A new run, to be started by the caller.
-    New(Arc<Run>),
+    New(Arc<NamedRun>),
     /// The run of that name, running or ended: attach to it, run nothing.
-    Existing(Arc<Run>),
+    Existing(Arc<NamedRun>),
 }
 
 /// Why a run could not be claimed.
@@ -95,7 +95,7 @@ impl Runs {
         let state_path = state_dir.path().to_path_buf();
         let run_memory = settings.run_memory;
         let runs = Runs {
-            inner: Arc::new(Registry {
+            inner: Arc::new(Inner {
                 settings,
                 state_dir: Mutex::new(Some(state_dir)),
                 state_path,
@@ -136,23 +136,23 @@ impl Runs {
             let path = self.inner.state_path.join(format!("{id}.{number}.{stream}"));
             StreamLog::new(settings.run_log_max, self.inner.budget.clone(), path)
         };
-        let run = Arc::new(Run::new(id.clone(), argv.to_vec(), cwd.to_path_buf(), log("stdout"), log("stderr")));
+        let run = Arc::new(NamedRun::new(id.clone(), argv.to_vec(), cwd.to_path_buf(), log("stdout"), log("stderr")));
         runs.insert(id.clone(), run.clone());
         Ok(Claim::New(run))
     }
 
     /// The run `id` names, if kept.
-    pub fn get(&self, id: &RunId) -> Option<Arc<Run>> {
+    pub fn get(&self, id: &RunId) -> Option<Arc<NamedRun>> {
         let mut runs = self.inner.runs.lock().unwrap();
         retention::forget_expired(&mut runs, self.inner.settings.retain, Instant::now());
         runs.get(id).cloned()
     }
 
     /// Every kept run, newest first.
-    pub fn list(&self) -> Vec<Arc<Run>> {
+    pub fn list(&self) -> Vec<Arc<NamedRun>> {
         let mut runs = self.inner.runs.lock().unwrap();
         retention::forget_expired(&mut runs, self.inner.settings.retain, Instant::now());
-        let mut list: Vec<Arc<Run>> = runs.values().cloned().collect();
+        let mut list: Vec<Arc<NamedRun>> = runs.values().cloned().collect();
         list.sort_by_key(|run| std::cmp::Reverse(run.started));
         list
     }
@@ -179,7 +179,7 @@ impl Runs {
 }
 
 /// Forgets expired runs once a second, until the registry is gone.
-async fn sweep(registry: Weak<Registry>) {
+async fn sweep(registry: Weak<Inner>) {
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let Some(registry) = registry.upgrade() else { return };

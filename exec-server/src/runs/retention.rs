@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use protocol::RunId;
 
-use super::run::Run;
+use super::named_run::NamedRun;
 
 /// Forgets every run that ended more than `retain` ago; returns how many.
-pub fn forget_expired(runs: &mut HashMap<RunId, Arc<Run>>, retain: Duration, now: Instant) -> usize {
+pub fn forget_expired(runs: &mut HashMap<RunId, Arc<NamedRun>>, retain: Duration, now: Instant) -> usize {
     let before = runs.len();
     runs.retain(|_, run| run.ended_at().is_none_or(|ended| now.saturating_duration_since(ended) < retain));
     before - runs.len()
@@ -18,7 +18,7 @@ pub fn forget_expired(runs: &mut HashMap<RunId, Arc<Run>>, retain: Duration, now
 
 /// Makes room for one more run under `max_runs` by forgetting the runs that ended first. `false`: every kept run
 /// is still running.
-pub fn make_room(runs: &mut HashMap<RunId, Arc<Run>>, max_runs: usize) -> bool {
+pub fn make_room(runs: &mut HashMap<RunId, Arc<NamedRun>>, max_runs: usize) -> bool {
     while runs.len() >= max_runs {
         let oldest = runs
             .iter()

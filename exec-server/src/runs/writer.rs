@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::log::Pending;
-use super::Run;
+use super::NamedRun;
 
 /// Chunks (each up to 64 KiB) a run may have waiting for its writer: 512 KiB per running run at most.
 pub const WRITES_IN_FLIGHT: usize = 8;
@@ -25,7 +25,7 @@ pub struct SpillWriter {
 }
 
 impl SpillWriter {
-    pub fn start(run: Arc<Run>) -> Self {
+    pub fn start(run: Arc<NamedRun>) -> Self {
         let (writes, mut queue) = mpsc::channel::<(StreamKind, Pending)>(WRITES_IN_FLIGHT);
         let thread = tokio::task::spawn_blocking(move || {
             while let Some((kind, pending)) = queue.blocking_recv() {

@@ -6,15 +6,15 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use agent_files::FileVersion;
 use nix::sys::signal::Signal;
 use process_group::{self as group, exit_code_of, next_stop_signal, StopSignals};
 use serde_json::json;
 use tokio::time::{sleep_until, Instant};
 
-use crate::failure::TIMED_OUT;
+use crate::exit::TIMED_OUT;
 use crate::finish::{self, SUPERVISED_VAR};
 use crate::ipc::{self, Ipc};
-use crate::tolerant::Stamp;
 use crate::{inflight, run_config};
 
 pub struct RunArgs {
@@ -47,7 +47,7 @@ pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
         eprintln!("sidecar-ipc: {err}");
     }
     // A result already there (a re-used folder) only counts as the orchestrator's if it is written anew.
-    let before = Stamp::of(&ipc.run_result());
+    let before = FileVersion::of(&ipc.run_result());
     // SIGHUP too: its default action would end us before `/ipc/done`.
     let mut signals = match StopSignals::install() {
         Ok(signals) => Some(signals),
@@ -75,7 +75,7 @@ pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
             pending.join(", ")
         );
     }
-    settle_run_result(ipc, before, &ended);
+    keep_or_replace_run_result(ipc, before, &ended);
     if let Err(err) = finish::write_done(ipc) {
         eprintln!("sidecar-ipc: {err}: the agent will not see the end of the run");
         return if ended.code == 0 { 1 } else { ended.code };
@@ -84,12 +84,12 @@ pub async fn run(ipc: &Ipc, args: RunArgs) -> i32 {
 }
 
 /// Keeps the orchestrator's own valid run result, or writes an error result saying how it ended.
-fn settle_run_result(ipc: &Ipc, before: Option<Stamp>, ended: &OrchestratorEnd) {
-    let now = Stamp::of(&ipc.run_result());
+fn keep_or_replace_run_result(ipc: &Ipc, before: Option<FileVersion>, ended: &OrchestratorEnd) {
+    let now = FileVersion::of(&ipc.run_result());
     let own = now.is_some() && now != before;
     let message = match (own, finish::check_run_result(ipc)) {
         (true, Some(Ok(()))) => return,
-        (true, Some(Err(err))) => format!("{}, and its run result is not valid JSON: {err}", ended.what),
+        (true, Some(Err(err))) => format!("{}, and its run result {err}", ended.what),
         _ if !ended.started => ended.what.clone(),
         _ => format!("{} without writing a run result", ended.what),
     };
@@ -107,7 +107,7 @@ fn settle_run_result(ipc: &Ipc, before: Option<Stamp>, ended: &OrchestratorEnd) 
 }
 
 /// What ended the wait for the orchestrator.
-enum Event {
+enum WaitEnded {
     Exited(std::io::Result<std::process::ExitStatus>),
     Signal(Signal),
     Timeout,
@@ -136,22 +136,22 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut
     let pgid = leader.pgid();
     let timeout_at = args.timeout.map(|timeout| Instant::now() + timeout);
 
-    let event = tokio::select! {
-        status = leader.wait() => Event::Exited(status),
-        signal = next_stop_signal(signals) => Event::Signal(signal),
-        () = sleep_until_some(timeout_at) => Event::Timeout,
+    let ended = tokio::select! {
+        status = leader.wait() => WaitEnded::Exited(status),
+        signal = next_stop_signal(signals) => WaitEnded::Signal(signal),
+        () = sleep_until_some(timeout_at) => WaitEnded::Timeout,
     };
     // Whatever the orchestrator does with the signal, its group has `--grace` to end; and whatever the leader left
     // in its group goes too: a background `sidecar-ipc prompt` has nobody to answer to.
-    let (status, received, timed_out) = match event {
-        Event::Exited(status) => {
+    let (status, received, timed_out) = match ended {
+        WaitEnded::Exited(status) => {
             if !group::terminate(&mut pgid.clone(), args.grace).await {
                 eprintln!("sidecar-ipc: process group {pgid} still has members after SIGKILL; not waiting for them");
             }
             (status, None, false)
         }
-        Event::Signal(signal) => (group::stop_group(&mut leader, signal, args.grace).await, Some(signal), false),
-        Event::Timeout => (group::terminate_group(&mut leader, args.grace).await, None, true),
+        WaitEnded::Signal(signal) => (group::stop_group(&mut leader, signal, args.grace).await, Some(signal), false),
+        WaitEnded::Timeout => (group::terminate_group(&mut leader, args.grace).await, None, true),
     };
 
     let (code, signal) = match status {

@@ -10,19 +10,18 @@ mod history;
 mod openai;
 mod replay;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use agent_files::{DocumentError, Reading, UnfinishedWrite, UnfinishedWrites, Verdict};
 use process_group::StopSignals;
 use serde_json::{json, Value};
-use tokio::time::Instant;
 
 use crate::changes::Changes;
-use crate::failure::Failure;
+use crate::exit::ExitError;
 use crate::ipc::{self, Ipc};
 use crate::schema::{self, SchemaSpec};
-use crate::tolerant::{self, Reading, Settle};
 use crate::wire::{ClearContextRequest, Metrics, PromptRequest, PromptResult, ERROR};
 use audit::Audit;
 use history::History;
@@ -52,16 +51,32 @@ enum Backend {
     Replay(replay::Replay),
 }
 
+/// Why a backend gave no text for a prompt: the prompt's error result says it.
+#[derive(Debug)]
+enum BackendError {
+    OpenAi(openai::CompletionError),
+    Replay(replay::ReplayError),
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendError::OpenAi(err) => err.fmt(f),
+            BackendError::Replay(err) => err.fmt(f),
+        }
+    }
+}
+
 impl Backend {
     async fn complete(
         &mut self,
         messages: &[history::Message],
         prompt: &str,
         schema: Option<&SchemaSpec>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, BackendError> {
         match self {
-            Backend::OpenAi(backend) => backend.complete(messages, schema).await,
-            Backend::Replay(backend) => backend.answer(prompt),
+            Backend::OpenAi(backend) => backend.complete(messages, schema).await.map_err(BackendError::OpenAi),
+            Backend::Replay(backend) => backend.answer(prompt).map_err(BackendError::Replay),
         }
     }
 
@@ -77,21 +92,27 @@ impl Backend {
 
 /// Serves until `/ipc/done` (exit 0 with the run result on stdout; 1 if it is missing or unreadable) or until
 /// SIGTERM, SIGINT or SIGHUP (exit 0).
-pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
+pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), ExitError> {
     ipc.ensure_dirs()?;
-    let audit = Audit::open(args.audit.as_deref()).map_err(Failure::usage)?;
+    let audit = Audit::open(args.audit.as_deref()).map_err(ExitError::usage)?;
     let backend = match args.backend {
         BackendArgs::OpenAi { url, model, key_var, timeout } => {
-            Backend::OpenAi(openai::OpenAi::new(&url, &model, &key_var, timeout).map_err(Failure::usage)?)
+            Backend::OpenAi(openai::OpenAi::new(&url, &model, &key_var, timeout).map_err(ExitError::usage)?)
         }
-        BackendArgs::Replay(path) => Backend::Replay(replay::Replay::load(&path).map_err(Failure::usage)?),
+        BackendArgs::Replay(path) => Backend::Replay(replay::Replay::load(&path).map_err(ExitError::usage)?),
     };
     let history = History::new(history::use_context_from(args.use_context.as_deref()), args.system);
     let Ok(mut signals) = StopSignals::install() else {
-        return Err(Failure::new("cannot install signal handlers"));
+        return Err(ExitError::failed("cannot install signal handlers"));
     };
-    let mut server =
-        Server { ipc: ipc.clone(), audit, backend, history, seen: HashSet::new(), settling: HashMap::new() };
+    let mut server = PromptServer {
+        ipc: ipc.clone(),
+        audit,
+        backend,
+        history,
+        seen: HashSet::new(),
+        unfinished: UnfinishedWrites::default(),
+    };
     let mut start = server.backend.describe();
     start["useContext"] = json!(server.history.use_context());
     start["ipcRoot"] = json!(ipc.root());
@@ -104,62 +125,65 @@ pub async fn serve(ipc: &Ipc, args: ServerArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-struct Server {
+struct PromptServer {
     ipc: Ipc,
     audit: Audit,
     backend: Backend,
     history: History,
     /// Files handled (or given up on) for good.
     seen: HashSet<PathBuf>,
-    /// Files that did not parse yet, to tell "still being written" from "broken".
-    settling: HashMap<PathBuf, Settle>,
+    /// Files that are not usable yet, to tell "still being written" from "broken".
+    unfinished: UnfinishedWrites<PathBuf>,
 }
 
+/// What a file waiting to be handled is in the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
+enum PendingKind {
     // A clear written in the same instant as a request comes first: an orchestrator clears, then asks.
     Clear,
     Request,
 }
 
-struct Item {
+/// A request or clear not handled yet.
+struct PendingFile {
     path: PathBuf,
     name: String,
-    kind: Kind,
+    kind: PendingKind,
 }
 
-impl Server {
-    async fn serve(&mut self) -> Result<(), Failure> {
+impl PromptServer {
+    async fn serve(&mut self) -> Result<(), ExitError> {
         // Watch first, then look: nothing written in between is missed.
         let mut changes = Changes::watch(&[self.ipc.prompts(), self.ipc.context(), self.ipc.root().to_path_buf()]);
         loop {
             if self.ipc.is_done() {
-                return self.end_of_run().await;
+                return self.end_of_run(&mut changes).await;
             }
-            for item in self.pending() {
+            for file in self.pending() {
                 if self.ipc.is_done() {
                     break;
                 }
-                self.handle(item).await;
+                self.handle(file).await;
             }
-            changes.wait(None).await;
+            // A file still being written is judged when its quiet period ends, if no change comes first.
+            changes.wait(self.unfinished.next_verdict()).await;
         }
     }
 
     /// New requests and clears, in the order they were written (modification time, then name).
-    fn pending(&mut self) -> Vec<Item> {
+    fn pending(&mut self) -> Vec<PendingFile> {
         let mut found = Vec::new();
-        for (dir, kind) in [(self.ipc.prompts(), Kind::Request), (self.ipc.context(), Kind::Clear)] {
+        for (dir, kind) in [(self.ipc.prompts(), PendingKind::Request), (self.ipc.context(), PendingKind::Clear)] {
             for name in ipc::file_names(&dir) {
                 let wanted = match kind {
-                    Kind::Request => ipc::is_request_name(&name),
-                    Kind::Clear => ipc::is_clear_name(&name),
+                    PendingKind::Request => ipc::is_request_name(&name),
+                    PendingKind::Clear => ipc::is_clear_name(&name),
                 };
                 let path = dir.join(&name);
                 if !wanted || self.seen.contains(&path) {
                     continue;
                 }
-                if let Some(id) = ipc::request_id(&name).filter(|_| kind == Kind::Request) {
+                if let Some(id) = ipc::request_id(&name).filter(|_| kind == PendingKind::Request) {
                     if self.ipc.result(id).exists() {
                         self.seen.insert(path);
                         continue;
@@ -167,22 +191,24 @@ impl Server {
                 }
                 // The entry itself, not what a symlink points to: a link is read (and refused) like any file.
                 let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
-                found.push((meta.modified().ok(), kind, Item { path, name, kind }));
+                found.push((meta.modified().ok(), kind, PendingFile { path, name, kind }));
             }
         }
         found.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
-        found.into_iter().map(|(_, _, item)| item).collect()
+        // A file still being written that is gone, or was answered by someone else, is waited for no more.
+        self.unfinished.retain(|path| found.iter().any(|(_, _, file)| &file.path == path));
+        found.into_iter().map(|(_, _, file)| file).collect()
     }
 
-    async fn handle(&mut self, item: Item) {
-        match item.kind {
-            Kind::Request => {
-                if let Some(request) = self.read::<PromptRequest>(&item) {
-                    self.answer(request, &item).await;
+    async fn handle(&mut self, file: PendingFile) {
+        match file.kind {
+            PendingKind::Request => {
+                if let Some(request) = self.read::<PromptRequest>(&file) {
+                    self.answer(request, &file).await;
                 }
             }
-            Kind::Clear => {
-                if let Some(clear) = self.read::<ClearContextRequest>(&item) {
+            PendingKind::Clear => {
+                if let Some(clear) = self.read::<ClearContextRequest>(&file) {
                     self.history.clear();
                     self.audit.log("clear", json!({"requestId": clear.request_id, "reason": clear.reason}));
                 }
@@ -192,45 +218,46 @@ impl Server {
 
     /// The file's content once complete; `None` while it may still be written, or when it is broken (then logged,
     /// and a broken request gets an error result so that its orchestrator does not wait for a timeout).
-    fn read<T: serde::de::DeserializeOwned>(&mut self, item: &Item) -> Option<T> {
-        let error = match tolerant::read::<T>(&item.path) {
-            Reading::Ready(value) => {
-                self.seen.insert(item.path.clone());
-                self.settling.remove(&item.path);
+    fn read<T: serde::de::DeserializeOwned>(&mut self, file: &PendingFile) -> Option<T> {
+        let error: DocumentError = match ipc::read_json::<T>(&file.path) {
+            Reading::Ready { value, .. } => {
+                self.seen.insert(file.path.clone());
+                self.unfinished.forget(&file.path);
                 return Some(value);
             }
             Reading::Missing => {
-                self.seen.insert(item.path.clone());
-                self.settling.remove(&item.path);
+                self.seen.insert(file.path.clone());
+                self.unfinished.forget(&file.path);
                 return None;
             }
-            Reading::Incomplete { error, stamp } => {
-                if !self.settling.entry(item.path.clone()).or_default().stalled(stamp) {
-                    return None;
-                }
-                error
-            }
-            Reading::Invalid(error) => error,
+            Reading::Incomplete { why, version } => match self.unfinished.judge(file.path.clone(), version) {
+                Verdict::Wait { .. } => return None,
+                Verdict::Abandoned => why.into(),
+            },
+            Reading::Unusable(why) => why.into(),
         };
-        self.seen.insert(item.path.clone());
-        self.settling.remove(&item.path);
-        self.audit.log("invalid", json!({"file": item.path, "error": error}));
-        if let Some(id) = ipc::request_id(&item.name).filter(|id| item.kind == Kind::Request && ipc::is_safe_id(id)) {
-            let result = PromptResult::error(id, format!("the request file {} is unusable: {error}", item.name));
+        self.seen.insert(file.path.clone());
+        self.unfinished.forget(&file.path);
+        let error = format!("it {error}");
+        self.audit.log("invalid", json!({"file": file.path, "error": error}));
+        if let Some(id) =
+            ipc::request_id(&file.name).filter(|id| file.kind == PendingKind::Request && ipc::is_safe_id(id))
+        {
+            let result = PromptResult::error(id, format!("the request file {} is unusable: {error}", file.name));
             self.write_result(&result, Duration::ZERO);
         }
         None
     }
 
-    async fn answer(&mut self, request: PromptRequest, item: &Item) {
+    async fn answer(&mut self, request: PromptRequest, file: &PendingFile) {
         // The result is named after the request's own id, as the agent-runner names it; an id that is not a plain
         // name, or too long for a result name, falls back to the one in the file name (which always fits).
         let id = if ipc::is_safe_id(&request.request_id) {
             request.request_id.clone()
-        } else if let Some(id) = ipc::request_id(&item.name).filter(|id| ipc::is_safe_id(id)) {
+        } else if let Some(id) = ipc::request_id(&file.name).filter(|id| ipc::is_safe_id(id)) {
             id.to_owned()
         } else {
-            self.audit.log("invalid", json!({"file": item.path, "error": "no usable requestId"}));
+            self.audit.log("invalid", json!({"file": file.path, "error": "no usable requestId"}));
             return;
         };
         self.audit.log(
@@ -258,7 +285,7 @@ impl Server {
         let messages = self.history.messages_for(&request.prompt);
         let reply = match self.backend.complete(&messages, &request.prompt, schema.as_ref()).await {
             Ok(reply) => reply,
-            Err(err) => return PromptResult::error(id, err),
+            Err(err) => return PromptResult::error(id, err.to_string()),
         };
         // The model did say it, valid or not: it stays in the history, as in the agent-runner.
         self.history.record(&request.prompt, &reply.text);
@@ -271,19 +298,11 @@ impl Server {
             metrics: reply.metrics,
         };
         if let Some(validator) = validator {
-            let checked = serde_json::from_str::<Value>(reply.text.trim())
-                .map_err(|err| {
-                    format!(
-                        "a schema was given but the answer is not valid JSON ({err}): {}",
-                        tolerant::excerpt(reply.text.as_bytes())
-                    )
-                })
-                .and_then(|parsed| schema::check(&validator, &parsed).map(|()| parsed));
-            match checked {
+            match schema::checked_answer(&validator, &reply.text) {
                 Ok(parsed) => result.parsed = Some(parsed),
                 Err(err) => {
                     result.status = ERROR.to_owned();
-                    result.error = Some(err);
+                    result.error = Some(err.to_string());
                 }
             }
         }
@@ -295,41 +314,41 @@ impl Server {
         let mut line = serde_json::to_value(result).unwrap_or_default();
         line["ms"] = json!(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
         if let Err(err) = written {
-            line["writeError"] = json!(err);
+            line["writeError"] = json!(err.to_string());
         }
         self.audit.log("result", line);
     }
 
     /// `/ipc/done` is there: print the run result and stop.
-    async fn end_of_run(&mut self) -> Result<(), Failure> {
+    async fn end_of_run(&mut self, changes: &mut Changes) -> Result<(), ExitError> {
         let path = self.ipc.run_result();
-        let mut settle = Settle::default();
+        let mut unfinished = UnfinishedWrite::default();
         let unused = match &self.backend {
             Backend::Replay(replay) => json!(replay.unused()),
             Backend::OpenAi(_) => Value::Null,
         };
         loop {
-            // Written before done, but perhaps not atomically: give a late writer a moment.
-            let problem = match tolerant::read::<Value>(&path) {
-                Reading::Ready(result) => {
-                    self.audit.log("done", json!({"runResult": result, "unusedReplayAnswers": unused}));
-                    println!("{result}");
+            // Written before done, but perhaps not atomically: a late writer has until it stops writing.
+            let problem = match ipc::read_json::<Value>(&path) {
+                Reading::Ready { value, .. } => {
+                    self.audit.log("done", json!({"runResult": value, "unusedReplayAnswers": unused}));
+                    println!("{value}");
                     return Ok(());
                 }
                 Reading::Missing => {
                     format!("{} appeared but there is no run result at {}", done(&self.ipc), path.display())
                 }
-                Reading::Incomplete { error, stamp } if settle.stalled(stamp) => {
-                    format!("the run result {} is unreadable: {error}", path.display())
-                }
-                Reading::Invalid(error) => format!("the run result {} is unreadable: {error}", path.display()),
-                Reading::Incomplete { .. } => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
+                Reading::Incomplete { why, version } => match unfinished.judge(version) {
+                    Verdict::Wait { until } => {
+                        changes.wait(Some(until)).await;
+                        continue;
+                    }
+                    Verdict::Abandoned => format!("the run result {} is unreadable: it {why}", path.display()),
+                },
+                Reading::Unusable(why) => format!("the run result {} is unreadable: it {why}", path.display()),
             };
             self.audit.log("done", json!({"error": problem}));
-            return Err(Failure::new(problem));
+            return Err(ExitError::failed(problem));
         }
     }
 }

@@ -6,12 +6,84 @@
 //! answer without `match`, in file order. A prompt-server audit file replays as it is: its `result` lines are the
 //! answers in order, its other lines are skipped. Blank lines are skipped.
 
+use std::fmt;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::Reply;
 use crate::wire::Metrics;
+
+/// Why a `--replay` file cannot be used: a usage error, found at start.
+#[derive(Debug)]
+pub enum ReplayFileError {
+    Read { path: PathBuf, source: io::Error },
+    Line { path: PathBuf, line: usize, problem: LineProblem },
+}
+
+/// What is wrong with one line of a replay file.
+#[derive(Debug)]
+pub enum LineProblem {
+    NotJson(serde_json::Error),
+    NotObject,
+    /// None of `content`, `parsed`, `error`.
+    NoAnswer,
+    /// `match` is there but not a non-empty string.
+    BadMatch,
+    BadMetrics(serde_json::Error),
+}
+
+/// Why the replay gave a prompt no text; the prompt gets it as its error result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayError {
+    /// Every answer that could be given was used.
+    NoAnswerLeft { path: PathBuf, used: usize, total: usize },
+    /// The answer found is an error (`{"error": …}`, or an error result of an audit file), on `line`.
+    Canned { error: String, line: usize },
+}
+
+impl fmt::Display for ReplayFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReplayFileError::Read { path, source } => {
+                write!(f, "--replay {}: cannot read it: {source}", path.display())
+            }
+            ReplayFileError::Line { path, line, problem } => {
+                write!(f, "--replay {} line {line}: {problem}", path.display())
+            }
+        }
+    }
+}
+
+impl fmt::Display for LineProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LineProblem::NotJson(err) => write!(f, "not JSON ({err})"),
+            LineProblem::NotObject => f.write_str("not a JSON object"),
+            LineProblem::NoAnswer => f.write_str("an answer needs \"content\", \"parsed\" or \"error\""),
+            LineProblem::BadMatch => f.write_str("\"match\" must be a non-empty string"),
+            LineProblem::BadMetrics(err) => write!(f, "\"metrics\" is not {{inputTokens, outputTokens}}: {err}"),
+        }
+    }
+}
+
+impl fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReplayError::NoAnswerLeft { path, used, total } => write!(
+                f,
+                "replay {}: no answer left for this prompt ({used} of {total} used); add a line, or one with a \
+                 \"match\" substring of the prompt",
+                path.display()
+            ),
+            ReplayError::Canned { error, line } => write!(f, "{error} (replay line {line})"),
+        }
+    }
+}
+
+impl std::error::Error for ReplayFileError {}
+impl std::error::Error for ReplayError {}
 
 pub struct Replay {
     path: PathBuf,
@@ -22,26 +94,32 @@ pub struct Replay {
 struct Canned {
     line: usize,
     pattern: Option<String>,
-    /// The model's text, or the error the backend reports.
-    outcome: Result<String, String>,
+    reply: CannedReply,
     metrics: Metrics,
     used: bool,
 }
 
+/// What a canned answer makes the backend do.
+#[derive(Debug)]
+enum CannedReply {
+    /// Answer with the model's text.
+    Text(String),
+    /// Fail with this error.
+    Error(String),
+}
+
 impl Replay {
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, ReplayFileError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|err| format!("--replay {}: cannot read it: {err}", path.display()))?;
+            .map_err(|source| ReplayFileError::Read { path: path.to_path_buf(), source })?;
         let mut answers = Vec::new();
         for (index, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            let value: Value = serde_json::from_str(line)
-                .map_err(|err| format!("--replay {} line {}: not JSON ({err})", path.display(), index + 1))?;
-            let canned = parse_line(value, index + 1)
-                .map_err(|err| format!("--replay {} line {}: {err}", path.display(), index + 1))?;
-            answers.extend(canned);
+            let problem = |problem| ReplayFileError::Line { path: path.to_path_buf(), line: index + 1, problem };
+            let value: Value = serde_json::from_str(line).map_err(|err| problem(LineProblem::NotJson(err)))?;
+            answers.extend(parse_line(value, index + 1).map_err(problem)?);
         }
         Ok(Replay { path: path.to_path_buf(), answers })
     }
@@ -58,32 +136,27 @@ impl Replay {
         self.answers.iter().filter(|answer| !answer.used).count()
     }
 
-    pub fn answer(&mut self, prompt: &str) -> Result<Reply, String> {
+    pub fn answer(&mut self, prompt: &str) -> Result<Reply, ReplayError> {
         let by_match = self.answers.iter().position(|answer| {
             !answer.used && answer.pattern.as_deref().is_some_and(|pattern| prompt.contains(pattern))
         });
         let in_order = || self.answers.iter().position(|answer| !answer.used && answer.pattern.is_none());
         let Some(index) = by_match.or_else(in_order) else {
-            return Err(format!(
-                "replay {}: no answer left for this prompt ({} of {} used); add a line, or one with a \"match\" \
-                 substring of the prompt",
-                self.path.display(),
-                self.answers.len() - self.unused(),
-                self.answers.len()
-            ));
+            let total = self.answers.len();
+            return Err(ReplayError::NoAnswerLeft { path: self.path.clone(), used: total - self.unused(), total });
         };
         let answer = &mut self.answers[index];
         answer.used = true;
         let metrics = answer.metrics;
-        match &answer.outcome {
-            Ok(text) => Ok(Reply { text: text.clone(), metrics }),
-            Err(error) => Err(format!("{error} (replay line {})", answer.line)),
+        match &answer.reply {
+            CannedReply::Text(text) => Ok(Reply { text: text.clone(), metrics }),
+            CannedReply::Error(error) => Err(ReplayError::Canned { error: error.clone(), line: answer.line }),
         }
     }
 }
 
-fn parse_line(value: Value, line: usize) -> Result<Option<Canned>, String> {
-    let Value::Object(object) = value else { return Err("not a JSON object".to_owned()) };
+fn parse_line(value: Value, line: usize) -> Result<Option<Canned>, LineProblem> {
+    let Value::Object(object) = value else { return Err(LineProblem::NotObject) };
     let from_audit = match object.get("event").and_then(Value::as_str) {
         Some("result") => true,
         Some(_) => return Ok(None),
@@ -97,29 +170,28 @@ fn parse_line(value: Value, line: usize) -> Result<Option<Canned>, String> {
         }
     };
     let error = object.get("error").and_then(Value::as_str).map(str::to_owned);
-    let outcome = if from_audit {
+    let reply = if from_audit {
         match object.get("status").and_then(Value::as_str) {
-            Some("success") => Ok(text(&object).unwrap_or_default()),
-            _ => Err(error.unwrap_or_else(|| "error".to_owned())),
+            Some("success") => CannedReply::Text(text(&object).unwrap_or_default()),
+            _ => CannedReply::Error(error.unwrap_or_else(|| "error".to_owned())),
         }
     } else {
         match (error, text(&object)) {
-            (Some(error), _) => Err(error),
-            (None, Some(text)) => Ok(text),
-            (None, None) => return Err("an answer needs \"content\", \"parsed\" or \"error\"".to_owned()),
+            (Some(error), _) => CannedReply::Error(error),
+            (None, Some(text)) => CannedReply::Text(text),
+            (None, None) => return Err(LineProblem::NoAnswer),
         }
     };
     let pattern = match object.get("match") {
         None | Some(Value::Null) => None,
         Some(Value::String(pattern)) if !pattern.is_empty() => Some(pattern.clone()),
-        Some(_) => return Err("\"match\" must be a non-empty string".to_owned()),
+        Some(_) => return Err(LineProblem::BadMatch),
     };
     let metrics = match object.get("metrics") {
-        Some(metrics) => serde_json::from_value(metrics.clone())
-            .map_err(|err| format!("\"metrics\" is not {{inputTokens, outputTokens}}: {err}"))?,
+        Some(metrics) => serde_json::from_value(metrics.clone()).map_err(LineProblem::BadMetrics)?,
         None => Metrics::default(),
     };
-    Ok(Some(Canned { line, pattern, outcome, metrics, used: false }))
+    Ok(Some(Canned { line, pattern, reply, metrics, used: false }))
 }
 
 #[cfg(test)]
@@ -139,8 +211,10 @@ mod tests {
             replay("{\"content\": \"first\"}\n\n{\"match\": \"cat\", \"parsed\": {\"a\": 1}}\n{\"error\": \"nope\"}\n");
         assert_eq!(replay.answer("a cat").unwrap().text, "{\"a\":1}");
         assert_eq!(replay.answer("a cat").unwrap().text, "first");
-        assert!(replay.answer("x").unwrap_err().starts_with("nope (replay line 4)"));
-        assert!(replay.answer("x").unwrap_err().contains("no answer left"));
+        assert_eq!(replay.answer("x").unwrap_err(), ReplayError::Canned { error: "nope".into(), line: 4 });
+        let err = replay.answer("x").unwrap_err();
+        assert!(matches!(err, ReplayError::NoAnswerLeft { used: 3, total: 3, .. }), "{err:?}");
+        assert!(err.to_string().contains("no answer left"), "{err}");
     }
 
     #[test]
@@ -155,7 +229,7 @@ mod tests {
         assert_eq!(replay.count(), 2);
         let reply = replay.answer("p").unwrap();
         assert_eq!((reply.text.as_str(), reply.metrics.input_tokens), ("{\"a\":1}", 5));
-        assert!(replay.answer("p").unwrap_err().starts_with("overloaded"));
+        assert!(replay.answer("p").unwrap_err().to_string().starts_with("overloaded"));
     }
 
     #[test]
@@ -164,6 +238,7 @@ mod tests {
         let path = dir.path().join("answers.jsonl");
         std::fs::write(&path, "{\"content\": \"ok\"}\n{\"match\": \"x\"}\n").unwrap();
         let err = Replay::load(&path).err().unwrap();
-        assert!(err.ends_with("line 2: an answer needs \"content\", \"parsed\" or \"error\""), "{err}");
+        assert!(matches!(err, ReplayFileError::Line { line: 2, problem: LineProblem::NoAnswer, .. }), "{err:?}");
+        assert!(err.to_string().ends_with("line 2: an answer needs \"content\", \"parsed\" or \"error\""), "{err}");
     }
 }

@@ -1,0 +1,106 @@
+//! Starting a command: the program looked up on the command's own PATH, the leader spawned in a new process group
+//! with exactly the job's environment (and the tag that finds its escaped descendants), its stdin fed; and, when it
+//! cannot start, why, in the user's terms. The place to add another kind of start (a terminal, issue 23) or another
+//! stdin source (a stream, issue 22).
+
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use process_group::{self as group, program};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use super::{escaped, Job};
+use crate::workspace::DirProblem;
+
+/// Why a command never started. Each transport turns the variant into its own exit code and words; the text
+/// (`Display`) says what was wrong in the user's terms (`npm: not found (is it installed and on PATH?)`), for a
+/// transport to put in its own message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartError {
+    /// No such program on the command's PATH, or at the path given.
+    NotFound { program: String },
+    /// The program is there but may not be run.
+    PermissionDenied { program: String },
+    /// The working directory is not there, or is no directory: every program would fail the same way.
+    WorkingDirectory { path: PathBuf, problem: DirProblem },
+    /// Anything else: an empty command, or what the spawn reported.
+    Other(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::NotFound { program } => write!(f, "{program}: not found (is it installed and on PATH?)"),
+            StartError::PermissionDenied { program } => write!(f, "{program}: permission denied"),
+            StartError::WorkingDirectory { path, problem } => {
+                write!(f, "working directory {} {problem}", path.display())
+            }
+            StartError::Other(detail) => f.write_str(detail),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// The leader of job `id` (its argv, working directory, environment and the job tag), spawned in a new process
+/// group with its stdout and stderr piped and its stdin piped when the job has any. `program`: the name messages use.
+pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<group::Leader, StartError> {
+    let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
+    let resolved = resolve_program(first, job).ok_or_else(|| start_error(job, program, None))?;
+    let mut command = Command::new(resolved);
+    command
+        .arg0(first)
+        .args(&job.argv[1..])
+        .current_dir(job.cwd.enter())
+        .env_clear()
+        .envs(job.env.iter().map(|(k, v)| (k, v)))
+        .env(escaped::JOB_VARIABLE, escaped::tag_value(id))
+        .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    group::spawn_leader(&mut command).map_err(|err| start_error(job, program, Some(&err)))
+}
+
+/// Feeds the job's stdin (taken from `job`) to the leader in the background.
+pub fn feed_stdin(job: &mut Job, leader: &mut group::Leader) {
+    if let (Some(bytes), Some(mut stdin)) = (job.stdin.take(), leader.child().stdin.take()) {
+        // A command that exits without reading its stdin is not an error.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&bytes).await;
+        });
+    }
+}
+
+/// The program to execute: a name without a `/` is looked up on the command's own PATH here, so that the spawn
+/// can use `posix_spawn` (std falls back to `fork`, which copies the server's page tables, whenever the child's
+/// PATH differs from ours and the program is not a path). Names with a `/` are left to the spawn, relative to the
+/// command's working directory. `None`: not found.
+fn resolve_program(program: &OsString, job: &Job) -> Option<PathBuf> {
+    if !program::is_bare_name(program) {
+        return Some(PathBuf::from(program));
+    }
+    let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
+    let cwd = job.cwd.enter();
+    let found = program::executables_on_path(program, path.unwrap_or(OsStr::new(program::DEFAULT_PATH)), &cwd).next();
+    found
+}
+
+/// Why a command did not start (`spawn`: what the spawn reported; `None` when the lookup on PATH found nothing), in
+/// the user's terms. The working directory is checked first, and only here: a missing one fails every program, and
+/// the spawn reports it as the program's own ENOENT.
+fn start_error(job: &Job, program: &str, spawn: Option<&std::io::Error>) -> StartError {
+    if let Some(problem) = DirProblem::of(job.cwd.path()) {
+        return StartError::WorkingDirectory { path: job.cwd.path().to_path_buf(), problem };
+    }
+    let program = program.to_owned();
+    match spawn {
+        None => StartError::NotFound { program },
+        Some(err) => match err.kind() {
+            std::io::ErrorKind::NotFound => StartError::NotFound { program },
+            std::io::ErrorKind::PermissionDenied => StartError::PermissionDenied { program },
+            _ => StartError::Other(format!("{program}: {err}")),
+        },
+    }
+}

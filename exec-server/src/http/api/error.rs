@@ -1,0 +1,66 @@
+//! The one error type of the API: a status, a message that names the problem and what to do, and for the refusals a
+//! client acts on, a code it matches (the message is for people and free to change). The server layer's own
+//! refusals (`server::refusal`) carry the same body.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use protocol::{ErrorBody, ErrorCode, RunId};
+
+#[derive(Debug)]
+pub struct AppError {
+    pub status: StatusCode,
+    pub message: String,
+    /// Written as the body's `code` when set.
+    pub code: Option<ErrorCode>,
+}
+
+impl AppError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        AppError { status, message: message.into(), code: None }
+    }
+
+    /// `404` for a run this server does not keep, with the code that tells it from "no runs endpoint" (a client
+    /// re-POSTs only on this one).
+    pub fn run_not_known(id: &RunId) -> Self {
+        AppError {
+            code: Some(ErrorCode::RunNotKnown),
+            ..AppError::new(
+                StatusCode::NOT_FOUND,
+                format!("run {id} is not known: it never existed or ended more than --retain ago"),
+            )
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        AppError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        AppError::new(StatusCode::UNAUTHORIZED, message)
+    }
+}
+
+impl AppError {
+    /// The `{"error": …, "code": …}` body.
+    fn body(&self) -> ErrorBody {
+        ErrorBody { error: self.message.clone(), code: self.code }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut response = (self.status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        let headers = response.headers_mut();
+        match self.status {
+            StatusCode::UNAUTHORIZED => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"exec-server\""));
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
+    }
+}

@@ -1,0 +1,136 @@
+//! `POST /exec` and `POST /exec/stream` with a `run_id`: the run is claimed in the registry (a new one started, an
+//! existing one of the same command attached to), runs in its own task whatever its clients do, and its clients
+//! read it from its log.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use protocol::{RunId, StreamKind};
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument;
+
+use super::reply_budget::{HeadTail, ReplyOutput};
+use super::{reply, run_stream, AppError, AppState};
+use crate::ending::Ending;
+use crate::engine::{Job, ProcessEngine, Stream, READ_SIZE};
+use crate::runs::{Attachment, Claim, ClaimError, NamedRun, Read, SpillWriter};
+
+/// The run `id` names for `job`: attached to, or claimed and started. The caller reads it while holding the
+/// attachment.
+pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<NamedRun>, Attachment), AppError> {
+    let argv: Vec<String> = job.argv.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let window = state.runs.settings().reattach_window;
+    match state.runs.claim(id, &argv, job.cwd.path()) {
+        Ok(Claim::Existing(run)) => {
+            let attachment = run.attach(window);
+            Ok((run, attachment))
+        }
+        Ok(Claim::New(run)) => {
+            let permit = match state.permit() {
+                Ok(permit) => permit,
+                Err(err) => {
+                    // A request for the same id may have attached meanwhile: it gets this end, not a wait forever.
+                    run.finish(Ending::never_ran(format!("the command was not started: {}", err.message)));
+                    state.runs.forget(id);
+                    return Err(err);
+                }
+            };
+            let attachment = run.attach(window);
+            start(state.engine.clone(), run.clone(), job, permit);
+            Ok((run, attachment))
+        }
+        Err(err @ ClaimError::Conflict { .. }) => Err(AppError::new(StatusCode::CONFLICT, err.to_string())),
+        Err(err @ ClaimError::Full { .. }) => Err(AppError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())),
+    }
+}
+
+/// Runs `job` for `run` in its own task: its output goes to the run's log at the pace of the readers following it
+/// (as an unnamed stream goes at its client's), or as fast as it comes while none does (see [`NamedRun::paced`]), and
+/// its end is recorded. The slot is held until the command has ended.
+fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedSemaphorePermit) {
+    job.group = Some(run.group.clone());
+    let timeout = job.timeout;
+    let task = async move {
+        let _permit = permit;
+        let (capture, mut chunks) = Stream::channel();
+        let cancel = run.cancel.clone();
+        let command = tokio::spawn(async move { engine.run(job, capture, cancel).await }.in_current_span());
+        let mut progress = run.follower_progress();
+        let mut writer: Option<SpillWriter> = None;
+        while let Some(chunk) = chunks.recv().await {
+            run.paced(&mut progress).await;
+            if let Some(pending) = run.append(chunk.kind, chunk.bytes.into()) {
+                writer.get_or_insert_with(|| SpillWriter::start(run.clone())).write(chunk.kind, pending).await;
+            }
+        }
+        // Every byte is in the log before the end is: a reader that sees the end has all there is.
+        if let Some(writer) = writer {
+            writer.finish().await;
+        }
+        run.finish(Ending::of(&command.await, timeout));
+    };
+    tokio::spawn(task.in_current_span());
+}
+
+/// `POST /exec/stream` of a named run: its frames from the start, in the form this request asked for (`b64_only`
+/// belongs to the reader, not the run: a re-POST or a `GET /runs/{id}/stream` chooses its own).
+pub fn stream(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Result<Response, AppError> {
+    let (run, attachment) = claim_and_attach(state, id, job)?;
+    Ok(run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive))
+}
+
+/// `POST /exec` of a named run: waits for its end (attached meanwhile), then replies with what its log holds,
+/// cut to `--max-output` like any reply, in the form this request asked for (`b64_only`).
+pub async fn exec(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Result<Response, AppError> {
+    let (run, attachment) = claim_and_attach(state, id, job)?;
+    let end = wait_for_end(&run).await;
+    drop(attachment);
+    let (stdout, stderr) = (
+        kept(&run, StreamKind::Stdout, state.settings.max_output),
+        kept(&run, StreamKind::Stderr, state.settings.max_output),
+    );
+    let mut reply = reply::ran(&end, stdout, stderr, None, b64_only);
+    reply.headers_mut().insert(protocol::RUN_KEPT_HEADER, axum::http::HeaderValue::from_static("1"));
+    Ok(reply)
+}
+
+/// The run's end, once it has one.
+pub async fn wait_for_end(run: &NamedRun) -> Ending {
+    let mut changed = run.subscribe();
+    loop {
+        changed.borrow_and_update();
+        if let Some(end) = run.end() {
+            return end;
+        }
+        if changed.changed().await.is_err() {
+            // The run is gone with its sender: cannot happen while we hold it, but never wait forever.
+            return run.end().unwrap_or_else(Ending::lost);
+        }
+    }
+}
+
+/// What a reply keeps of a stream's log: all of it, or head and tail within `budget` (its own dropped middle
+/// counted in the cut).
+fn kept(run: &NamedRun, kind: StreamKind, budget: usize) -> ReplyOutput {
+    let mut kept = HeadTail::new(budget);
+    let mut offset = 0;
+    loop {
+        match run.read(kind, offset, READ_SIZE) {
+            Ok(Read::Bytes(bytes)) => {
+                offset += bytes.len() as u64;
+                kept.push(&bytes);
+            }
+            Ok(Read::Dropped(gap)) => {
+                offset += gap;
+                kept.skip(gap);
+            }
+            Ok(Read::End) => break,
+            Err(_) => {
+                kept.skip(run.total(kind).saturating_sub(offset));
+                break;
+            }
+        }
+    }
+    kept.into_reply_output()
+}

@@ -1,0 +1,82 @@
+//! A resource limit every container of a run gets (`--ulimit`, the profile's `ulimits:`).
+
+use super::ModelError;
+
+/// The names Docker and Podman take (`docker run --ulimit`): the RLIMIT_* resources without the prefix.
+pub const NAMES: [&str; 15] = [
+    "core",
+    "cpu",
+    "data",
+    "fsize",
+    "locks",
+    "memlock",
+    "msgqueue",
+    "nice",
+    "nofile",
+    "nproc",
+    "rss",
+    "rtprio",
+    "rttime",
+    "sigpending",
+    "stack",
+];
+
+/// One limit, as `docker run --ulimit` takes it (`HostConfig.Ulimits`, compose's `ulimits:`); -1 is unlimited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ulimit {
+    pub name: String,
+    pub soft: i64,
+    pub hard: i64,
+}
+
+impl Ulimit {
+    /// `NAME=SOFT[:HARD]`, HARD defaulting to SOFT (as `docker run --ulimit`). The name must be one the engines
+    /// know (an unknown one fails only when a container starts, after the builders), a value a whole number or -1
+    /// (unlimited), soft at most hard, and `nofile`/`nproc` at least 1: with 0 no process can open its own binary
+    /// or start at all, which the runtime reports as an opaque start error.
+    pub fn parse(text: &str) -> Result<Ulimit, ModelError> {
+        let bad = |problem| ModelError::BadUlimit { value: text.to_owned(), problem };
+        let (name, limits) = text.split_once('=').ok_or(bad(UlimitProblem::Shape))?;
+        let (soft, hard) = limits.split_once(':').unwrap_or((limits, limits));
+        let soft: i64 = soft.trim().parse().map_err(|_| bad(UlimitProblem::Shape))?;
+        let hard: i64 = hard.trim().parse().map_err(|_| bad(UlimitProblem::Shape))?;
+        let name = name.trim();
+        if !NAMES.contains(&name) {
+            return Err(bad(UlimitProblem::UnknownName));
+        }
+        // -1 is RLIM_INFINITY: above any number.
+        let order = |v: i64| if v == -1 { u64::MAX } else { v as u64 };
+        if soft < -1 || hard < -1 || order(soft) > order(hard) {
+            return Err(bad(UlimitProblem::Range));
+        }
+        if matches!(name, "nofile" | "nproc") && (soft == 0 || hard == 0) {
+            return Err(bad(UlimitProblem::Zero));
+        }
+        Ok(Ulimit { name: name.to_owned(), soft, hard })
+    }
+}
+
+/// What is wrong with a `--ulimit` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UlimitProblem {
+    /// Not `NAME=SOFT[:HARD]` with numbers.
+    Shape,
+    UnknownName,
+    /// Below -1, or soft above hard.
+    Range,
+    /// `nofile` or `nproc` of 0.
+    Zero,
+}
+
+impl std::fmt::Display for UlimitProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UlimitProblem::Shape => f.write_str("is not NAME=SOFT[:HARD] with numbers (e.g. nofile=4096:4096)"),
+            UlimitProblem::UnknownName => write!(f, "names no limit the engines know (one of: {})", NAMES.join(", ")),
+            UlimitProblem::Range => {
+                f.write_str("needs whole numbers or -1 (unlimited), the soft limit at most the hard")
+            }
+            UlimitProblem::Zero => f.write_str("would let no container start: nofile and nproc must be at least 1"),
+        }
+    }
+}
