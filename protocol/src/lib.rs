@@ -15,17 +15,22 @@ pub mod reply_text;
 pub mod runs;
 pub mod runtimes;
 pub mod shell;
+pub mod stdin;
+pub mod terminal;
 pub mod text;
 pub mod token;
 pub mod vars;
 
-pub use codes::{ErrorCode, StoppedBy};
+pub use codes::{ErrorCode, StartErrorKind, StoppedBy};
 pub use exec::{
-    ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart, B64_ONLY_HEADER, OUTPUT_HEAD_HEADER, RUN_KEPT_HEADER,
+    DaemonsRequest, ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart, B64_ONLY_HEADER, OUTPUT_HEAD_HEADER,
+    RUN_KEPT_HEADER, STDIN_STREAM_HEADER, STREAM_ACCEPT,
 };
 pub use frames::{Chunk, Frame, FrameEncoder, StreamKind};
 pub use runs::{RunId, RunIdError, RunInfo, RunList, RunState, SignalRequest};
 pub use runtimes::{commands_for, RUNTIMES};
+pub use stdin::StdinReply;
+pub use terminal::{ResizeRequest, TtyRequest, TTY_HEADER};
 
 /// Upper bound for a request body, in bytes (the contract's 1 MiB).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;

@@ -5,6 +5,7 @@
 mod capture;
 mod escaped;
 mod spawn;
+pub mod stdin;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -41,7 +42,7 @@ pub struct Policy {
 }
 
 /// One command to run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Job {
     /// Program and arguments; never run through a shell.
     pub argv: Vec<OsString>,
@@ -49,8 +50,10 @@ pub struct Job {
     pub cwd: WorkDir,
     /// The complete environment of the command.
     pub env: Vec<(OsString, OsString)>,
-    /// Bytes for stdin; `None` means `/dev/null`.
+    /// Bytes for stdin; `None` means `/dev/null` (unless `stdin_stream`).
     pub stdin: Option<Vec<u8>>,
+    /// Stdin fed while the command runs (issue 22): wins over `stdin`.
+    pub stdin_stream: Option<stdin::StdinStream>,
     pub timeout: Duration,
     /// Stop the command, as timed out, once no output byte (stdout or stderr) arrived for this long.
     pub idle_timeout: Option<Duration>,
@@ -76,6 +79,8 @@ pub struct Outcome<K> {
     pub stderr_bytes: u64,
     pub stdout: K,
     pub stderr: K,
+    /// With a streamed stdin: the bytes the command took from it (see [`stdin::Fed::consumed`]).
+    pub stdin_consumed: Option<u64>,
 }
 
 /// Runs commands. Cheap to clone; every clone shares the set of live process groups and the shutdown switch.
@@ -257,6 +262,11 @@ impl ProcessEngine {
             }
         };
         let duration = started.elapsed();
+        // The command has ended: nothing more goes into its stdin, and what it took is counted now.
+        let stdin_consumed = match running.feeder.take() {
+            Some(feeder) => feeder.finish().await,
+            None => None,
+        };
         let (stdout, stderr) = match read {
             Some(both) => both,
             None => self.drain(readers).await,
@@ -294,6 +304,7 @@ impl ProcessEngine {
             stderr_bytes: stderr.total,
             stdout: stdout.kept,
             stderr: stderr.kept,
+            stdin_consumed,
         })
     }
 
@@ -312,11 +323,11 @@ impl ProcessEngine {
         if let Some(group) = &job.group {
             let _ = group.set(leader.pgid());
         }
-        spawn::feed_stdin(job, &mut leader);
+        let feeder = spawn::feed_stdin(job, &mut leader);
         let stop = CancellationToken::new();
         let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
         let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
-        Ok((Running { id, leader, guard }, Readers { reading, stop }))
+        Ok((Running { id, leader, guard, feeder }, Readers { reading, stop }))
     }
 
     /// Wait: for the leader to exit, or else its timeout, its idle timeout (no output for that long), its
@@ -375,7 +386,7 @@ impl ProcessEngine {
     /// Whatever the command left behind, in its group (unless the wait already stopped it) or escaped from it, is
     /// terminated by the same policy, in the background: the result does not wait for it.
     fn clean_up_after(&self, running: Running, group_stopped: bool) {
-        let Running { id, leader, guard } = running;
+        let Running { id, leader, guard, .. } = running;
         let pgid = leader.pgid();
         let grace = self.inner.policy.grace;
         // The leader (reaped) is let go only now, as before the split: after its pipes were drained.
@@ -419,11 +430,12 @@ fn outcome_of<K>(outcome: &Outcome<K>) -> CommandOutcome {
     }
 }
 
-/// A started command: its leader, and its place in the engine's live set.
+/// A started command: its leader, its place in the engine's live set, and the feeder of a streamed stdin.
 struct Running {
     id: u64,
     leader: group::Leader,
     guard: GroupGuard,
+    feeder: Option<spawn::Feeder>,
 }
 
 /// The reading of a command's pipes, and the switch that ends it early.

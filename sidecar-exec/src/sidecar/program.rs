@@ -191,6 +191,7 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
         idle_timeout: settings.idle_timeout_secs.map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
         // This client reads `b64` and `output_b64`: binary output comes without its lossy twin.
         b64_only: true,
+        ..Default::default()
     };
     let body = request::body(&request)?;
     let run = run_id.map_or_else(OwnedRun::unnamed, OwnedRun::named);

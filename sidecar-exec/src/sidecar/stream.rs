@@ -96,7 +96,7 @@ pub async fn read(
                 Frame::Stdout(chunk) => output.chunk(protocol::StreamKind::Stdout, &chunk),
                 Frame::Stderr(chunk) => output.chunk(protocol::StreamKind::Stderr, &chunk),
                 Frame::Dropped { stream, offset, bytes } => output.dropped(stream, offset, bytes),
-                Frame::Error { data } => {
+                Frame::Error { data, .. } => {
                     if errors.print && errors.last.as_deref() != Some(&data) {
                         let _ = std::io::Write::flush(&mut std::io::stdout());
                         eprintln!("sidecar-exec: {}", terminal_safe(&data));
