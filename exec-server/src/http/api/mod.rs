@@ -14,6 +14,7 @@
 //! - compression and CORS: an SSE stream must not be buffered by a compressor, and no browser calls this server.
 
 mod auth;
+mod cut_cost;
 mod error;
 mod exec;
 mod metrics;
