@@ -1,72 +1,128 @@
 #!/usr/bin/env bash
-# Time from `sidecarctl up` to the agent's first command, with two warm builder images (python, node) on podman:
+# Time from `sidecarctl up` to the agent's first command, with two warm builder images (python, node), on each
+# engine: a real Docker Engine and Podman's Docker-API service.
 # `sidecarctl up --sidecar python --sidecar node -- sidecar-agent sh -c 'date +%s.%N'`; the agent's `date` is its
-# first command (after the image's entrypoint has installed the wrappers). Also the whole run, teardown included.
-# Writes (replaces) the "sidecarctl up" section of BENCHMARKS.md. Needs podman and the images images/test.sh
-# builds. Uses DOCKER_HOST when set; otherwise starts a private `podman system service` (runc) in a temporary
-# folder, with the explicit ulimits podman needs on hosts that may not raise limits. BENCH_UP_RUNS (default 7).
+# first command (after the image's entrypoint has installed the wrappers). Also the whole run, teardown included, and
+# the baseline measured in the same run on the same engine: `up --disable-sidecars` (the agent alone), so the ratio
+# is what the builders and the health gate add.
+# Writes (replaces) the "sidecarctl up" section of BENCHMARKS.md. Needs root and the images images/test.sh builds on
+# each engine. Docker: SIDECAR_TEST_DOCKER_HOST, else a private dockerd (images/dockerd.sh) started and stopped here.
+# Podman: a private `podman system service` (runc) in a temporary folder, with the explicit ulimits podman needs on
+# hosts that may not raise limits. BENCH_UP_RUNS (default 7) runs per measure after one warm-up; the engines and
+# measures take turns, run by run, so a change in the machine's load reaches all of them alike.
+# BENCH_UP_ENGINES (default "docker podman").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${BENCH_UP_RUNS:-7}"
+engines="${BENCH_UP_ENGINES:-docker podman}"
 cargo build -q -p sidecarctl --locked
 bin="$PWD/target/debug/sidecarctl"
 tmp="$(mktemp -d)"
 service=""
+dockerd_dir=""
 cleanup() {
     [ -z "$service" ] || { kill "$service" 2>/dev/null || true; wait "$service" 2>/dev/null || true; }
+    [ -z "$dockerd_dir" ] || images/dockerd.sh stop "$dockerd_dir" || true
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-limits=()
-if [ -z "${DOCKER_HOST:-}" ]; then
-    podman --runtime runc system service --time=0 "unix://$tmp/podman.sock" >/dev/null 2>&1 &
-    service=$!
-    for _ in $(seq 1 300); do [ -S "$tmp/podman.sock" ] && break; sleep 0.1; done
-    [ -S "$tmp/podman.sock" ] || { echo "bench: podman system service did not start" >&2; exit 1; }
-    export DOCKER_HOST="unix://$tmp/podman.sock"
-    limits=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
-fi
+declare -A host limits
+for engine in $engines; do
+    case "$engine" in
+        docker)
+            if [ -n "${SIDECAR_TEST_DOCKER_HOST:-}" ]; then
+                host[docker]="$SIDECAR_TEST_DOCKER_HOST"
+            else
+                dockerd_dir="$tmp/dockerd"
+                host[docker]="$(images/dockerd.sh start "$dockerd_dir")"
+            fi
+            limits[docker]=""
+            ;;
+        podman)
+            podman --runtime runc system service --time=0 "unix://$tmp/podman.sock" >/dev/null 2>&1 &
+            service=$!
+            host[podman]="unix://$tmp/podman.sock"
+            # Ready when the API answers (the service writes no ready line).
+            for _ in $(seq 1 300); do
+                [ "$(curl -s --max-time 2 --unix-socket "$tmp/podman.sock" http://localhost/_ping 2>/dev/null)" = OK ] && break
+                sleep 0.1
+            done
+            limits[podman]="--ulimit nofile=4096:4096 --ulimit nproc=4096:4096"
+            ;;
+        *) echo "bench: unknown engine $engine (docker, podman)" >&2; exit 1 ;;
+    esac
+done
 mkdir "$tmp/ws"
+# up ENGINE MEASURE: one run; prints the agent's first line (its `date`).
 up() {
-    "$bin" up "${limits[@]}" --workspace "$tmp/ws" --sidecar python --sidecar node -- \
+    local sidecars=(--sidecar python --sidecar node)
+    [ "$2" = builders ] || sidecars=(--disable-sidecars)
+    # shellcheck disable=SC2086 # (the limits are words)
+    DOCKER_HOST="${host[$1]}" "$bin" up ${limits[$1]} --workspace "$tmp/ws" "${sidecars[@]}" -- \
         sidecar-agent sh -c 'date +%s.%N' 2>"$tmp/stderr"
 }
-up >/dev/null || { cat "$tmp/stderr" >&2; exit 1; }   # warm-up, not counted
+load_before="$(cut -d' ' -f1 /proc/loadavg)"
 : >"$tmp/samples"
-for _ in $(seq 1 "$runs"); do
-    start=$(date +%s.%N)
-    first=$(up) || { cat "$tmp/stderr" >&2; exit 1; }
-    end=$(date +%s.%N)
-    gate=$(sed -n 's/.*agent starting (\([0-9.]*\)s after up).*/\1/p' "$tmp/stderr")
-    echo "$start $first $end $gate" >>"$tmp/samples"
+for engine in $engines; do
+    for measure in builders agent-alone; do
+        up "$engine" "$measure" >/dev/null || { cat "$tmp/stderr" >&2; exit 1; }   # warm-up, not counted
+    done
 done
-python3 - "$tmp/samples" "$runs" <<'PY'
-import os, re, statistics, sys
-rows = [list(map(float, line.split())) for line in open(sys.argv[1])]
-first = sorted(r[1] - r[0] for r in rows)
-whole = sorted(r[2] - r[0] for r in rows)
-gate = sorted(r[3] for r in rows)
+for _ in $(seq 1 "$runs"); do
+    for engine in $engines; do
+        for measure in builders agent-alone; do
+            start=$(date +%s.%N)
+            first=$(up "$engine" "$measure") || { cat "$tmp/stderr" >&2; exit 1; }
+            end=$(date +%s.%N)
+            gate=$(sed -n 's/.*agent starting (\([0-9.]*\)s after up).*/\1/p' "$tmp/stderr")
+            echo "$engine $measure $start $first $end ${gate:-0}" >>"$tmp/samples"
+        done
+    done
+done
+versions="$(for engine in $engines; do
+    DOCKER_HOST="${host[$engine]}" /usr/bin/docker version --format "$engine {{.Server.Version}} (API {{.Server.APIVersion}})" 2>/dev/null \
+        || echo "$engine"
+done | paste -sd ';' | sed 's/;/, /g')"
+load="load average $load_before before, $(cut -d' ' -f1 /proc/loadavg) after, on $(nproc) cores"
+python3 - "$tmp/samples" "$runs" "$versions" "$load" <<'PY'
+import re, statistics, sys
+from collections import defaultdict
+samples = defaultdict(list)
+for line in open(sys.argv[1]):
+    engine, measure, start, first, end, gate = line.split()
+    samples[(engine, measure)].append((float(first) - float(start), float(end) - float(start), float(gate)))
 med = statistics.median
-goal = "met" if med(first) < 3 else "NOT met"
+def cell(values):
+    values = sorted(values)
+    return f"{med(values):.2f} s ({values[0]:.2f}–{values[-1]:.2f})"
+engines = list(dict.fromkeys(engine for engine, _ in samples))
+rows = []
+goals = []
+for engine in engines:
+    b, a = samples[(engine, "builders")], samples[(engine, "agent-alone")]
+    first, alone = [s[0] for s in b], [s[0] for s in a]
+    rows.append(f"| {engine} | {cell(first)} | {cell([s[2] for s in b])} | {cell([s[1] for s in b])} | "
+                f"{cell(alone)} | {med(first) / med(alone):.2f}× |")
+    goals.append(f"{engine} {'met' if med(first) < 3 else 'NOT met'}")
 section = f"""## sidecarctl up
 
-`sidecarctl up --sidecar python --sidecar node -- sidecar-agent sh -c 'date +%s.%N'` on podman 4.3 (runc, API
-socket), images warm, {sys.argv[2]} runs after one warm-up; written by bench/sidecarctl-up.sh (debug build of
-sidecarctl: the time is the engine's, not the client's).
+`sidecarctl up --sidecar python --sidecar node -- sidecar-agent sh -c 'date +%s.%N'` on each engine, {sys.argv[3]}
+(podman with runc, through its API socket), images warm, {sys.argv[2]} runs per measure after one warm-up, the
+engines and measures taking turns; written by bench/sidecarctl-up.sh (debug build of sidecarctl: the time is the
+engine's, not the client's); {sys.argv[4]}. Baseline, measured in the same run on the same engine: `up
+--disable-sidecars`, the agent alone. Median (min–max).
 
-| measure | median | min | max |
-| --- | --- | --- | --- |
-| `up` → the agent's first command | {med(first):.2f} s | {first[0]:.2f} s | {first[-1]:.2f} s |
-| `up` → agent created (engine connected, network, 2 builders, health gate passed) | {med(gate):.2f} s | {gate[0]:.2f} s | {gate[-1]:.2f} s |
-| whole run, teardown included | {med(whole):.2f} s | {whole[0]:.2f} s | {whole[-1]:.2f} s |
+| engine | `up` → the agent's first command | `up` → agent created (network, 2 builders, health gate passed) | whole run, teardown included | baseline: agent alone, `up` → first command | ratio |
+| --- | --- | --- | --- | --- | --- |
+{chr(10).join(rows)}
 
 Goal: under 3 s to the first command, and no fixed 2 s from the health gate when the builders are healthy at
-once: {goal}.
+once: {", ".join(goals)}.
 """
 path = "BENCHMARKS.md"
 text = open(path).read()
 pattern = re.compile(r"## sidecarctl up\n.*?(?=\n## |\Z)", re.S)
-text = pattern.sub(section.rstrip("\n"), text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+text = pattern.sub(section.rstrip("\n") + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
 open(path, "w").write(text)
 print(section)
 PY

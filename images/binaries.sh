@@ -5,25 +5,43 @@
 #   - exec-server dynamically linked against glibc, because builder images are glibc distributions and only a
 #     dynamic build lets std spawn commands with posix_spawn (a static one cannot find
 #     posix_spawn_file_actions_addchdir_np and falls back to fork, measured ~25% slower for 200 parallel commands).
-# The static build goes to target/static so the ordinary builds stay as they are. Used by images/test.sh,
-# bench/run.sh and bench/faults.sh, so all of them test and measure the binaries users get.
-# `images/binaries.sh --static-rustflags` prints the static build's RUSTFLAGS (bench/ab-argv.sh builds with them).
+# One target folder and one RUSTFLAGS for all three, target/static (so the ordinary builds stay as they are): only
+# the two client binaries are linked statically, by `cargo rustc … -- -C target-feature=+crt-static`, which applies
+# to their final link alone (the libc crate and std choose static glibc there; the result is static-pie). Before,
+# exec-server (target/release) and the clients (target/static, RUSTFLAGS with +crt-static, --target) were two cold
+# builds, and a fresh clone compiled every shared dependency and proc macro twice; now a dependency the server and the
+# clients use with the same features is compiled once (138 crates instead of 161; the ones whose features differ
+# between the two, tokio and hyper among them, are still compiled for each, as in any two cargo invocations). cargo
+# finds the build up to date on the next call (a second or two), so images/test.sh, bench/run.sh and bench/faults.sh
+# all call it, and all test and measure the binaries users get. `images/binaries.sh --static-rustflags` prints the
+# static build's RUSTFLAGS (bench/ab-argv.sh builds with them).
 #
 # httparse_disable_simd: httparse otherwise picks its SIMD header parser at run time, and that first CPU feature
 # probe (cpuid, a VM exit under virtualisation) cost every wrapped call ~0.05 ms of start-up, to parse one
-# reply's few headers (see BENCHMARKS.md, P1).
+# reply's few headers (see BENCHMARKS.md, P1). A cfg reaches httparse only through RUSTFLAGS, so exec-server is
+# built with it too: it parses a request's few headers with the portable parser, and saves the same probe once.
 set -eu
 cd "$(dirname "$0")/.."
-static_rustflags='-C target-feature=+crt-static --cfg httparse_disable_simd="1"'
+cfg='--cfg httparse_disable_simd="1"'
 if [ "${1:-}" = "--static-rustflags" ]; then
-    echo "$static_rustflags"
+    echo "-C target-feature=+crt-static $cfg"
     exit 0
 fi
-triple="$(rustc -vV | sed -n 's/^host: //p')"
+CARGO_TARGET_DIR="$(pwd)/target/static"
+export RUSTFLAGS="$cfg" CARGO_TARGET_DIR
 cargo build --quiet --release --locked -p exec-server
-RUSTFLAGS="$static_rustflags" CARGO_TARGET_DIR="$(pwd)/target/static" \
-    cargo build --quiet --release --locked --target "$triple" -p sidecar-exec
+for bin in sidecar-exec ssh-exec; do
+    cargo rustc --quiet --release --locked -p sidecar-exec --bin "$bin" -- -C target-feature=+crt-static
+done
+release="$CARGO_TARGET_DIR/release"
+# The clients must need no libc of the agent image (they run FROM scratch): ldd says so of a static(-pie) binary.
+for bin in sidecar-exec ssh-exec; do
+    case "$(ldd "$release/$bin" 2>&1)" in
+        *"statically linked"* | *"not a dynamic executable"*) ;;
+        *) echo "images/binaries.sh: $release/$bin is not statically linked: $(ldd "$release/$bin" 2>&1)" >&2; exit 1 ;;
+    esac
+done
 out="$(pwd)/target/shipped"
 mkdir -p "$out"
-cp -f target/release/exec-server "target/static/$triple/release/sidecar-exec" "target/static/$triple/release/ssh-exec" "$out/"
+cp -f "$release/exec-server" "$release/sidecar-exec" "$release/ssh-exec" "$out/"
 echo "$out"

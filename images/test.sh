@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The images, for real: builds builder images and the agent image from images/Dockerfile with podman, starts the
-# builders on a private network with one shared workspace, waits for their HEALTHCHECK to report healthy, runs
-# forwarded commands through the generated wrappers inside the agent container, checks output, exit codes, file
-# ownership and the caches, and stops everything with SIGTERM. Root, Debian bookworm, no Docker engine needed.
+# The images, for real, on both engines: builds the builder images and the agent image from images/Dockerfile with
+# podman and with Docker (a real Docker Engine, `docker build` as docs/images.md says), starts the builders on a
+# private podman network with one shared workspace, waits for their HEALTHCHECK to report healthy, runs forwarded
+# commands through the generated wrappers inside the agent container, checks output, exit codes, file ownership and
+# the caches, stops everything with SIGTERM, and runs images/compose.yaml as its header says with docker-compose on
+# Docker and on podman's API. Root, Debian bookworm; installs what it needs (podman, runc, catatonit, docker.io,
+# debootstrap, docker-compose).
 #
 #   images/test.sh                                   # python and node
 #   IMAGES_TEST_RUNTIMES="python node java go" images/test.sh
+#   IMAGES_TEST_ENGINES=podman images/test.sh        # one engine only (default "podman docker")
 #
 # What differs from a user's `docker build` (see docs/images.md, "What was run"):
 #   - no base image can be pulled here, so every base is a local Debian bookworm made with debootstrap, and each
@@ -20,7 +24,11 @@
 # (sidecar-test-<id>-…), and it runs its containers from the image ids it built. The images' tags
 # (localhost/sidecar-builder-<runtime>, localhost/sidecar-agent), the local bases and podman's layer cache are shared
 # and stay after the run, so the next run is fast; so does the debootstrap cache. The last step lists them with their
-# size and the commands that remove them.
+# size and the commands that remove them. On Docker the same holds in the data root of the private dockerd it starts
+# (images/dockerd.sh, /var/tmp/sidecar-docker), or of the one SIDECAR_TEST_DOCKER_HOST names (CI's).
+#
+# Where the time goes: each step's line starts with the seconds since the start, and the last lines list the time of
+# every phase (also when a step fails).
 #
 # Environment: IMAGES_TEST_RUNTIMES (default "python node"), IMAGES_TEST_UID (the caller's uid the containers run
 # as, default 2345, deliberately not the image's 1000), IMAGES_TEST_OTHER_UID (a second caller reusing a cache
@@ -28,11 +36,14 @@
 # IMAGES_TEST_KEEP=1 (leave containers, network and workspace for inspection), IMAGES_TEST_BINARIES=compiled (build
 # exec-server and sidecar-exec inside the Dockerfile's default "compiled" stage, from a local stand-in for
 # rust:1-bookworm made of the host's rustup toolchain, instead of prebuilt). The rust builder uses that same
-# stand-in as its base.
+# stand-in as its base. SIDECAR_TEST_DOCKER_HOST: a running Docker Engine to build on (unix://…), instead of a
+# private dockerd started and stopped by this run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runtimes="${IMAGES_TEST_RUNTIMES:-python node}"
+engines="${IMAGES_TEST_ENGINES:-podman docker}"
+[[ " $engines " == *" podman "* ]] || { echo "IMAGES_TEST_ENGINES must hold podman (the container checks run on it): $engines" >&2; exit 1; }
 binaries="${IMAGES_TEST_BINARIES:-prebuilt}"
 uid="${IMAGES_TEST_UID:-2345}"
 other_uid="${IMAGES_TEST_OTHER_UID:-3456}"
@@ -40,7 +51,24 @@ cache="${IMAGES_TEST_CACHE:-/var/tmp/sidecar-images-test}"
 base="localhost/sidecar-test-base:bookworm"
 started=$(date +%s)
 
-step() { printf '\n==> [%3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+# Each step is a phase: its time is what passes until the next step (or the end).
+phases=()
+phase_name=""
+phase_start=$started
+step() {
+    local now
+    now=$(date +%s)
+    [ -z "$phase_name" ] || phases+=("$(printf '%5s s  %s' "$((now - phase_start))" "$phase_name")")
+    phase_name="$1"
+    phase_start=$now
+    printf '\n==> [%3ss] %s\n' "$((now - started))" "$*"
+}
+phase_summary() {
+    step "(end)"
+    echo "time per phase (seconds, $(($(date +%s) - started)) s in all):"
+    printf '    %s\n' "${phases[@]}"
+}
+has_engine() { [[ " $engines " == *" $1 "* ]]; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # runc, not crun ("cgroups in hybrid mode not supported"), and limits no higher than the machine's own.
 pm() { podman --runtime runc "$@"; }
@@ -50,12 +78,17 @@ ulimits=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
 
 [ "$(id -u)" = 0 ] || fail "run as root (podman with the host's network and debootstrap)"
 
-step "tools: podman, runc, debootstrap, docker-compose"
+step "tools: podman, runc, catatonit, docker.io, debootstrap, docker-compose"
 need=()
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || need+=(runc)
+# podman's container init (`--init`, compose's `init: true`). Debian's podman only recommends it, and docker.io's
+# tini satisfies that recommendation, so a host with Docker lacks it: "container-init binary not found on the host".
+[ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v docker-compose >/dev/null || need+=(docker-compose)   # runs images/compose.yaml (Debian's, 1.29)
+# Debian's Docker Engine (dockerd 20.10) and its CLI, whose BuildKit client is built in (DOCKER_BUILDKIT=1).
+if has_engine docker && [ -z "${SIDECAR_TEST_DOCKER_HOST:-}" ]; then command -v dockerd >/dev/null || need+=(docker.io); fi
 if [ "${#need[@]}" -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
@@ -68,24 +101,61 @@ chmod 0755 "$tmp"   # the containers' users read the token and the workspace bel
 prefix="sidecar-test-$(tr '[:upper:]' '[:lower:]' <<<"${tmp##*.}")"
 label="sidecar-images-test=$prefix"
 marker=""
-api_pid=""   # the podman API service the compose step talks to
+api_pid=""       # the podman API service the compose step talks to
+docker_host=""   # the Docker Engine this run builds on (unix://…)
+dockerd_dir=""   # set when this run started that engine itself (images/dockerd.sh), which it then stops
 cleanup() {
     status=$?
+    trap - EXIT
+    step "cleanup: this run's containers, networks and volumes${dockerd_dir:+, the dockerd it started}"
     [ -z "$api_pid" ] || { kill "$api_pid" 2>/dev/null; wait "$api_pid" 2>/dev/null || true; }
     # shellcheck disable=SC2086
     [ -z "$marker" ] || rm -f $marker
     if [ "${IMAGES_TEST_KEEP:-0}" = 1 ]; then
         echo "kept: containers and volumes labelled $label, network $prefix, workspace $tmp/clone/images/workspace" >&2
+        [ -z "$dockerd_dir" ] || echo "kept: dockerd at $docker_host (images/dockerd.sh stop $dockerd_dir)" >&2
+        phase_summary
         return
     fi
     for id in $(podman ps -aq --filter "label=$label" 2>/dev/null); do pm rm -f -t 0 "$id" >/dev/null 2>&1 || true; done
     for net in "$prefix" "${prefix}_builders"; do pm network rm -f "$net" >/dev/null 2>&1 || true; done
     for id in $(podman volume ls -q --filter "label=$label" 2>/dev/null); do pm volume rm -f "$id" >/dev/null 2>&1 || true; done
+    if [ -n "$docker_host" ]; then
+        for id in $(dk ps -aq --filter "label=$label" 2>/dev/null); do dk rm -f "$id" >/dev/null 2>&1 || true; done
+        for net in "$prefix" "${prefix}_builders"; do dk network rm "$net" >/dev/null 2>&1 || true; done
+        for id in $(dk volume ls -q --filter "label=$label" 2>/dev/null); do dk volume rm -f "$id" >/dev/null 2>&1 || true; done
+    fi
+    [ -z "$dockerd_dir" ] || images/dockerd.sh stop "$dockerd_dir" || status=1
     rm -rf "$tmp"
+    phase_summary
     exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# Docker builds with BuildKit or not at all: the Dockerfile's cache mounts and COPY --chmod need it. A CLI with the
+# buildx plugin has it; one of 23 or later without buildx (the machine's v28 here) falls back to the legacy builder,
+# which cannot build the file; Debian's 20.10 CLI (/usr/bin/docker) has BuildKit built in, with DOCKER_BUILDKIT=1.
+docker_cli=""
+dk() { DOCKER_HOST="$docker_host" DOCKER_BUILDKIT=1 "$docker_cli" "$@"; }
+if has_engine docker; then
+    step "Docker: the engine (${SIDECAR_TEST_DOCKER_HOST:-a private dockerd, images/dockerd.sh}) and a CLI with BuildKit"
+    if docker buildx version >/dev/null 2>&1; then
+        docker_cli=docker
+    elif [ -x /usr/bin/docker ] && [ "$(/usr/bin/docker version --format '{{.Client.Version}}' 2>/dev/null | cut -d. -f1)" -lt 23 ]; then
+        docker_cli=/usr/bin/docker
+    else
+        fail "no Docker CLI here builds with BuildKit: install the buildx plugin, or Debian's docker.io (its 20.10 CLI)"
+    fi
+    if [ -n "${SIDECAR_TEST_DOCKER_HOST:-}" ]; then
+        docker_host="$SIDECAR_TEST_DOCKER_HOST"
+    else
+        dockerd_dir="$tmp/dockerd"
+        docker_host="$(images/dockerd.sh start "$dockerd_dir")"
+    fi
+    echo "    $docker_host: Docker Engine $(dk version --format '{{.Server.Version}} (API {{.Server.APIVersion}})');" \
+        "CLI $docker_cli $(dk version --format '{{.Client.Version}}')"
+fi
 
 step "exec-server, sidecar-exec and ssh-exec: release build on the host, as shipped (images/binaries.sh)"
 static_bin="$(images/binaries.sh)"
@@ -96,32 +166,51 @@ for f in exec-server sidecar-exec ssh-exec; do
         || { install -m 0755 "$static_bin/$f" "images/dist/.$f.$$" && mv -f "images/dist/.$f.$$" "images/dist/$f"; }
 done
 
+# The two engines' CLIs, for what both do alike (podman's with runc and the limits it may set).
+on() { # on ENGINE ARGS…
+    local engine="$1"
+    shift
+    case "$engine" in
+        podman) pm "$@" ;;
+        docker) dk "$@" ;;
+    esac
+}
+image_exists() { on "$1" image inspect "$2" >/dev/null 2>&1; }
+# context_build ENGINE TAG FOLDER: a local stand-in image from FOLDER/Containerfile.
+context_build() {
+    local limits=()
+    [ "$1" != podman ] || limits=("${ulimits[@]}")
+    on "$1" build "${limits[@]}" -f "$3/Containerfile" -t "$2" "$3" >"$tmp/build-$1-${2//[:\/]/_}.log" 2>&1 \
+        || { tail -30 "$tmp/build-$1-${2//[:\/]/_}.log"; fail "building $2 on $1"; }
+}
+
 # The local bases are shared by every run on this host: one run makes them while a concurrent one waits.
 mkdir -p "$cache"
 exec {lock}>"$cache/lock"
 flock "$lock"
-step "local base image $base (debootstrap --variant=minbase bookworm, cached in $cache)"
-if ! pm image exists "$base"; then
-    rootfs="$cache/rootfs"
+step "local base image $base (debootstrap --variant=minbase bookworm, cached in $cache) on $engines"
+rootfs="$cache/rootfs"
+for engine in $engines; do
+    image_exists "$engine" "$base" && continue
     if [ ! -f "$cache/rootfs.done" ]; then
         rm -rf "$rootfs"
         debootstrap --variant=minbase --include=ca-certificates bookworm "$rootfs" >"$cache/debootstrap.log" 2>&1 \
             || { tail -20 "$cache/debootstrap.log"; fail "debootstrap"; }
+        # This machine reaches the registries through a TLS proxy whose CA the host trusts; the local base trusts
+        # the same CAs, as a company's own base image would. Nothing of this goes into the Dockerfile.
+        if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+            cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
+            chroot "$rootfs" update-ca-certificates >/dev/null 2>&1
+        fi
         touch "$cache/rootfs.done"
     fi
-    # This machine reaches the registries through a TLS proxy whose CA the host trusts; the local base trusts the
-    # same CAs, as a company's own base image would. Nothing of this goes into the Dockerfile.
-    if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
-        cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
-        chroot "$rootfs" update-ca-certificates >/dev/null 2>&1
-    fi
     bundle=/etc/ssl/certs/ca-certificates.crt
-    tar -C "$rootfs" -c . | pm import \
+    tar -C "$rootfs" -c . | on "$engine" import \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change "ENV SSL_CERT_FILE=$bundle" --change "ENV PIP_CERT=$bundle" \
         --change "ENV REQUESTS_CA_BUNDLE=$bundle" --change "ENV NODE_EXTRA_CA_CERTS=$bundle" \
-        --change 'CMD ["/bin/bash"]' - "$base" >"$tmp/import.log" 2>&1 || { cat "$tmp/import.log"; fail "podman import"; }
-fi
+        --change 'CMD ["/bin/bash"]' - "$base" >"$tmp/import.log" 2>&1 || { cat "$tmp/import.log"; fail "$engine import"; }
+done
 
 # A stand-in for rust:1-bookworm (no toolchain can be fetched inside a container here): the local base, gcc, and the
 # host's rustup toolchain laid out as the official image has it (RUSTUP_HOME=/usr/local/rustup,
@@ -130,7 +219,8 @@ rust_base="localhost/sidecar-test-rust:bookworm"
 case " $runtimes $binaries " in
     *" rust "* | *" compiled "*)
         step "local stand-in for rust:1-bookworm ($rust_base) from the host's toolchain"
-        if ! pm image exists "$rust_base"; then
+        for engine in $engines; do
+            image_exists "$engine" "$rust_base" && continue
             ctx="$tmp/rust-base"
             sysroot="$(rustc --print sysroot)"
             mkdir -p "$ctx/toolchain"
@@ -146,10 +236,9 @@ RUN printf 'version = "12"\ndefault_toolchain = "stable-x86_64-unknown-linux-gnu
     && for p in cargo rustc rustdoc cargo-fmt rustfmt cargo-clippy clippy-driver; do ln /usr/local/cargo/bin/rustup /usr/local/cargo/bin/\$p; done \
     && chmod -R a+w /usr/local/rustup /usr/local/cargo && cargo --version
 CONTAINERFILE
-            pm build "${ulimits[@]}" -t "$rust_base" "$ctx" >"$tmp/build-rust-base.log" 2>&1 \
-                || { tail -30 "$tmp/build-rust-base.log"; fail "building $rust_base"; }
+            context_build "$engine" "$rust_base" "$ctx"
             rm -rf "$ctx"
-        fi
+        done
         ;;
 esac
 
@@ -162,9 +251,17 @@ if [[ " $runtimes " == *" node "* ]] && command -v node >/dev/null && command -v
     # Two settings for the registry these machines reach, which is the only way out (like the base's CA
     # certificates, nothing of this goes into the Dockerfile): it serves package metadata without npm's signatures,
     # which corepack verifies (COREPACK_INTEGRITY_KEYS=0; the sha512 integrity is still checked), and corepack
-    # fetches Yarn 2+ from repo.yarnpkg.com unless told to use the npm registry.
+    # fetches Yarn 2+ from repo.yarnpkg.com unless told to use the npm registry: the one this machine's npm is
+    # configured with, read now (npm config get registry), so the stand-in follows the machine, not this file.
+    npm_registry="$(npm config get registry 2>/dev/null || true)"
+    npm_registry="${npm_registry%/}"
+    case "$npm_registry" in
+        http://* | https://*) ;;
+        *) fail "npm config get registry gave '$npm_registry', not a registry's URL: set one (npm config set registry URL)" ;;
+    esac
     containerfile="FROM $base
-ENV COREPACK_INTEGRITY_KEYS=0 COREPACK_NPM_REGISTRY=https://registry.npmjs.org
+ARG NPM_REGISTRY
+ENV COREPACK_INTEGRITY_KEYS=0 COREPACK_NPM_REGISTRY=\${NPM_REGISTRY}
 COPY node /usr/local/bin/node
 COPY node_modules /usr/local/lib/node_modules
 RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \\
@@ -173,55 +270,75 @@ RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \\
     && npm install -g --cache /tmp/npm-cache --no-fund --no-audit --no-update-notifier yarn@1.22.22 \\
     && rm -rf /tmp/npm-cache && node --version && corepack --version && yarn --version
 "
-    # Tagged with the host's Node.js version and this recipe, so a change to either makes a new stand-in.
-    node_base="localhost/sidecar-test-node:$(node --version | tr -d v)-$(sha256sum <<<"$containerfile" | cut -c1-8)"
-    step "local stand-in for node:22-bookworm-slim ($node_base) from the host's Node.js"
-    if ! pm image exists "$node_base"; then
+    # Tagged with the host's Node.js version, this recipe and the registry, so a change to any makes a new stand-in.
+    node_base="localhost/sidecar-test-node:$(node --version | tr -d v)-$(sha256sum <<<"$containerfile$npm_registry" | cut -c1-8)"
+    step "local stand-in for node:22-bookworm-slim ($node_base) from the host's Node.js (registry $npm_registry)"
+    for engine in $engines; do
+        image_exists "$engine" "$node_base" && continue
         ctx="$tmp/node-base"
         modules="$(dirname "$(readlink -f "$(command -v corepack)")")/../.."
         mkdir -p "$ctx/node_modules"
         cp "$(readlink -f "$(command -v node)")" "$ctx/node"
         cp -a "$modules/npm" "$modules/corepack" "$ctx/node_modules/"
         printf '%s' "$containerfile" >"$ctx/Containerfile"
-        pm build "${ulimits[@]}" -t "$node_base" "$ctx" >"$tmp/build-node-base.log" 2>&1 \
-            || { tail -30 "$tmp/build-node-base.log"; fail "building $node_base"; }
+        # (the registry as a build argument: the generated file names none)
+        limits=()
+        [ "$engine" != podman ] || limits=("${ulimits[@]}")
+        on "$engine" build "${limits[@]}" --build-arg NPM_REGISTRY="$npm_registry" -f "$ctx/Containerfile" \
+            -t "$node_base" "$ctx" >"$tmp/build-node-base.log" 2>&1 \
+            || { tail -30 "$tmp/build-node-base.log"; fail "building $node_base on $engine"; }
         rm -rf "$ctx"
-    fi
+    done
 fi
 flock -u "$lock"
 
-declare -A image   # runtime (or "agent") -> the id of the image this run built
-build() { # build NAME TARGET [build args…]; --format docker keeps HEALTHCHECK (the OCI format has none)
-    local name="$1" target="$2" log t0
-    shift 2
-    log="$tmp/build-$name.log"
+declare -A image          # podman: runtime (or "agent") -> the id of the image this run built
+declare -A docker_image   # the same on Docker (compose_example reads both through a nameref)
+# build ENGINE NAME TARGET [build args…]: `docker build -f images/Dockerfile --target … -t sidecar-NAME .` as
+# docs/images.md gives it, plus the local bases. podman: `--format docker` keeps HEALTHCHECK (the OCI format has
+# none), and the tag is localhost/sidecar-NAME (podman's name for sidecar-NAME).
+build() {
+    local engine="$1" name="$2" target="$3" log t0 cached
+    shift 3
+    log="$tmp/build-$engine-$name.log"
     t0=$(date +%s)
-    if ! pm build --format docker "${ulimits[@]}" -f images/Dockerfile --target "$target" \
-        --build-arg BINARIES="$binaries" --build-arg RUST_IMAGE="$rust_base" "$@" \
-        --iidfile "$tmp/iid-$name" -t "localhost/sidecar-$name" . >"$log" 2>&1; then
+    local flags=(--iidfile "$tmp/iid-$engine-$name" -t "sidecar-$name")
+    case "$engine" in
+        podman) flags+=(--format docker "${ulimits[@]}") ;;
+        docker) flags+=(--progress plain) ;;   # the plain log: each step, and CACHED for the reused ones
+    esac
+    if ! on "$engine" build "${flags[@]}" -f images/Dockerfile --target "$target" \
+        --build-arg BINARIES="$binaries" --build-arg RUST_IMAGE="$rust_base" "$@" . >"$log" 2>&1; then
         tail -40 "$log"
-        fail "building localhost/sidecar-$name"
+        fail "building sidecar-$name on $engine"
     fi
-    image[${name#builder-}]="$(cat "$tmp/iid-$name")"
-    echo "    localhost/sidecar-$name built in $(($(date +%s) - t0)) s (cached steps: $(grep -c 'Using cache' "$log"))"
+    # shellcheck disable=SC2034
+    case "$engine" in
+        podman) image[${name#builder-}]="$(cat "$tmp/iid-$engine-$name")" ;;
+        docker) docker_image[${name#builder-}]="$(cat "$tmp/iid-$engine-$name")" ;;
+    esac
+    cached=$(grep -c -e 'Using cache' -e ' CACHED$' "$log" || true)
+    echo "    sidecar-$name on $engine built in $(($(date +%s) - t0)) s (cached steps: $cached)"
 }
 
-for rt in $runtimes; do
-    step "builder image for $rt"
-    args=(--build-arg RUNTIME="$rt")
-    case "$rt" in
-        node) args+=(--build-arg NODE_IMAGE="${node_base:-$base}") ;;
-        # The python builder is built for the caller's uid; the others keep 1000 and run with --user instead.
-        python) args+=(--build-arg PYTHON_IMAGE="$base" --build-arg BUILDER_UID="$uid") ;;
-        java) args+=(--build-arg JAVA_IMAGE="$base" --build-arg MAVEN_VERSION= --build-arg GRADLE_VERSION=) ;;
-        go) args+=(--build-arg GO_IMAGE="$base") ;;
-        rust) args+=(--build-arg RUST_RUNTIME_IMAGE="$rust_base") ;;
-        *) fail "unknown runtime $rt" ;;
-    esac
-    build "builder-$rt" builder "${args[@]}"
+for engine in $engines; do
+    for rt in $runtimes; do
+        step "builder image for $rt on $engine"
+        args=(--build-arg RUNTIME="$rt")
+        case "$rt" in
+            node) args+=(--build-arg NODE_IMAGE="${node_base:-$base}") ;;
+            # The python builder is built for the caller's uid; the others keep 1000 and run with --user instead.
+            python) args+=(--build-arg PYTHON_IMAGE="$base" --build-arg BUILDER_UID="$uid") ;;
+            java) args+=(--build-arg JAVA_IMAGE="$base" --build-arg MAVEN_VERSION= --build-arg GRADLE_VERSION=) ;;
+            go) args+=(--build-arg GO_IMAGE="$base") ;;
+            rust) args+=(--build-arg RUST_RUNTIME_IMAGE="$rust_base") ;;
+            *) fail "unknown runtime $rt" ;;
+        esac
+        build "$engine" "builder-$rt" builder "${args[@]}"
+    done
+    step "agent image (uid $uid) on $engine"
+    build "$engine" agent agent --build-arg AGENT_IMAGE="$base" --build-arg INIT_IMAGE="$base" --build-arg AGENT_UID="$uid"
 done
-step "agent image (uid $uid)"
-build agent agent --build-arg AGENT_IMAGE="$base" --build-arg INIT_IMAGE="$base" --build-arg AGENT_UID="$uid"
 
 step "a build after touching a workspace file reuses the compiled stage (only manifests and crates are its inputs)"
 # Two new files in the build context: one in compose's default workspace (images/workspace, which .dockerignore
@@ -576,37 +693,53 @@ for rt in $runtimes; do
     grep -q 'command finished' <<<"$logs" || fail "$prefix-builder-$rt logged no command"
 done
 
-step "images/compose.yaml as its header says: docker-compose against podman's API, the steps run as the caller"
-# The file is sidecarctl's output (sidecarctl/tests/emitters.rs keeps it so); this runs it. The header's steps are
-# read from the file and run as written: the setup lines as the caller in a folder of their own, `docker compose`
-# as docker-compose with this run's project name and an override that adapts the host, not the file: this run's
-# image ids, limits podman may set here, and the run's label (cleanup). Without systemd podman runs no HEALTHCHECK,
-# so the loop below runs each starting builder's check while `up` waits on service_healthy.
-if [[ " $runtimes " == *" node "* && " $runtimes " == *" python "* ]]; then
-    project="$tmp/compose"
+# images/compose.yaml as its header says, on ENGINE: docker-compose against the real Docker Engine, or podman's API.
+compose_example() {
+    local engine="$1" host project limit_keys="" override up_pid out line steps ids owner pid1 t0 ms left
+    step "images/compose.yaml as its header says: docker-compose on $engine, the steps run as the caller"
+    # The file is sidecarctl's output (sidecarctl/tests/emitters.rs keeps it so); this runs it. The header's steps
+    # are read from the file and run as written: the setup lines as the caller in a folder of their own, `docker
+    # compose` as docker-compose with this run's project name and an override that adapts the host, not the file:
+    # this run's image ids, the run's label (cleanup) and, on podman, limits it may set here. Docker runs each
+    # builder's HEALTHCHECK itself; podman without systemd runs none, so there the loop below runs each starting
+    # builder's check while `up` waits on service_healthy.
+    project="$tmp/compose-$engine"
     install -d -o "$uid" -g "$uid" -m 0755 "$project"
     cp images/compose.yaml "$project/compose.yaml"
-    limits='ulimits: {nofile: {soft: 4096, hard: 4096}, nproc: {soft: 4096, hard: 4096}}'
-    cat >"$tmp/compose-host.yaml" <<YAML
+    local ids_name=image
+    [ "$engine" = podman ] || ids_name=docker_image
+    local -n ids_of="$ids_name"
+    [ "$engine" != podman ] || limit_keys='ulimits: {nofile: {soft: 4096, hard: 4096}, nproc: {soft: 4096, hard: 4096}}, '
+    override="$tmp/compose-host-$engine.yaml"
+    cat >"$override" <<YAML
 services:
-  builder-node: {image: "${image[node]}", $limits, labels: {sidecar-images-test: "$prefix"}}
-  builder-python: {image: "${image[python]}", $limits, labels: {sidecar-images-test: "$prefix"}}
-  agent: {image: "${image[agent]}", $limits, labels: {sidecar-images-test: "$prefix"}}
+  builder-node: {image: "${ids_of[node]}", ${limit_keys}labels: {sidecar-images-test: "$prefix"}}
+  builder-python: {image: "${ids_of[python]}", ${limit_keys}labels: {sidecar-images-test: "$prefix"}}
+  agent: {image: "${ids_of[agent]}", ${limit_keys}labels: {sidecar-images-test: "$prefix"}}
 volumes:
   npm-cache: {labels: {sidecar-images-test: "$prefix"}}
   pip-cache: {labels: {sidecar-images-test: "$prefix"}}
 YAML
-    # (podman itself, not the pm function: $! must be podman's pid for the cleanup's kill)
-    podman --runtime runc system service --time=0 "unix://$tmp/podman.sock" >"$tmp/podman-api.log" 2>&1 &
-    api_pid=$!
-    for _ in $(seq 1 100); do [ -S "$tmp/podman.sock" ] && break; sleep 0.1; done
+    if [ "$engine" = podman ]; then
+        # (podman itself, not the pm function: $! must be podman's pid for the cleanup's kill)
+        podman --runtime runc system service --time=0 "unix://$tmp/podman.sock" >"$tmp/podman-api.log" 2>&1 &
+        api_pid=$!
+        host="unix://$tmp/podman.sock"
+        # Ready when the API answers (the service writes no ready line).
+        for _ in $(seq 1 300); do
+            [ "$(curl -s --max-time 2 --unix-socket "$tmp/podman.sock" http://localhost/_ping 2>/dev/null)" = OK ] && break
+            sleep 0.1
+        done
+    else
+        host="$docker_host"
+    fi
     # `docker compose SUB …` of the header: exec without a TTY (-T) here.
     dc() {
         local sub="$1"
         shift
         [ "$sub" != exec ] || set -- -T "$@"
-        (cd "$project" && DOCKER_HOST="unix://$tmp/podman.sock" \
-            docker-compose -p "$prefix" -f compose.yaml -f "$tmp/compose-host.yaml" "$sub" "$@" </dev/null)
+        (cd "$project" && DOCKER_HOST="$host" \
+            docker-compose -p "$prefix" -f compose.yaml -f "$override" "$sub" "$@" </dev/null)
     }
     steps=$(sed -n '/^# Then, in the folder of this file/,/^#$/s/^#   //p' images/compose.yaml)
     [ "$(grep -c . <<<"$steps")" -ge 5 ] || { echo "$steps"; fail "images/compose.yaml: no steps in its header"; }
@@ -617,13 +750,15 @@ YAML
             "docker compose up"*)
                 eval "dc ${line#docker compose }" >"$tmp/compose-up.log" 2>&1 &
                 up_pid=$!
-                while kill -0 "$up_pid" 2>/dev/null; do
-                    for c in $(podman ps -q --filter "label=com.docker.compose.project=$prefix" --filter health=starting); do
-                        pm healthcheck run "$c" >/dev/null 2>&1 || true
+                if [ "$engine" = podman ]; then
+                    while kill -0 "$up_pid" 2>/dev/null; do
+                        for c in $(podman ps -q --filter "label=com.docker.compose.project=$prefix" --filter health=starting); do
+                            pm healthcheck run "$c" >/dev/null 2>&1 || true
+                        done
+                        sleep 0.5
                     done
-                    sleep 0.5
-                done
-                wait "$up_pid" || { cat "$tmp/compose-up.log"; fail "docker compose up"; }
+                fi
+                wait "$up_pid" || { cat "$tmp/compose-up.log"; fail "docker compose up on $engine"; }
                 ;;
             "docker compose "*)
                 out=$(eval "dc ${line#docker compose }" 2>&1) || { echo "$out"; fail "$line"; }
@@ -633,7 +768,7 @@ YAML
         esac
     done 3<<<"$steps"
     if ! grep -q '^Python 3' <<<"$out" || ! grep -qE '^[0-9]+\.[0-9]+' <<<"$out"; then
-        fail "npm and python3 through the agent: $out"
+        fail "npm and python3 through the agent on $engine: $out"
     fi
     grep -qx "SIDECAR_UID=$uid" "$project/.env" || fail "the .env step did not write the caller's uid"
     # The secret is bound with its host mode: only the caller (builders and agent run as the caller) may read it.
@@ -641,8 +776,8 @@ YAML
     [ "$mode" = "$uid 600" ] || fail "the token step made sidecar-token owner/mode $mode, not $uid 600"
     # The containers as the file makes them: the builders as the caller with the builder group, the agent under an
     # init, files in the workspace the caller's.
-    ids=$(dc exec builder-node id)
-    [[ "$ids" == "uid=$uid("*"1000(builder)"* ]] || fail "builder-node runs as: $ids"
+    ids=$(dc exec builder-node id)   # (podman adds a passwd entry for the uid, "uid=2345(2345)"; Docker does not)
+    [[ "$ids" =~ ^uid=${uid}[\ \(].*[=,]1000\(builder\) ]] || fail "builder-node runs as: $ids"
     dc exec agent sh -c 'python3 -c "open(\"from-compose\", \"w\").write(\"x\")"' >/dev/null
     owner=$(stat -c %u "$project/workspace/from-compose")
     [ "$owner" = "$uid" ] || fail "a file python wrote through the agent belongs to uid $owner, not $uid"
@@ -653,26 +788,42 @@ YAML
     t0=$(date +%s%N)
     dc stop -t 30 agent >/dev/null 2>&1
     ms=$((($(date +%s%N) - t0) / 1000000))
-    [ "$ms" -lt 15000 ] || fail "docker compose stop agent took $ms ms: SIGTERM was not handled"
+    [ "$ms" -lt 15000 ] || fail "docker compose stop agent took $ms ms on $engine: SIGTERM was not handled"
     echo "    builder-node: $ids; file owner $owner; agent PID 1: $pid1; stopped in $ms ms"
-    dc down --volumes >/dev/null 2>&1 || fail "docker compose down"
-    left=$(podman ps -aq --filter "label=com.docker.compose.project=$prefix")
-    [ -z "$left" ] || fail "docker compose down left containers: $left"
+    dc down --volumes >/dev/null 2>&1 || fail "docker compose down on $engine"
+    left=$(on "$engine" ps -aq --filter "label=com.docker.compose.project=$prefix")
+    [ -z "$left" ] || fail "docker compose down left containers on $engine: $left"
+    if [ -n "$api_pid" ]; then
+        kill "$api_pid" 2>/dev/null || true
+        wait "$api_pid" 2>/dev/null || true
+        api_pid=""
+    fi
+}
+
+if [[ " $runtimes " == *" node "* && " $runtimes " == *" python "* ]]; then
+    for engine in $engines; do compose_example "$engine"; done
 else
-    echo "    skipped: IMAGES_TEST_RUNTIMES lacks node or python (the example's builders)"
+    step "images/compose.yaml: skipped, IMAGES_TEST_RUNTIMES lacks node or python (the example's builders)"
 fi
 
 step "left on this host for the next run (shared by all runs; this run's containers, network and volumes go on exit)"
-kept=()
-for ref in "$base" "$node_base" "$rust_base" localhost/sidecar-agent localhost/sidecar-test-compiled-inputs localhost/sidecar-compiled-check \
-    $(for rt in $runtimes; do echo "localhost/sidecar-builder-$rt"; done); do
-    [ -n "$ref" ] && pm image exists "$ref" && kept+=("$ref")
-done
-for ref in "${kept[@]}"; do
-    printf '    %-45s %s\n' "$ref" "$(podman image inspect --format '{{.Size}}' "$ref" | numfmt --to=si)B"
+for engine in $engines; do
+    kept=()
+    for ref in "$base" "$node_base" "$rust_base" sidecar-agent localhost/sidecar-test-compiled-inputs sidecar-compiled-check \
+        $(for rt in $runtimes; do echo "sidecar-builder-$rt"; done); do
+        [ -n "$ref" ] && image_exists "$engine" "$ref" && kept+=("$ref")
+    done
+    echo "    on $engine:"
+    for ref in "${kept[@]}"; do
+        printf '    %-45s %s\n' "$ref" "$(on "$engine" image inspect --format '{{.Size}}' "$ref" | numfmt --to=si)B"
+    done
+    case "$engine" in
+        podman) echo "    remove them: podman rmi -f ${kept[*]}; podman image prune -f" ;;
+        docker) echo "    remove them: docker rmi -f ${kept[*]}; docker builder prune -f (against a dockerd on" \
+            "its data root), or with no dockerd using it: rm -rf ${SIDECAR_DOCKER_DATA:-/var/tmp/sidecar-docker}" ;;
+    esac
 done
 echo "    (each size counts again the layers it shares with the others)"
-echo "    debootstrap cache: $(du -sh "$cache" | cut -f1) in $cache; binaries: images/dist/, target/"
-echo "    remove them: podman rmi -f ${kept[*]}; podman image prune -f; rm -rf $cache images/dist"
+echo "    debootstrap cache: $(du -sh "$cache" | cut -f1) in $cache (rm -rf $cache); binaries: images/dist/, target/"
 
-step "images OK ($runtimes) in $(($(date +%s) - started)) s"
+step "images OK ($runtimes on $engines) in $(($(date +%s) - started)) s"

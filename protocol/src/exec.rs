@@ -13,7 +13,7 @@ pub struct ExecRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Seconds; absent or ≤ 0 means the default (600), larger than the server's cap means the cap. A whole number
-    /// written with a fraction (`600.0`) counts: see [`whole_seconds`].
+    /// written with a fraction (`600.0`) counts: see `whole_seconds`.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_seconds")]
     pub timeout: Option<i64>,
     /// Variables laid over the server's environment.

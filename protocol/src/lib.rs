@@ -1,5 +1,8 @@
-//! Wire types shared by `exec-server` and `sidecar-exec`: the exec request and reply, the stream frames with their
-//! encoder, the health/info bodies, the one runtime → commands table, how the bearer token is read, and the contract's variable names.
+//! The wire contract shared by `exec-server` and `sidecar-exec`: the exec request and reply, the stream frames with
+//! their encoder, the health/info bodies, the one runtime → commands table, how the bearer token is read, and the
+//! contract's variable names. What only one side does with the wire stays on that side (the client's readers of a
+//! reply and of an event stream are sidecar-exec's `sidecar::reply_reader` and `sidecar::sse`); shell quoting is here
+//! until sidecarctl, which writes command lines with it, can import it from elsewhere (issue 26).
 //!
 //! Everything here is a compatible superset of the build-sidecar HTTP contract: fields that older peers do not know
 //! are optional on the way in and additive on the way out.
@@ -9,11 +12,9 @@ pub mod exec;
 pub mod frames;
 pub mod json;
 pub mod reply_text;
-pub mod reply_view;
 pub mod runs;
 pub mod runtimes;
 pub mod shell;
-pub mod sse;
 pub mod stdin;
 pub mod terminal;
 pub mod text;

@@ -7,8 +7,9 @@ use std::time::Duration;
 use crate::sshd::*;
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn output_and_exit_codes_are_the_commands() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let blob = testkit::random_bytes(300_000, 5);
     std::fs::write(sshd.host_cwd.path().join("blob"), &blob).unwrap();
     let output = sshd.client().args(["sh", "-c", "cat blob; cat blob >&2; printf 'no newline' >&2"]).run().await;
@@ -31,10 +32,12 @@ async fn output_and_exit_codes_are_the_commands() {
 }
 
 /// A reader slower than the command: the command and ssh have ended and the exit line is in, but the end of the
-/// output still waits for the reader. All of it arrives, and the exit code is the command's.
+/// output still waits for the reader. All of it arrives, and the exit code is the command's. (Before issue 26 a
+/// reader that waited more than ~2.3 s lost the last 18 928 bytes: the stop session's deadline ended the call.)
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_slow_reader_gets_all_the_output() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     // 150 000 bytes fit in the pipes between the host's command and the reader (ssh's stdout, ssh-exec's copy
     // buffer, the reader's pipe: 64 KiB each), so ssh can end while nothing is read.
     let blob = testkit::random_bytes(150_000, 9);
@@ -50,18 +53,30 @@ async fn a_slow_reader_gets_all_the_output() {
         .expect("the command never got to the FIFO")
         .unwrap()
         .unwrap();
+    // The stall, by its events: ssh (and any session ssh-exec started) has ended, and ssh-exec waits on us, blocked
+    // writing its stdout. From there ssh-exec has no deadline left (a call whose ssh ended and that nobody stopped
+    // waits only for its reader; the unit tests of ssh/session.rs pass every deadline on a paused clock), so when
+    // this reader starts does not matter.
     testkit::wait_until("ssh to end", || testkit::children_of(pid).is_empty());
-    // Read only well after the 1 s ssh-exec gives ssh's pipes to reach end of file once ssh has ended.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    testkit::wait_until("ssh-exec to wait on its reader", || blocked_writing(pid));
     let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(output.stdout.len(), blob.len(), "bytes read");
     assert!(output.stdout == blob, "stdout differs");
 }
 
+/// Whether a thread of process `pid` is blocked writing to a full pipe (the kernel's wait channel says so).
+fn blocked_writing(pid: u32) -> bool {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    tasks
+        .into_iter()
+        .any(|task| std::fs::read_to_string(task.path().join("wchan")).is_ok_and(|w| w.contains("pipe_write")))
+}
+
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn transport_failures_are_told_apart_from_a_remote_255() {
-    let mut sshd = sshd_or_skip!();
+    let mut sshd = sshd!();
     let one_line = |output: &std::process::Output, needle: &str| {
         let text = stderr(output);
         assert_eq!(output.status.code(), Some(255), "{text}");
@@ -93,8 +108,9 @@ async fn transport_failures_are_told_apart_from_a_remote_255() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn the_cwd_and_workspace_arguments_are_mapped_and_outside_refused() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let (workspace, host) = (sshd.workspace.path(), sshd.host_cwd.path());
     std::fs::create_dir_all(workspace.join("sub")).unwrap();
     std::fs::create_dir_all(host.join("sub")).unwrap();
@@ -114,7 +130,7 @@ async fn the_cwd_and_workspace_arguments_are_mapped_and_outside_refused() {
     // Outside the workspace: refused before connecting.
     let elsewhere = tempfile::tempdir().unwrap();
     let output = sshd.client().current_dir(elsewhere.path()).args(["true"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).starts_with("ssh-exec: the current directory")
             && stderr(&output).contains("outside the workspace")
@@ -123,13 +139,14 @@ async fn the_cwd_and_workspace_arguments_are_mapped_and_outside_refused() {
     // A folder the host does not have.
     std::fs::create_dir_all(workspace.join("only-here")).unwrap();
     let output = sshd.client().current_dir(&workspace.join("only-here")).args(["true"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("does not exist on 127.0.0.1"), "{}", stderr(&output));
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn only_listed_variables_arrive() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let value = "it's $HOME; `id`\nsecond line";
     let output = sshd
         .client()
@@ -143,13 +160,14 @@ async fn only_listed_variables_arrive() {
     assert_eq!(stdout(&output), format!("{value}|unset|unset"));
 
     let output = sshd.client().env("SSH_ENV_PASSTHROUGH", "OK,NOT-A-NAME").args(["true"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("\"NOT-A-NAME\", which is not a variable name"), "{}", stderr(&output));
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn hostile_arguments_stay_literal() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let hostile = [
         "; touch pwned1",
         "$(touch pwned2)",
@@ -174,8 +192,9 @@ async fn hostile_arguments_stay_literal() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn stdin_is_forwarded_from_a_file_or_when_asked() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let data = testkit::random_bytes(200_000, 9);
     let file = sshd.path("input");
     std::fs::write(&file, &data).unwrap();
@@ -202,8 +221,9 @@ async fn stdin_is_forwarded_from_a_file_or_when_asked() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn check_and_probe() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let output = sshd.client().args(["--check"]).run().await;
     assert_eq!((output.status.code(), stdout(&output).as_str(), stderr(&output).as_str()), (Some(0), "ok\n", ""));
     let output = sshd.client().args(["--probe", "sh", "no-such-tool-xyz", "cat"]).run().await;
@@ -212,13 +232,14 @@ async fn check_and_probe() {
     // --check fails like a command: here on a cwd the host lacks.
     std::fs::create_dir_all(sshd.workspace.path().join("missing")).unwrap();
     let output = sshd.client().current_dir(&sshd.workspace.path().join("missing")).args(["--check"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert_eq!(stdout(&output), "");
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn auto_run_runs_what_this_machine_can_execute_here_and_the_rest_on_the_host() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let (workspace, host) = (sshd.workspace.path(), sshd.host_cwd.path());
     // A Mach-O file in the workspace (what a macOS host builds): not for this machine, so it runs on the host,
     // where (this test's host being Linux) the same path holds a script.
@@ -239,8 +260,9 @@ async fn auto_run_runs_what_this_machine_can_execute_here_and_the_rest_on_the_ho
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn without_a_control_socket_calls_connect_directly() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let blocker = sshd.path("a-file");
     std::fs::write(&blocker, "").unwrap();
     for (name, value) in [("XDG_RUNTIME_DIR", blocker.to_str().unwrap()), ("SSH_CONTROL_PERSIST", "0")] {
@@ -252,8 +274,9 @@ async fn without_a_control_socket_calls_connect_directly() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_key_others_can_read_is_used_through_a_private_copy_and_an_empty_one_refused() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let loose = sshd.path("loose_key");
     std::fs::copy(sshd.path("user_key"), &loose).unwrap();
     std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
@@ -263,13 +286,14 @@ async fn a_key_others_can_read_is_used_through_a_private_copy_and_an_empty_one_r
     let empty = sshd.path("empty_key");
     std::fs::write(&empty, "").unwrap();
     let output = sshd.client().env("SSH_KEY_PATH", &empty).args(["true"]).run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("is empty"), "{}", stderr(&output));
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn configuration_mistakes_exit_2_with_one_line() {
-    let sshd = sshd_or_skip!();
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn configuration_mistakes_exit_1_with_one_line() {
+    let sshd = sshd!();
     let cases: [(&str, Option<&str>, &str); 5] = [
         ("SSH_HOST", None, "SSH_HOST is not set"),
         ("SSH_STOP_GRACE", Some("2s"), "SSH_STOP_GRACE must be seconds from 0 to 600"),
@@ -283,18 +307,19 @@ async fn configuration_mistakes_exit_2_with_one_line() {
             None => sshd.client().env_remove(name),
         };
         let output = client.args(["true"]).run().await;
-        assert_eq!(output.status.code(), Some(2), "{name}");
+        assert_eq!(output.status.code(), Some(1), "{name}");
         assert!(stderr(&output).starts_with("ssh-exec: ") && stderr(&output).contains(needle), "{}", stderr(&output));
         assert_eq!(stderr(&output).lines().count(), 1);
     }
     let output = sshd.client().run().await;
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("usage: ssh-exec"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_terminal_or_a_login_shell_keeps_output_and_exit_codes() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     // With a terminal the streams merge into stdout (as over `ssh -tt`), markers included: they are still taken out.
     let output = sshd.client().env("SSH_TTY", "1").args(["sh", "-c", "tty; echo err >&2; exit 3"]).run().await;
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));

@@ -16,8 +16,9 @@ fn split_marker() -> (String, String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn signals_end_the_whole_remote_group_even_when_it_ignores_term() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let cases = [(Signal::SIGINT, 130, false), (Signal::SIGHUP, 129, false), (Signal::SIGTERM, 143, true)];
     for (signal, code, ignore_term) in cases {
         let (marker, a, b) = split_marker();
@@ -37,8 +38,9 @@ async fn signals_end_the_whole_remote_group_even_when_it_ignores_term() {
 /// SSH_STOP_GRACE is the time a stopped command has between SIGTERM and SIGKILL: a TERM handler that takes 3 s
 /// (more than the default 2 s) finishes with a longer grace, and ssh-exec returns only after it has.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn ssh_stop_grace_gives_a_term_handler_its_time() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let (marker, a, b) = split_marker();
     let script = "trap 'sleep 3; echo done > cleaned; exit 0' TERM; sleep \"$1$2\" & wait";
     let child = sshd.client().env("SSH_STOP_GRACE", "30").args(["sh", "-c", script, "sh", &a, &b]).spawn();
@@ -52,8 +54,9 @@ async fn ssh_stop_grace_gives_a_term_handler_its_time() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_closed_stdout_ends_the_remote_command_quietly() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let (marker, a, b) = split_marker();
     let script = format!("{SSH_BIN} sh -c '(sleep \"$1$2\" &); yes line' sh {a} {b} | head -1");
     let mut shell = sshd.client().other("sh");
@@ -64,8 +67,9 @@ async fn a_closed_stdout_ends_the_remote_command_quietly() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn background_processes_end_with_the_command() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     // One that lets go of the output: the host's shell ends the group as the command ends. One that holds the
     // output open and ignores TERM: after the drain, a stop session ends it (KILL after the grace).
     let cases = ["sleep \"$1$2\" >/dev/null 2>&1 & echo started", "(trap '' TERM; sleep \"$1$2\") & echo started"];
@@ -78,8 +82,9 @@ async fn background_processes_end_with_the_command() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn sixteen_parallel_calls_share_one_master_within_the_session_limit() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let host = sshd.host_cwd.path();
     // Each call counts the calls running beside it (files present) while it runs.
     let script = "touch running.$$; ls running.* | wc -l >> counts; sleep 0.3; rm running.$$; echo \"call $1\"";
@@ -100,8 +105,9 @@ async fn sixteen_parallel_calls_share_one_master_within_the_session_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_connection_lost_mid_command_is_a_transport_failure() {
-    let sshd = sshd_or_skip!();
+    let sshd = sshd!();
     let (marker, a, b) = split_marker();
     let child = sshd.client().args(["sh", "-c", "sleep \"$1$2\"", "sh", &a, &b]).spawn();
     testkit::wait_for_process(&marker);

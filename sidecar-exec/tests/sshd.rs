@@ -2,8 +2,9 @@
 //! user key and its configuration in a temporary folder, run as the user running the tests (no system sshd, no port
 //! 22). The "host" is this machine: a temporary folder plays the host's copy of the workspace.
 //!
-//! Where sshd cannot run (not installed, or not root and a user sshd fails to start), [`Sshd::start`] returns the
-//! reason and the test prints `SKIP: …` and returns; as root a failing sshd is a test failure.
+//! The tests that need it are `#[ignore = "needs sshd …"]`, so `cargo test` counts them as ignored with the reason
+//! instead of passing without running; `.ci/run` installs openssh-server and runs them (`-- --ignored`). Run so,
+//! a test fails with the reason when sshd cannot run (not installed, or not root and a user sshd fails to start).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -25,19 +26,13 @@ pub struct Sshd {
     pid: Option<i32>,
 }
 
-/// Starts an sshd, or says why none can run here; the test then prints the reason and returns.
-macro_rules! sshd_or_skip {
+/// Starts an sshd, or fails the test with why none can run here.
+macro_rules! sshd {
     () => {
-        match crate::sshd::Sshd::start() {
-            Ok(sshd) => sshd,
-            Err(reason) => {
-                println!("SKIP: {reason}");
-                return;
-            }
-        }
+        crate::sshd::Sshd::start().unwrap_or_else(|reason| panic!("this test needs a real sshd: {reason}"))
     };
 }
-pub(crate) use sshd_or_skip;
+pub(crate) use sshd;
 
 impl Sshd {
     pub fn start() -> Result<Sshd, String> {

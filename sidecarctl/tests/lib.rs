@@ -6,5 +6,6 @@
 mod agent;
 mod emitters;
 mod engines;
+mod kube_schemas;
 mod own_engine;
 mod up;

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use sidecarctl::engine::{run_filter, ContainerEngine};
 
-use crate::engines::{on_both_engines, runtime, TestEngine};
+use crate::engines::{on_both_engines, runtime, Kind, TestEngine};
 
 on_both_engines!(
     up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches,
     a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing,
     ctrl_c_during_the_gate_leaves_nothing,
     detach_then_ps_then_down,
+    ps_reports_health_from_the_engine_or_from_the_health_command,
     the_ssh_block_reaches_the_agent,
     a_run_that_fails_before_any_container_leaves_no_token_folder,
     ctrl_c_during_a_pull_ends_it,
@@ -153,10 +154,11 @@ fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
     engine.assert_nothing_left(&run);
 }
 
-fn detach_then_ps_then_down(engine: &TestEngine) {
-    let workspace = tempfile::tempdir().unwrap();
-    let workspace_arg = workspace.path().display().to_string();
-    let run = unique("it-detach");
+/// `up --detach` of a run named `prefix-…` with a python builder and an agent that sleeps: the run's name, once
+/// `up` has printed it (and only it) and exited 0. The workspace must outlive the run.
+fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> String {
+    let workspace_arg = workspace.display().to_string();
+    let run = unique(prefix);
     let args = engine.up_args(
         &run,
         &["--detach", "--sidecar", "python", "--workspace", &workspace_arg, "--", "sidecar-agent", "sleep", "600"],
@@ -164,6 +166,12 @@ fn detach_then_ps_then_down(engine: &TestEngine) {
     let output = engine.sidecarctl(&args).output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout), format!("{run}\n"));
+    run
+}
+
+fn detach_then_ps_then_down(engine: &TestEngine) {
+    let workspace = tempfile::tempdir().unwrap();
+    let run = detach_python(engine, "it-detach", workspace.path());
 
     let ps = engine.sidecarctl(&["ps"]).output().unwrap();
     let listing = text(&ps.stdout);
@@ -187,6 +195,42 @@ fn detach_then_ps_then_down(engine: &TestEngine) {
     let down = engine.sidecarctl(&["down", &run, "--stop-grace", "3"]).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));
     assert!(text(&down.stderr).contains("2 containers, 1 network"), "{}", text(&down.stderr));
+    engine.assert_nothing_left(&run);
+}
+
+/// `ps` reports a builder's health from the engine where the engine runs HEALTHCHECKs (Docker: its own status turns
+/// healthy once its first probe passed) and from the health command through exec where it does not (Podman without
+/// systemd: the engine's status stays `starting`, so the `healthy` in the listing came from the probe).
+fn ps_reports_health_from_the_engine_or_from_the_health_command(engine: &TestEngine) {
+    let workspace = tempfile::tempdir().unwrap();
+    let run = detach_python(engine, "it-health", workspace.path());
+    let builder = format!("sidecarctl-{run}-builder-python");
+    let client = engine.connect().unwrap();
+    let engine_status = || {
+        let inspected = runtime().block_on(client.inspect(&builder)).unwrap();
+        inspected.state.and_then(|s| s.health).and_then(|h| h.status).map(|s| s.to_string()).unwrap_or_default()
+    };
+    if engine.kind == Kind::Docker {
+        // The image's HEALTHCHECK (interval 5 s) runs in the engine: wait for its verdict (a state the engine sets).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while engine_status() != "healthy" {
+            assert!(Instant::now() < deadline, "Docker never ran the HEALTHCHECK: {}", engine_status());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let ps = engine.sidecarctl(&["ps"]).output().unwrap();
+    let listing = text(&ps.stdout);
+    let row = listing.lines().find(|l| l.starts_with(&run) && l.contains("build-sidecar")).unwrap_or("");
+    assert_eq!(
+        row.split_whitespace().skip(3).take(3).collect::<Vec<_>>(),
+        ["python", "running", "healthy"],
+        "{listing}"
+    );
+    if engine.kind == Kind::Podman {
+        assert_eq!(engine_status(), "starting", "podman ran a HEALTHCHECK by itself: the probe path is untested");
+    }
+    let down = engine.sidecarctl(&["down", &run, "--stop-grace", "3"]).output().unwrap();
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));
     engine.assert_nothing_left(&run);
 }
 

@@ -406,6 +406,11 @@ impl ProcessEngine {
             () = cancel.cancelled() => Stop::Cancelled,
             () = self.inner.shutdown.cancelled() => Stop::Cancelled,
         };
+        // The leader may have exited by itself before the stop came, its exit not yet seen here: then it was not
+        // stopped, and the outcome says so (what is left of its group is ended after it, as after any exit).
+        if let Ok(Some(status)) = leader.child().try_wait() {
+            return LeaderEnd::exited(Ok(status));
+        }
         let status = group::terminate_group(leader, grace).await;
         LeaderEnd {
             status,
@@ -575,5 +580,60 @@ impl Drop for GroupGuard {
             self.pgid.signal(Signal::SIGKILL);
         }
         self.engine.inner.live_groups.lock().unwrap().remove(&self.pgid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::metrics::Metrics;
+
+    /// Whether process `pid` has exited and waits to be reaped.
+    fn is_zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+    }
+
+    /// A stop asked for once the leader has exited by itself, before the engine noticed, is not what ended it: the
+    /// outcome is its own exit, not a cancellation (a DELETE racing a normal exit recorded `cancelled` with exit
+    /// code 0). On a current-thread runtime the engine cannot notice the exit while this test holds the thread, so
+    /// the cancellation always comes first.
+    #[tokio::test]
+    async fn a_stop_after_the_leader_exited_by_itself_is_not_its_end() {
+        let engine = ProcessEngine::new(
+            Policy { grace: Duration::from_secs(5), drain: Duration::from_millis(50) },
+            Metrics::default().commands().clone(),
+        );
+        for round in 0..10 {
+            let group = Arc::new(OnceLock::new());
+            let job = Job {
+                argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
+                cwd: PathBuf::from("/").into(),
+                env: vec![("PATH".into(), std::env::var_os("PATH").unwrap_or_default())],
+                stdin: None,
+                stdin_stream: None,
+                timeout: Duration::from_secs(60),
+                idle_timeout: None,
+                group: Some(group.clone()),
+            };
+            let cancel = CancellationToken::new();
+            let run = tokio::spawn({
+                let (engine, cancel) = (engine.clone(), cancel.clone());
+                async move { engine.run(job, Collect { cap: 64 }, cancel).await }
+            });
+            // The task started the command and waits on it.
+            while group.get().is_none() {
+                tokio::task::yield_now().await;
+            }
+            let pid = group.get().unwrap().get();
+            while !is_zombie(pid) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            cancel.cancel();
+            let outcome = run.await.unwrap().unwrap();
+            assert_eq!((outcome.exit_code, outcome.cancelled, outcome.signal), (3, false, None), "round {round}");
+        }
     }
 }

@@ -15,6 +15,7 @@
 
 mod auth;
 mod commands;
+mod cut_cost;
 mod error;
 mod exec;
 mod metrics;

@@ -10,11 +10,11 @@ use std::io::Write;
 
 use protocol::{Chunk, StreamKind};
 
-use crate::exit_code::EXIT_BROKEN_PIPE;
+use crate::exit::EXIT_BROKEN_PIPE;
 
-/// What an [`Output`] does with the bytes.
+/// What a [`RunOutput`] does with the bytes.
 #[derive(Debug)]
-enum Mode {
+enum Delivery {
     /// Streaming mode: write each frame's bytes to our stdout / stderr as they come.
     Write,
     /// Blocking mode: keep them, printed at the end (stdout, then stderr) as a blocking reply is.
@@ -23,7 +23,7 @@ enum Mode {
 
 /// Why output cannot go on.
 #[derive(Debug, PartialEq, Eq)]
-pub enum OutputError {
+pub enum RunOutputError {
     /// Our stdout is closed (`| head -1`): end with [`EXIT_BROKEN_PIPE`], quietly.
     BrokenPipe,
     /// A frame's `b64` is not base64.
@@ -34,11 +34,11 @@ pub enum OutputError {
     TooLarge,
 }
 
-impl OutputError {
+impl RunOutputError {
     /// The exit code for it (141 for a closed stdout, else 1).
     pub fn code(&self) -> i32 {
         match self {
-            OutputError::BrokenPipe => EXIT_BROKEN_PIPE,
+            RunOutputError::BrokenPipe => EXIT_BROKEN_PIPE,
             _ => 1,
         }
     }
@@ -46,8 +46,8 @@ impl OutputError {
 
 /// The output of one run and each stream's position.
 #[derive(Debug)]
-pub struct Output {
-    mode: Mode,
+pub struct RunOutput {
+    mode: Delivery,
     /// Bytes of stdout and of stderr received so far, in the server's offsets.
     position: [u64; 2],
     /// Whether any frame carried an offset: the server keeps this run and can resume it.
@@ -71,28 +71,28 @@ fn index(stream: StreamKind) -> usize {
     }
 }
 
-impl Output {
+impl RunOutput {
     /// Output written as it comes (streaming mode).
     pub fn write() -> Self {
-        Output::new(Mode::Write)
+        RunOutput::new(Delivery::Write)
     }
 
     /// Output kept until the end (blocking mode).
     pub fn collect() -> Self {
-        Output::new(Mode::Collect { stdout: Vec::new(), stderr: Vec::new() })
+        RunOutput::new(Delivery::Collect { stdout: Vec::new(), stderr: Vec::new() })
     }
 
     /// Output kept until the end (blocking mode), after the first `stdout_written` bytes of stdout were already
     /// written (a blocking reply written as it arrived, then lost): they count as stdout's position, so the resumed
     /// stream brings only what follows them.
     pub fn collect_after(stdout_written: u64) -> Self {
-        let mut output = Output::collect();
+        let mut output = RunOutput::collect();
         output.position[0] = stdout_written;
         output
     }
 
-    fn new(mode: Mode) -> Self {
-        Output {
+    fn new(mode: Delivery) -> Self {
+        RunOutput {
             mode,
             position: [0, 0],
             offsets_seen: false,
@@ -121,10 +121,10 @@ impl Output {
 
     /// One stdout/stderr frame: its new bytes written, the position advanced. A frame without an offset (an
     /// unnamed run, or a server that ignores run ids) continues where the stream is.
-    pub fn chunk(&mut self, stream: StreamKind, chunk: &Chunk) -> Result<(), OutputError> {
+    pub fn chunk(&mut self, stream: StreamKind, chunk: &Chunk) -> Result<(), RunOutputError> {
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
-        let decoded = chunk.write_bytes(&mut bytes).map_err(|_| OutputError::BadBase64);
+        let decoded = chunk.write_bytes(&mut bytes).map_err(|_| RunOutputError::BadBase64);
         let result = decoded.and_then(|()| {
             let position = self.position[index(stream)];
             let start = chunk.offset.unwrap_or(position);
@@ -138,7 +138,7 @@ impl Output {
 
     /// A `dropped` frame: bytes `offset..offset + bytes` of `stream` are gone; the marker stands in for what of
     /// them is past the position.
-    pub fn dropped(&mut self, stream: StreamKind, offset: u64, bytes: u64) -> Result<(), OutputError> {
+    pub fn dropped(&mut self, stream: StreamKind, offset: u64, bytes: u64) -> Result<(), RunOutputError> {
         self.offsets_seen = true;
         self.advance(stream, offset, bytes, |this, skip| {
             this.emit(stream, dropped_marker(bytes - skip as u64).as_bytes())
@@ -152,11 +152,11 @@ impl Output {
         stream: StreamKind,
         start: u64,
         len: u64,
-        write: impl FnOnce(&mut Self, usize) -> Result<(), OutputError>,
-    ) -> Result<(), OutputError> {
+        write: impl FnOnce(&mut Self, usize) -> Result<(), RunOutputError>,
+    ) -> Result<(), RunOutputError> {
         let position = self.position[index(stream)];
         if start > position {
-            return Err(OutputError::Gap { stream, at: start, expected: position });
+            return Err(RunOutputError::Gap { stream, at: start, expected: position });
         }
         let end = start + len;
         if end <= position {
@@ -170,22 +170,22 @@ impl Output {
         Ok(())
     }
 
-    fn emit(&mut self, stream: StreamKind, bytes: &[u8]) -> Result<(), OutputError> {
+    fn emit(&mut self, stream: StreamKind, bytes: &[u8]) -> Result<(), RunOutputError> {
         match (&mut self.mode, stream) {
-            (Mode::Write, StreamKind::Stdout) => {
+            (Delivery::Write, StreamKind::Stdout) => {
                 let mut stdout = std::io::stdout().lock();
-                stdout.write_all(bytes).and_then(|()| stdout.flush()).map_err(|_| OutputError::BrokenPipe)
+                stdout.write_all(bytes).and_then(|()| stdout.flush()).map_err(|_| RunOutputError::BrokenPipe)
             }
-            (Mode::Write, StreamKind::Stderr) => {
+            (Delivery::Write, StreamKind::Stderr) => {
                 let _ = std::io::stdout().flush();
                 let mut stderr = std::io::stderr().lock();
                 let _ = stderr.write_all(bytes).and_then(|()| stderr.flush());
                 Ok(())
             }
-            (Mode::Collect { stdout, stderr }, stream) => {
+            (Delivery::Collect { stdout, stderr }, stream) => {
                 let held = if stream == StreamKind::Stdout { stdout } else { stderr };
-                if held.len() + bytes.len() > crate::body::MAX_REPLY_BYTES {
-                    return Err(OutputError::TooLarge);
+                if held.len() + bytes.len() > crate::sidecar::body::MAX_REPLY_BYTES {
+                    return Err(RunOutputError::TooLarge);
                 }
                 held.extend_from_slice(bytes);
                 Ok(())
@@ -205,11 +205,11 @@ impl Output {
     }
 
     /// Blocking mode's end: what was kept, stdout then stderr, written. `Err` when stdout is closed.
-    pub fn finish(&mut self) -> Result<(), OutputError> {
-        if let Mode::Collect { stdout, stderr } = &mut self.mode {
+    pub fn finish(&mut self) -> Result<(), RunOutputError> {
+        if let Delivery::Collect { stdout, stderr } = &mut self.mode {
             let (stdout, stderr) = (std::mem::take(stdout), std::mem::take(stderr));
             let mut out = std::io::stdout().lock();
-            out.write_all(&stdout).and_then(|()| out.flush()).map_err(|_| OutputError::BrokenPipe)?;
+            out.write_all(&stdout).and_then(|()| out.flush()).map_err(|_| RunOutputError::BrokenPipe)?;
             let _ = std::io::stderr().lock().write_all(&stderr);
         }
         Ok(())
@@ -224,18 +224,18 @@ mod tests {
         Chunk { data: data.into(), nl, b64: None, offset }
     }
 
-    fn held(output: &Output) -> (String, String) {
+    fn held(output: &RunOutput) -> (String, String) {
         match &output.mode {
-            Mode::Collect { stdout, stderr } => {
+            Delivery::Collect { stdout, stderr } => {
                 (String::from_utf8_lossy(stdout).into_owned(), String::from_utf8_lossy(stderr).into_owned())
             }
-            Mode::Write => unreachable!(),
+            Delivery::Write => unreachable!(),
         }
     }
 
     #[test]
     fn replayed_frames_are_trimmed_to_what_is_new() {
-        let mut output = Output::collect();
+        let mut output = RunOutput::collect();
         output.chunk(StreamKind::Stdout, &chunk("one\ntwo", true, Some(0))).unwrap();
         output.chunk(StreamKind::Stderr, &chunk("warn", false, Some(0))).unwrap();
         assert_eq!(output.position(), (8, 4));
@@ -253,23 +253,23 @@ mod tests {
 
     #[test]
     fn a_hole_is_an_error_and_frames_without_offsets_continue() {
-        let mut output = Output::collect();
+        let mut output = RunOutput::collect();
         assert_eq!(output.resumable(), None);
         output.chunk(StreamKind::Stdout, &chunk("a", true, None)).unwrap();
         output.chunk(StreamKind::Stdout, &chunk("b", true, None)).unwrap();
         assert_eq!(output.resumable(), Some(false));
         assert_eq!(
             output.chunk(StreamKind::Stdout, &chunk("d", true, Some(6))),
-            Err(OutputError::Gap { stream: StreamKind::Stdout, at: 6, expected: 4 })
+            Err(RunOutputError::Gap { stream: StreamKind::Stdout, at: 6, expected: 4 })
         );
         let bad = Chunk { data: String::new(), nl: false, b64: Some("!!".into()), offset: Some(4) };
-        assert_eq!(output.chunk(StreamKind::Stdout, &bad), Err(OutputError::BadBase64));
+        assert_eq!(output.chunk(StreamKind::Stdout, &bad), Err(RunOutputError::BadBase64));
         assert_eq!(held(&output).0, "a\nb\n");
     }
 
     #[test]
     fn a_dropped_middle_prints_the_marker_once() {
-        let mut output = Output::collect();
+        let mut output = RunOutput::collect();
         output.chunk(StreamKind::Stdout, &chunk("head", true, Some(0))).unwrap();
         output.dropped(StreamKind::Stdout, 5, 1000).unwrap();
         output.dropped(StreamKind::Stdout, 5, 1000).unwrap();

@@ -1,29 +1,30 @@
-//! Reading one event stream (`POST /exec/stream`, `GET /runs/{id}/stream`) into an [`Output`] until its exit frame
+//! Reading one event stream (`POST /exec/stream`, `GET /runs/{id}/stream`) into a [`RunOutput`] until its exit frame
 //! or until the connection fails: what the caller then does (finish, resume, give up) is its own decision.
 
 use futures_util::StreamExt;
 use protocol::Frame;
 
-use crate::config::Target;
-use crate::http::STREAM_READ_TIMEOUT;
-use crate::output::{Output, OutputError};
-use crate::shown::shown;
+use crate::sidecar::http::STREAM_READ_TIMEOUT;
+use crate::sidecar::output::{RunOutput, RunOutputError};
+use crate::sidecar::sidecars::Target;
+use crate::sidecar::sse::SseError;
+use crate::terminal_safe::terminal_safe;
 
 /// How one stream ended.
 #[derive(Debug)]
 pub enum StreamEnd {
     /// The exit frame: the command is over.
-    Exit(Exit),
+    Exit(ExitFrame),
     /// The connection failed before the exit frame (reset, EOF, read timeout): `why`, as a message. A named run
     /// can be resumed from the output's position.
     Lost { why: String },
     /// Nothing more can be done with this stream: bad frames, closed stdout, a hole in the output.
-    Failed(Failure),
+    Failed(StreamFailure),
 }
 
 /// The exit frame's fields.
 #[derive(Debug, Clone)]
-pub struct Exit {
+pub struct ExitFrame {
     pub code: i32,
     pub timed_out: bool,
     pub stdout_bytes: Option<u64>,
@@ -34,25 +35,38 @@ pub struct Exit {
 
 /// Why a stream cannot go on.
 #[derive(Debug)]
-pub enum Failure {
-    Output(OutputError),
-    /// The server sent what is not its event stream (a huge event, an unreadable frame).
-    Protocol(String),
+pub enum StreamFailure {
+    Output(RunOutputError),
+    /// The server at `url` sent a line or an event larger than the reader's bound.
+    Oversized {
+        url: String,
+        err: SseError,
+    },
+    /// The server at `url` sent a frame that is not one.
+    BadFrame {
+        url: String,
+        err: serde_json::Error,
+    },
 }
 
 /// What the stream told besides output: the last `error` frame's text (printed once per distinct text, since a
 /// resumed stream replays the error frame that came before a cut).
 #[derive(Debug, Default)]
-pub struct Errors {
+pub struct ErrorFrames {
     pub last: Option<String>,
     /// Print each error frame on our stderr as it comes (streaming mode); else they are only kept.
     pub print: bool,
 }
 
 /// Reads `response`'s events into `output` until the exit frame or a failure.
-pub async fn read(target: &Target, response: reqwest::Response, output: &mut Output, errors: &mut Errors) -> StreamEnd {
+pub async fn read(
+    target: &Target,
+    response: reqwest::Response,
+    output: &mut RunOutput,
+    errors: &mut ErrorFrames,
+) -> StreamEnd {
     let mut body = response.bytes_stream();
-    let mut parser = protocol::sse::SseParser::new();
+    let mut parser = crate::sidecar::sse::SseParser::new();
     let mut events = Vec::new();
     while let Some(piece) = body.next().await {
         let piece = match piece {
@@ -69,23 +83,14 @@ pub async fn read(target: &Target, response: reqwest::Response, output: &mut Out
             Err(err) => return StreamEnd::Lost { why: format!("stream from sidecar at {} broke: {err}", target.url) },
         };
         if let Err(err) = parser.feed(&piece, &mut events) {
-            return StreamEnd::Failed(Failure::Protocol(format!(
-                "sidecar at {} sent {err} in its event stream, far more than any exec-server event (under 1 MiB): \
-                 giving up on it",
-                target.url
-            )));
+            return StreamEnd::Failed(StreamFailure::Oversized { url: target.url.clone(), err });
         }
         for data in events.drain(..) {
             let frame = match Frame::from_json(&data) {
                 Ok(Some(frame)) => frame,
                 // A frame type from a newer server: not ours to handle.
                 Ok(None) => continue,
-                Err(err) => {
-                    return StreamEnd::Failed(Failure::Protocol(format!(
-                        "sidecar at {} sent an unreadable frame ({err})",
-                        target.url
-                    )))
-                }
+                Err(err) => return StreamEnd::Failed(StreamFailure::BadFrame { url: target.url.clone(), err }),
             };
             let written = match frame {
                 Frame::Stdout(chunk) => output.chunk(protocol::StreamKind::Stdout, &chunk),
@@ -94,17 +99,17 @@ pub async fn read(target: &Target, response: reqwest::Response, output: &mut Out
                 Frame::Error { data, .. } => {
                     if errors.print && errors.last.as_deref() != Some(&data) {
                         let _ = std::io::Write::flush(&mut std::io::stdout());
-                        eprintln!("sidecar-exec: {}", shown(&data));
+                        eprintln!("sidecar-exec: {}", terminal_safe(&data));
                     }
                     errors.last = Some(data);
                     Ok(())
                 }
                 Frame::Exit { data, timed_out, stdout_bytes, stderr_bytes, stopped_by, .. } => {
-                    return StreamEnd::Exit(Exit { code: data, timed_out, stdout_bytes, stderr_bytes, stopped_by })
+                    return StreamEnd::Exit(ExitFrame { code: data, timed_out, stdout_bytes, stderr_bytes, stopped_by })
                 }
             };
             if let Err(err) = written {
-                return StreamEnd::Failed(Failure::Output(err));
+                return StreamEnd::Failed(StreamFailure::Output(err));
             }
         }
     }

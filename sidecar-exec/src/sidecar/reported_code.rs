@@ -1,46 +1,25 @@
-//! The exit code the client ends with for a command the server reports as finished.
+//! The exit code sidecar-exec ends with for a command the server reports as finished.
 
-/// How a client ends: the code to exit with, and a message for stderr (none when the command's own output says it
-/// all). Each client prefixes the message with its name.
-#[derive(Debug)]
-pub struct ClientExit {
-    pub code: i32,
-    pub message: Option<String>,
+use crate::exit::ClientExit;
+use crate::sidecar::sidecars::Target;
+
+/// How the client ends for a finished command's reported code, with the notes already gathered (none: no message).
+pub fn finished(
+    target: &Target,
+    code: i32,
+    timed_out: bool,
+    error: Option<&str>,
+    mut notes: Vec<String>,
+) -> ClientExit {
+    let code = match exit_code_for(code, timed_out, error) {
+        Ok(code) => code,
+        Err(impossible) => {
+            notes.push(impossible.message(&target.url));
+            ImpossibleCode::EXIT
+        }
+    };
+    ClientExit { code, message: (!notes.is_empty()).then(|| notes.join("; ")) }
 }
-
-impl ClientExit {
-    pub fn code(code: i32) -> Self {
-        ClientExit { code, message: None }
-    }
-
-    /// sidecar-exec's configuration or transport failure: exit 1 with a line.
-    pub fn fail(message: impl Into<String>) -> Self {
-        ClientExit { code: 1, message: Some(message.into()) }
-    }
-}
-
-impl ClientExit {
-    /// The ending for a finished command's reported code, with the notes already gathered (none: no message).
-    pub fn finished(
-        target: &crate::config::Target,
-        code: i32,
-        timed_out: bool,
-        error: Option<&str>,
-        mut notes: Vec<String>,
-    ) -> Self {
-        let code = match exit_code_for(code, timed_out, error) {
-            Ok(code) => code,
-            Err(impossible) => {
-                notes.push(impossible.message(&target.url));
-                ImpossibleCode::EXIT
-            }
-        };
-        ClientExit { code, message: (!notes.is_empty()).then(|| notes.join("; ")) }
-    }
-}
-
-/// Exit code for stdout closed early (`| head -1`), as a native command killed by SIGPIPE reports.
-pub const EXIT_BROKEN_PIPE: i32 = 128 + 13;
 
 /// A code a server reported that no process can exit with: anything outside 0..=255 but the contract's -1.
 ///

@@ -3,17 +3,18 @@
 
 use std::time::Duration;
 
-use crate::config::{CallSettings, Target};
-use crate::shown::shown;
+use crate::sidecar::settings::CallSettings;
+use crate::sidecar::sidecars::Target;
+use crate::terminal_safe::terminal_safe;
 
 /// How long a stream may stay silent; the server sends a keep-alive every 15 s by default.
 pub const STREAM_READ_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The client for one process. It never follows a redirect: that would re-send the command and the passed-through
-/// environment (tokens, often) to wherever the server points, and a sidecar has no reason to redirect.
-/// The client for one sidecar (`socket`: its UNIX socket, for a `unix://` URL).
-pub fn http_client(stream: bool, socket: Option<&std::path::Path>) -> Result<reqwest::Client, String> {
+/// The client for one sidecar (`socket`: its UNIX socket, for a `unix://` URL). It never follows a redirect: that
+/// would re-send the command and the passed-through environment (tokens, often) to wherever the server points, and a
+/// sidecar has no reason to redirect.
+pub fn http_client(stream: bool, socket: Option<&std::path::Path>) -> Result<reqwest::Client, ClientSetupError> {
     let mut builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -26,8 +27,20 @@ pub fn http_client(stream: bool, socket: Option<&std::path::Path>) -> Result<req
     if let Some(socket) = socket {
         builder = builder.unix_socket(socket);
     }
-    builder.build().map_err(|err| format!("cannot set up the HTTP client: {err}"))
+    builder.build().map_err(ClientSetupError)
 }
+
+/// The HTTP client could not be built (its TLS or resolver set-up failed).
+#[derive(Debug)]
+pub struct ClientSetupError(reqwest::Error);
+
+impl std::fmt::Display for ClientSetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot set up the HTTP client: {}", self.0)
+    }
+}
+
+impl std::error::Error for ClientSetupError {}
 
 /// `request` with what every call to a sidecar carries: the bearer token and, for a command's calls, the trace headers
 /// (`settings`).
@@ -77,7 +90,7 @@ pub fn location(response: &reqwest::Response) -> Option<String> {
 }
 
 /// Why a request was refused: the message for a reply that is not 2xx. `body` is the error body (already cut to a
-/// bounded size); whatever the server wrote is shown escaped and cut (see [`shown`]).
+/// bounded size); whatever the server wrote is shown escaped and cut (see [`terminal_safe`]).
 pub fn refusal(
     target: &Target,
     settings: Option<&CallSettings>,
@@ -91,7 +104,7 @@ pub fn refusal(
             "sidecar at {url} answered {status}, redirecting to {}: sidecar-exec never follows redirects (it would \
              send the command and its environment to another address); put the server's own address in \
              BUILD_SIDECARS",
-            shown(location.unwrap_or("(no Location)"))
+            terminal_safe(location.unwrap_or("(no Location)"))
         );
     }
     if status == reqwest::StatusCode::UNAUTHORIZED {
@@ -106,7 +119,7 @@ pub fn refusal(
         );
     }
     let detail = serde_json::from_str::<protocol::ErrorBody>(body).map_or_else(|_| body.trim().to_owned(), |b| b.error);
-    let mut message = format!("sidecar at {url} answered {status}: {}", shown(&detail));
+    let mut message = format!("sidecar at {url} answered {status}: {}", terminal_safe(&detail));
     // Error bodies carry no code, so the text is the only sign; without it (another server) there is just no hint.
     if status == reqwest::StatusCode::BAD_REQUEST && detail.contains("outside the workspace") {
         if let Some(settings) = settings {
@@ -114,7 +127,7 @@ pub fn refusal(
                 format!(
                     "; on this side: SIDECAR_CWD={} is outside it, so unset SIDECAR_CWD (the current directory is \
                      sent instead) or point it inside the workspace",
-                    shown(&settings.cwd)
+                    terminal_safe(&settings.cwd)
                 )
             } else {
                 "; on this side: cd into the workspace before running the command, or set SIDECAR_CWD to a \

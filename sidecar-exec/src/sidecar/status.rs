@@ -2,24 +2,24 @@
 
 use std::time::Duration;
 
-use crate::body::small_text;
-use crate::config::{Sidecars, Target};
-use crate::http::{http_client, location, refusal, transport_error};
-use crate::shown::shown;
+use crate::sidecar::body::small_text;
+use crate::sidecar::http::{http_client, location, refusal, transport_error};
+use crate::sidecar::sidecars::{Sidecars, Target};
+use crate::terminal_safe::terminal_safe;
 
 /// Prints one line per runtime; true only when every sidecar is usable: `/health` answers 200 and `/info` (which
 /// needs the token) answers too, so a script can gate on the exit code. A sidecar that is healthy but refuses the
 /// token is not usable: every command would fail with 401.
 pub async fn status(sidecars: &Sidecars) -> bool {
     let mut all_usable = true;
-    for runtime in sidecars.0.keys() {
+    for runtime in sidecars.runtimes() {
         let (usable, line) = match sidecars.target(runtime) {
             Ok(target) => match http_client(false, target.socket.as_deref()) {
                 Ok(client) => {
                     let (usable, state) = check(&client, &target).await;
                     (usable, format!("{:<32} {state}", target.url))
                 }
-                Err(message) => (false, message),
+                Err(err) => (false, err.to_string()),
             },
             Err(err) => (false, format!("misconfigured: {err}")),
         };
@@ -61,9 +61,9 @@ async fn check(client: &reqwest::Client, target: &Target) -> (bool, String) {
             true,
             format!(
                 "healthy runtime={} version={} cwd={}{}",
-                shown(&info.runtime),
-                shown(&info.version),
-                shown(&info.cwd),
+                terminal_safe(&info.runtime),
+                terminal_safe(&info.version),
+                terminal_safe(&info.cwd),
                 info.running.map(|n| format!(" running={n}")).unwrap_or_default()
             ),
         ),

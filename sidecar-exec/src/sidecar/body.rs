@@ -1,6 +1,6 @@
 //! Reading a reply body with a bound: what a broken or hostile server can make the client hold.
 
-use protocol::reply_view::{ReadReply, ReplyReader};
+use crate::sidecar::reply_reader::{ReadReply, ReplyReader};
 
 /// The most of an `/exec` reply the client holds: 256 MiB. exec-server's `--max-output` (16 MiB by default) bounds
 /// each of stdout and stderr as the reply carries them (JSON-escaped, plus base64 when not UTF-8), so a default
@@ -28,7 +28,7 @@ pub enum BodyError {
     Write(std::io::Error),
 }
 
-/// The whole `/exec` reply, read as it arrives (stdout's text decoded on the way: see `protocol::reply_view`), or
+/// The whole `/exec` reply, read as it arrives (stdout's text decoded on the way: see [`crate::sidecar::reply_reader`]), or
 /// [`BodyError::TooLarge`] as soon as what is held would exceed `limit`. When the server says its text is never
 /// lossy ([`protocol::B64_ONLY_HEADER`]), stdout's text goes to `stdout` as it is decoded instead of being held,
 /// up to where a cut stdout's head ends ([`protocol::OUTPUT_HEAD_HEADER`]). `written` counts what went to `stdout`:

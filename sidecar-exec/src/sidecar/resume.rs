@@ -1,11 +1,11 @@
 //! Transparent resume (issue 12): a named run's stream followed across lost connections until its exit frame.
 //!
 //! The policy, in order:
-//! - The client names every run (`run_id`, [`crate::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
+//! - The client names every run (`run_id`, [`crate::sidecar::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
 //!   connection on the server for the server's reattach window.
 //! - When the connection fails before the exit frame (reset, EOF, read timeout), the client reconnects with
 //!   [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`, N and M
-//!   being what it has ([`Output::position`]); replayed bytes below them are trimmed, so nothing is doubled or
+//!   being what it has ([`RunOutput::position`]); replayed bytes below them are trimmed, so nothing is doubled or
 //!   missing. Blocking mode counts what it wrote of a reply before it was lost the same way.
 //! - It resumes only a server that showed it keeps runs: a frame carried an `offset`, or the runs endpoint
 //!   answered (200, or 404 with `"code": "run_not_known"`). Output frames without offsets, or a server without the
@@ -25,12 +25,14 @@ use std::time::{Duration, Instant};
 
 use protocol::{ErrorCode, RunId, StoppedBy};
 
-use crate::config::{CallSettings, Target};
-use crate::exit_code::ClientExit;
-use crate::http::{authorized, location, refusal, transport_error};
-use crate::output::{Output, OutputError};
-use crate::shown::shown;
-use crate::stream::{self, Errors, Exit, Failure, StreamEnd};
+use crate::exit::ClientExit;
+use crate::sidecar::http::{authorized, location, refusal, transport_error};
+use crate::sidecar::output::{RunOutput, RunOutputError};
+use crate::sidecar::reported_code;
+use crate::sidecar::settings::CallSettings;
+use crate::sidecar::sidecars::Target;
+use crate::sidecar::stream::{self, ErrorFrames, ExitFrame, StreamEnd, StreamFailure};
+use crate::terminal_safe::terminal_safe;
 
 /// How long the client keeps reconnecting after a loss before it gives up: twice exec-server's default reattach
 /// window (30 s), so that a server reachable again within its window is always reached, and a client whose server is
@@ -82,9 +84,10 @@ impl Default for Backoff {
     }
 }
 
-/// The run this client forwards or attached to, and what it knows of it.
+/// The run this client forwards or attached to, and what it knows of it. The client owns it: one that stops while
+/// the run may still be going cancels it ([`OwnedRun::needs_cancel`]).
 #[derive(Debug)]
-pub struct Run {
+pub struct OwnedRun {
     /// Its name; none when SIDECAR_RESUME=0 (the run then ends with its connection, as before issue 12).
     pub id: Option<RunId>,
     /// A request that may have started it went out and its end was not seen: a client that stops now must cancel
@@ -100,20 +103,20 @@ pub struct Run {
     pub ended_with: Option<u64>,
 }
 
-impl Run {
+impl OwnedRun {
     /// A named run this client is about to start.
     pub fn named(id: RunId) -> Self {
-        Run { id: Some(id), live: false, acknowledged: false, supported: None, resumes: 0, ended_with: None }
+        OwnedRun { id: Some(id), live: false, acknowledged: false, supported: None, resumes: 0, ended_with: None }
     }
 
     /// A run without a name: never resumed, never cancelled explicitly (its connection's end cancels it).
     pub fn unnamed() -> Self {
-        Run { id: None, live: false, acknowledged: false, supported: Some(false), resumes: 0, ended_with: None }
+        OwnedRun { id: None, live: false, acknowledged: false, supported: Some(false), resumes: 0, ended_with: None }
     }
 
     /// A run started elsewhere that this client reattaches to (`--attach`): it owns it from now on.
     pub fn attach(id: RunId) -> Self {
-        Run { id: Some(id), live: true, acknowledged: false, supported: Some(true), resumes: 0, ended_with: None }
+        OwnedRun { id: Some(id), live: true, acknowledged: false, supported: Some(true), resumes: 0, ended_with: None }
     }
 
     /// The id, for messages.
@@ -148,14 +151,15 @@ impl Run {
 
 /// What [`follow`] sends first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum NextRequest {
     /// `POST /exec/stream` with the body (start or attach, by the id).
     Post,
     /// `GET /runs/{id}/stream` from the output's position.
     Reattach,
 }
 
-/// Everything [`follow`] needs besides the run and its output.
+/// The plan [`follow`] works to: where and how to connect, and what to send (everything besides the run and its
+/// output).
 pub struct Follow<'a> {
     pub target: &'a Target,
     /// A client with the stream read timeout.
@@ -169,14 +173,14 @@ pub struct Follow<'a> {
 /// Follows `run` from `first` to its end across lost connections; `lost` is why the connection before this call was
 /// lost, when it was (blocking mode resumes here after its `POST /exec` failed).
 pub async fn follow(
-    how: &Follow<'_>,
-    run: &mut Run,
-    output: &mut Output,
-    errors: &mut Errors,
-    first: Step,
+    plan: &Follow<'_>,
+    run: &mut OwnedRun,
+    output: &mut RunOutput,
+    errors: &mut ErrorFrames,
+    first: NextRequest,
     mut lost: Option<String>,
 ) -> ClientExit {
-    let target = how.target;
+    let target = plan.target;
     let mut step = first;
     let mut backoff = Backoff::new();
     let mut lost_since = lost.as_ref().map(|_| Instant::now());
@@ -196,20 +200,20 @@ pub async fn follow(
             tokio::time::sleep(backoff.next_wait()).await;
         }
         let (stdout_at, stderr_at) = output.position();
-        let request = match (step, how.body, &run.id) {
-            (Step::Post, Some(body), _) => {
+        let request = match (step, plan.body, &run.id) {
+            (NextRequest::Post, Some(body), _) => {
                 run.live = true;
-                authorized(how.client.post(target.endpoint("/exec/stream")), target, how.settings)
+                authorized(plan.client.post(target.endpoint("/exec/stream")), target, plan.settings)
                     .header("content-type", "application/json")
                     .body(body.to_vec())
             }
             (_, _, Some(id)) => authorized(
                 // b64_only as the POST asked: binary output without its lossy twin (the server's choice is per reader).
-                how.client.get(
+                plan.client.get(
                     target.endpoint(&format!("/runs/{id}/stream?stdout={stdout_at}&stderr={stderr_at}&b64_only=true")),
                 ),
                 target,
-                how.settings,
+                plan.settings,
             ),
             (_, _, None) => return ClientExit::fail(lost.unwrap_or_default()),
         };
@@ -220,7 +224,7 @@ pub async fn follow(
             Err(err) if was_first && err.is_connect() => return ClientExit::fail(transport_error(target, &err)),
             Err(err) => {
                 lost = Some(transport_error(target, &err));
-                step = Step::Reattach;
+                step = NextRequest::Reattach;
                 continue;
             }
         };
@@ -228,11 +232,11 @@ pub async fn follow(
         if status.is_success() {
             if lost.take().is_some() {
                 run.resumes += 1;
-                if how.verbose {
+                if plan.verbose {
                     eprintln!("sidecar-exec: connection lost, resumed at stdout {stdout_at}, stderr {stderr_at}");
                 }
             }
-            if step == Step::Reattach {
+            if step == NextRequest::Reattach {
                 run.supported = Some(true);
             }
             run.acknowledged = true;
@@ -249,20 +253,20 @@ pub async fn follow(
             match end {
                 StreamEnd::Exit(exit) => {
                     run.live = false;
-                    return finish(how, run, output, errors, &exit);
+                    return finish(plan, run, output, errors, &exit);
                 }
                 StreamEnd::Failed(failure) => return failed(failure),
                 StreamEnd::Lost { why } => {
                     lost = Some(why);
-                    step = Step::Reattach;
+                    step = NextRequest::Reattach;
                     continue;
                 }
             }
         }
         let location = location(&response);
-        let body = crate::body::small_text(response).await;
-        let message = refusal(target, how.settings, status, location.as_deref(), &body);
-        if step == Step::Reattach && status == reqwest::StatusCode::NOT_FOUND {
+        let body = crate::sidecar::body::small_text(response).await;
+        let message = refusal(target, plan.settings, status, location.as_deref(), &body);
+        if step == NextRequest::Reattach && status == reqwest::StatusCode::NOT_FOUND {
             if !run_not_known(&body) {
                 // No runs endpoint: the server ignored the id, and the run ended with its connection.
                 run.supported = Some(false);
@@ -273,9 +277,9 @@ pub async fn follow(
                 run.live = false;
                 return window_passed(target, run);
             }
-            if how.body.is_some() {
+            if plan.body.is_some() {
                 // The POST never arrived: send it again (the id makes it start the run at most once).
-                step = Step::Post;
+                step = NextRequest::Post;
                 continue;
             }
             return ClientExit::fail(message);
@@ -290,10 +294,16 @@ pub async fn follow(
 }
 
 /// The exit frame: checked against what arrived, kept output written (blocking mode), the code worked out.
-fn finish(how: &Follow<'_>, run: &mut Run, output: &mut Output, errors: &Errors, exit: &Exit) -> ClientExit {
-    let target = how.target;
+fn finish(
+    plan: &Follow<'_>,
+    run: &mut OwnedRun,
+    output: &mut RunOutput,
+    errors: &ErrorFrames,
+    exit: &ExitFrame,
+) -> ClientExit {
+    let target = plan.target;
     // Stopped for lack of a client while this one (or, for `--attach`, the one that started it) was away.
-    let was_away = run.resumes > 0 || how.body.is_none();
+    let was_away = run.resumes > 0 || plan.body.is_none();
     if was_away && exit.stopped_by == Some(StoppedBy::ReattachWindow) {
         return window_passed(target, run);
     }
@@ -306,15 +316,15 @@ fn finish(how: &Follow<'_>, run: &mut Run, output: &mut Output, errors: &Errors,
         ));
     }
     if let Err(err) = output.finish() {
-        return failed(Failure::Output(err));
+        return failed(StreamFailure::Output(err));
     }
     run.ended_with = Some(exit.stdout_bytes.unwrap_or(0) + exit.stderr_bytes.unwrap_or(0));
     // Streaming mode printed each error frame already; blocking mode tells it once at the end, as its reply does.
-    let notes = if errors.print { Vec::new() } else { errors.last.as_deref().map(shown).into_iter().collect() };
-    ClientExit::finished(target, exit.code, exit.timed_out, errors.last.as_deref(), notes)
+    let notes = if errors.print { Vec::new() } else { errors.last.as_deref().map(terminal_safe).into_iter().collect() };
+    reported_code::finished(target, exit.code, exit.timed_out, errors.last.as_deref(), notes)
 }
 
-fn window_passed(target: &Target, run: &Run) -> ClientExit {
+fn window_passed(target: &Target, run: &OwnedRun) -> ClientExit {
     ClientExit::fail(format!(
         "the connection to the sidecar at {} was lost for longer than its reattach window, so the sidecar stopped \
          the command (run {}); run it again",
@@ -323,21 +333,27 @@ fn window_passed(target: &Target, run: &Run) -> ClientExit {
     ))
 }
 
-fn failed(failure: Failure) -> ClientExit {
+fn failed(failure: StreamFailure) -> ClientExit {
     match failure {
-        Failure::Output(OutputError::BrokenPipe) => ClientExit::code(crate::exit_code::EXIT_BROKEN_PIPE),
-        Failure::Output(OutputError::BadBase64) => ClientExit::fail("the sidecar sent invalid base64 output"),
-        Failure::Output(OutputError::Gap { stream, at, expected }) => ClientExit::fail(format!(
+        StreamFailure::Output(RunOutputError::BrokenPipe) => ClientExit::code(crate::exit::EXIT_BROKEN_PIPE),
+        StreamFailure::Output(RunOutputError::BadBase64) => ClientExit::fail("the sidecar sent invalid base64 output"),
+        StreamFailure::Output(RunOutputError::Gap { stream, at, expected }) => ClientExit::fail(format!(
             "the sidecar sent {} from byte {at} on, but only {expected} bytes of it had arrived: giving up rather \
              than leave a hole in the output",
             stream.as_str()
         )),
-        Failure::Output(OutputError::TooLarge) => ClientExit::fail(format!(
+        StreamFailure::Output(RunOutputError::TooLarge) => ClientExit::fail(format!(
             "the command's output is larger than {} for one stream, more than blocking mode holds: set \
              SIDECAR_STREAM=1 for output this large",
-            crate::body::mib(crate::body::MAX_REPLY_BYTES)
+            crate::sidecar::body::mib(crate::sidecar::body::MAX_REPLY_BYTES)
         )),
-        Failure::Protocol(message) => ClientExit::fail(message),
+        StreamFailure::Oversized { url, err } => ClientExit::fail(format!(
+            "sidecar at {url} sent {err} in its event stream, far more than any exec-server event (under 1 MiB): \
+             giving up on it"
+        )),
+        StreamFailure::BadFrame { url, err } => {
+            ClientExit::fail(format!("sidecar at {url} sent an unreadable frame ({err})"))
+        }
     }
 }
 
@@ -356,19 +372,19 @@ mod tests {
 
     #[test]
     fn only_a_run_the_server_may_keep_is_cancelled() {
-        assert!(!Run::unnamed().needs_cancel() && !Run::unnamed().resumable());
-        let mut run = Run::named(RunId::new("r").unwrap());
+        assert!(!OwnedRun::unnamed().needs_cancel() && !OwnedRun::unnamed().resumable());
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
         assert!(!run.needs_cancel(), "nothing sent yet");
         run.live = true;
         assert!(run.needs_cancel());
         run.supported = Some(false);
         assert!(!run.needs_cancel(), "the server ignored the id: the closed connection cancels it");
-        assert!(Run::attach(RunId::new("r").unwrap()).needs_cancel());
+        assert!(OwnedRun::attach(RunId::new("r").unwrap()).needs_cancel());
     }
 
     #[test]
     fn only_a_large_run_read_to_its_end_is_forgotten() {
-        let mut run = Run::named(RunId::new("r").unwrap());
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
         run.ended_with = Some(FORGET_ABOVE + 1);
         assert!(!run.should_forget(), "the server has not shown that it keeps runs");
         run.kept();
@@ -377,7 +393,7 @@ mod tests {
         assert!(!run.should_forget(), "small output stays kept (and listed)");
         run.ended_with = None;
         assert!(!run.should_forget(), "not read to its end: kept for --attach");
-        let mut unnamed = Run::unnamed();
+        let mut unnamed = OwnedRun::unnamed();
         unnamed.ended_with = Some(FORGET_ABOVE + 1);
         assert!(!unnamed.should_forget());
     }

@@ -1,32 +1,34 @@
 //! Forwarding one command: blocking (`POST /exec`) or streaming (`POST /exec/stream`), resumed when the connection is
-//! lost ([`crate::resume`]), and how the client ends.
+//! lost ([`crate::sidecar::resume`]), and how the client ends.
 
 use std::io::Write;
 
-use protocol::reply_view::OutputError;
+use crate::sidecar::reply_reader::ReplyWriteError;
 
-use crate::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
-use crate::config::{CallSettings, Target};
-pub use crate::exit_code::ClientExit;
-use crate::exit_code::EXIT_BROKEN_PIPE;
-use crate::http::{authorized, http_client, location, refusal, transport_error};
-use crate::output::Output;
-use crate::resume::{self, Follow, Run, Step};
-use crate::shown::shown;
-use crate::stream::Errors;
+pub use crate::exit::ClientExit;
+use crate::exit::EXIT_BROKEN_PIPE;
+use crate::sidecar::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
+use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error};
+use crate::sidecar::output::RunOutput;
+use crate::sidecar::reported_code;
+use crate::sidecar::resume::{self, Follow, NextRequest, OwnedRun};
+use crate::sidecar::settings::CallSettings;
+use crate::sidecar::sidecars::Target;
+use crate::sidecar::stream::ErrorFrames;
+use crate::terminal_safe::terminal_safe;
 
 /// Sends `body` (the request, already checked against the body limit) and reproduces what comes back. `run` is the
-/// run the body starts (named or not; see [`crate::resume`]): it says afterwards whether the client must cancel it.
-pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>, run: &mut Run) -> ClientExit {
+/// run the body starts (named or not; see [`crate::sidecar::resume`]): it says afterwards whether the client must cancel it.
+pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>, run: &mut OwnedRun) -> ClientExit {
     let client = match http_client(settings.stream, target.socket.as_deref()) {
         Ok(client) => client,
-        Err(message) => return ClientExit::fail(message),
+        Err(err) => return ClientExit::fail(err.to_string()),
     };
     if settings.stream {
-        let how =
+        let plan =
             Follow { target, client: &client, settings: Some(settings), body: Some(&body), verbose: settings.verbose };
-        let mut errors = Errors { last: None, print: true };
-        return resume::follow(&how, run, &mut Output::write(), &mut errors, Step::Post, None).await;
+        let mut errors = ErrorFrames { last: None, print: true };
+        return resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, NextRequest::Post, None).await;
     }
     // Kept only for a run that may be resumed (its POST may have to be sent again).
     let sent = if run.resumable() { body.clone() } else { std::mem::take(&mut body) };
@@ -42,7 +44,7 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
             return ClientExit::fail(refusal(target, Some(settings), status, location.as_deref(), &body));
         }
         Ok(response) => {
-            // Only a server that said it keeps the run is asked to forget it (see `Run::should_forget`).
+            // Only a server that said it keeps the run is asked to forget it (see `OwnedRun::should_forget`).
             let kept = response.headers().contains_key(protocol::RUN_KEPT_HEADER);
             let mut ended_with = None;
             match blocking_reply(target, settings, response, &mut ended_with).await {
@@ -68,19 +70,19 @@ pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>
     // command's first bytes, see `body::read_reply`), keep it, print it as the reply would.
     let client = match http_client(true, target.socket.as_deref()) {
         Ok(client) => client,
-        Err(message) => return ClientExit::fail(message),
+        Err(err) => return ClientExit::fail(err.to_string()),
     };
-    let how =
+    let plan =
         Follow { target, client: &client, settings: Some(settings), body: Some(&body), verbose: settings.verbose };
-    let mut errors = Errors { last: None, print: false };
-    let mut output = Output::collect_after(stdout_written);
-    resume::follow(&how, run, &mut output, &mut errors, Step::Reattach, Some(lost)).await
+    let mut errors = ErrorFrames { last: None, print: false };
+    let mut output = RunOutput::collect_after(stdout_written);
+    resume::follow(&plan, run, &mut output, &mut errors, NextRequest::Reattach, Some(lost)).await
 }
 
 /// The reply of `POST /exec`, reproduced; `written_all` gets the reply's size once all of it was written (it stands
-/// for the output's: escaped JSON is at least as large; see [`Run::should_forget`]). `Err` when the connection was
+/// for the output's: escaped JSON is at least as large; see [`OwnedRun::should_forget`]). `Err` when the connection was
 /// lost while reading it: why, and how many bytes of stdout were written meanwhile (the command's first ones: see
-/// [`crate::body::read_reply`]).
+/// [`crate::sidecar::body::read_reply`]).
 async fn blocking_reply(
     target: &Target,
     settings: &CallSettings,
@@ -119,19 +121,19 @@ async fn blocking_reply(
         }
         Err(BodyError::Write(_)) => return Ok(ClientExit::code(EXIT_BROKEN_PIPE)),
     };
-    // stdout's text was decoded as it arrived; the rest is read in place (see protocol::reply_view).
+    // stdout's text was decoded as it arrived; the rest is read in place (see sidecar::reply_reader).
     let reply = match body.view() {
         Ok(reply) => reply,
         Err(err) => return Ok(ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url))),
     };
     let invalid = || ClientExit::fail(format!("sidecar at {} sent invalid output (bad escape or base64)", target.url));
-    match reply.write_stdout(&mut stdout).and_then(|()| stdout.flush().map_err(OutputError::Write)) {
+    match reply.write_stdout(&mut stdout).and_then(|()| stdout.flush().map_err(ReplyWriteError::Write)) {
         Ok(()) => {}
-        Err(OutputError::Invalid) => return Ok(invalid()),
-        Err(OutputError::Write(_)) => return Ok(ClientExit::code(EXIT_BROKEN_PIPE)),
+        Err(ReplyWriteError::Invalid) => return Ok(invalid()),
+        Err(ReplyWriteError::Write(_)) => return Ok(ClientExit::code(EXIT_BROKEN_PIPE)),
     }
     let mut stderr = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr().lock());
-    if let Err(OutputError::Invalid) = reply.write_stderr(&mut stderr) {
+    if let Err(ReplyWriteError::Invalid) = reply.write_stderr(&mut stderr) {
         return Ok(invalid());
     }
     let _ = stderr.flush();
@@ -142,7 +144,7 @@ async fn blocking_reply(
     if reply.stderr_truncated {
         notes.push("stderr was cut at the server's output cap; set SIDECAR_STREAM=1 to get all of it".to_owned());
     }
-    notes.extend(reply.error.as_deref().map(shown));
+    notes.extend(reply.error.as_deref().map(terminal_safe));
     *written_all = Some(received);
-    Ok(ClientExit::finished(target, reply.exit_code, reply.timed_out, reply.error.as_deref(), notes))
+    Ok(reported_code::finished(target, reply.exit_code, reply.timed_out, reply.error.as_deref(), notes))
 }

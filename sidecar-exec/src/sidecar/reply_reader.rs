@@ -2,7 +2,7 @@
 //! `serde_json::from_slice::<ExecReply>` on the A/B of `bench/ab-json.sh` (BENCHMARKS.md): serde_json read a reply
 //! of 64 MiB of text about half as fast, of control-heavy text 10-13% slower.
 //!
-//! Read into [`crate::ExecReply`] after the whole body, a reply of 200 MiB of text was parsed into serde_json's
+//! Read into [`protocol::ExecReply`] after the whole body, a reply of 200 MiB of text was parsed into serde_json's
 //! scratch buffer, copied into a String, and copied again before it was written: most of the client's time in a
 //! large blocking call, and none of it overlapped with the transfer. [`ReplyReader`] decodes stdout's text while
 //! the body arrives when the reply starts as exec-server's (and serde's) layout does, `{"exit_code":N,"output":"`;
@@ -15,12 +15,12 @@ use std::io::Write;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::json::{unescape_into, StringDecoder};
+use crate::sidecar::json_string::{unescape_into, StringDecoder};
 
 /// How far into a body its layout is decided: `{"exit_code":-2147483648,"output":"` is 37 bytes.
 const LAYOUT_WITHIN: usize = 64;
 
-/// The fields of an [`crate::ExecReply`], the output ones borrowed from the body.
+/// The fields of an [`protocol::ExecReply`], the output ones borrowed from the body.
 #[derive(Debug, Deserialize)]
 pub struct ReplyView<'a> {
     pub exit_code: i32,
@@ -58,7 +58,7 @@ pub struct ReplyView<'a> {
 
 /// Why a reply's output could not be written.
 #[derive(Debug)]
-pub enum OutputError {
+pub enum ReplyWriteError {
     /// A text field that is not a JSON string, or base64 that does not decode.
     Invalid,
     /// Writing failed (a closed stdout).
@@ -67,44 +67,44 @@ pub enum OutputError {
 
 impl ReplyView<'_> {
     /// Writes the exact stdout bytes to `out` (the base64 twin wins when present).
-    pub fn write_stdout(&self, out: &mut impl Write) -> Result<(), OutputError> {
+    pub fn write_stdout(&self, out: &mut impl Write) -> Result<(), ReplyWriteError> {
         match (&self.output_b64, self.decoded_output) {
-            (_, Some(bytes)) if self.b64_decoded => out.write_all(bytes).map_err(OutputError::Write),
-            (None, Some(text)) => out.write_all(text).map_err(OutputError::Write),
+            (_, Some(bytes)) if self.b64_decoded => out.write_all(bytes).map_err(ReplyWriteError::Write),
+            (None, Some(text)) => out.write_all(text).map_err(ReplyWriteError::Write),
             // Text went out as stdout, and it was lossy after all: the server broke its word (B64_ONLY_HEADER).
-            (Some(_), _) if self.output_written => Err(OutputError::Invalid),
+            (Some(_), _) if self.output_written => Err(ReplyWriteError::Invalid),
             _ => write_exact(self.output, self.output_b64, out),
         }
     }
 
     /// Writes the exact stderr bytes to `out`.
-    pub fn write_stderr(&self, out: &mut impl Write) -> Result<(), OutputError> {
+    pub fn write_stderr(&self, out: &mut impl Write) -> Result<(), ReplyWriteError> {
         write_exact(self.stderr, self.stderr_b64, out)
     }
 }
 
-fn write_exact(text: Option<&RawValue>, b64: Option<&RawValue>, out: &mut impl Write) -> Result<(), OutputError> {
+fn write_exact(text: Option<&RawValue>, b64: Option<&RawValue>, out: &mut impl Write) -> Result<(), ReplyWriteError> {
     let bytes = match (b64, text) {
         (Some(b64), _) => {
             let mut bytes = Vec::new();
-            crate::text::append_from_base64(&mut bytes, &unescaped(b64)?).map_err(|_| OutputError::Invalid)?;
+            protocol::text::append_from_base64(&mut bytes, &unescaped(b64)?).map_err(|_| ReplyWriteError::Invalid)?;
             bytes
         }
         (None, Some(text)) => unescaped(text)?.into_owned(),
         // Absent (or `null`): no output.
         (None, None) => return Ok(()),
     };
-    out.write_all(&bytes).map_err(OutputError::Write)
+    out.write_all(&bytes).map_err(ReplyWriteError::Write)
 }
 
 /// The text of a JSON string, borrowed when it holds no escape (base64 never needs one, though `\/` is allowed).
-fn unescaped(raw: &RawValue) -> Result<Cow<'_, [u8]>, OutputError> {
+fn unescaped(raw: &RawValue) -> Result<Cow<'_, [u8]>, ReplyWriteError> {
     let literal = raw.get().as_bytes();
     match literal.strip_prefix(b"\"").and_then(|inner| inner.strip_suffix(b"\"")) {
         Some(inner) if !inner.contains(&b'\\') => Ok(Cow::Borrowed(inner)),
         _ => {
             let mut bytes = Vec::with_capacity(literal.len());
-            unescape_into(literal, &mut bytes).map_err(|_| OutputError::Invalid)?;
+            unescape_into(literal, &mut bytes).map_err(|_| ReplyWriteError::Invalid)?;
             Ok(Cow::Owned(bytes))
         }
     }
@@ -114,7 +114,7 @@ fn unescaped(raw: &RawValue) -> Result<Cow<'_, [u8]>, OutputError> {
 /// escaped, and this one follows `4`), so found in a flat reply it is the key.
 const OUTPUT_B64_KEY: &[u8] = b"\"output_b64\":\"";
 
-/// Reads a reply body piece by piece; [`ReplyReader::finish`] gives what [`ReplyReader::view`] reads.
+/// Reads a reply body piece by piece; [`ReplyReader::finish`] gives what [`ReadReply::view`] reads.
 #[derive(Debug, Default)]
 pub struct ReplyReader {
     /// The body so far, less stdout's string while it is decoded: `{"exit_code":N` then what follows the string.
@@ -125,7 +125,7 @@ pub struct ReplyReader {
     /// stdout's bytes decoded so far (its text, or its base64's bytes), not yet written out.
     output: Vec<u8>,
     output_written: bool,
-    /// The server sent [`crate::B64_ONLY_HEADER`]: stdout's base64 is decoded as it arrives too.
+    /// The server sent [`protocol::B64_ONLY_HEADER`]: stdout's base64 is decoded as it arrives too.
     b64_only: bool,
     /// stdout's text was not empty (then a base64 twin is a broken promise).
     had_text: bool,
@@ -137,7 +137,7 @@ pub struct ReplyReader {
     /// stdout's bytes written out so far by [`ReplyReader::write_output`].
     written: u64,
     /// The most of stdout [`ReplyReader::write_output`] writes (the rest is held for the end): see
-    /// [`crate::OUTPUT_HEAD_HEADER`].
+    /// [`protocol::OUTPUT_HEAD_HEADER`].
     write_limit: Option<u64>,
 }
 
@@ -150,7 +150,7 @@ enum Layout {
     InOutput,
     /// stdout's string has ended; the rest goes to `body`.
     AfterOutput,
-    /// `"output_b64":"` (after stdout's empty text, from a server that sent [`crate::B64_ONLY_HEADER`]): its
+    /// `"output_b64":"` (after stdout's empty text, from a server that sent [`protocol::B64_ONLY_HEADER`]): its
     /// base64 is being decoded into `output`.
     InOutputB64,
     /// Another layout: `body` is the whole body.
@@ -167,14 +167,14 @@ pub struct ReadReply {
 }
 
 impl ReplyReader {
-    /// A reader for a reply with [`crate::B64_ONLY_HEADER`] (`b64_only`), whose stdout base64 is decoded as it
+    /// A reader for a reply with [`protocol::B64_ONLY_HEADER`] (`b64_only`), whose stdout base64 is decoded as it
     /// arrives too, or for any other reply.
     pub fn new(b64_only: bool) -> Self {
         ReplyReader { b64_only, ..ReplyReader::default() }
     }
 
     /// A reader that writes out at most the first `limit` bytes of stdout as they arrive and holds the rest for
-    /// the end: the reply's stdout was cut there ([`crate::OUTPUT_HEAD_HEADER`]), and what was written must stay
+    /// the end: the reply's stdout was cut there ([`protocol::OUTPUT_HEAD_HEADER`]), and what was written must stay
     /// the command's own first bytes, so that a resume after a lost reply can count them as stream offsets.
     pub fn write_at_most(mut self, limit: u64) -> Self {
         self.write_limit = Some(limit);
@@ -267,12 +267,12 @@ impl ReplyReader {
             self.b64_carry.extend_from_slice(&data[..take]);
             data = &data[take..];
             if self.b64_carry.len() == 4 {
-                crate::text::append_from_base64(&mut self.output, &self.b64_carry).map_err(|_| invalid())?;
+                protocol::text::append_from_base64(&mut self.output, &self.b64_carry).map_err(|_| invalid())?;
                 self.b64_carry.clear();
             }
         }
         let whole = data.len() / 4 * 4;
-        crate::text::append_from_base64(&mut self.output, &data[..whole]).map_err(|_| invalid())?;
+        protocol::text::append_from_base64(&mut self.output, &data[..whole]).map_err(|_| invalid())?;
         self.b64_carry.extend_from_slice(&data[whole..]);
         if let Some(end) = end {
             if !self.b64_carry.is_empty() {
@@ -305,7 +305,7 @@ impl ReplyReader {
     }
 
     /// Writes stdout's text decoded so far to `out` and lets go of it: for a reply whose text is known not to be
-    /// lossy (the server sent [`crate::B64_ONLY_HEADER`]), so it need not be held until the end.
+    /// lossy (the server sent [`protocol::B64_ONLY_HEADER`]), so it need not be held until the end.
     pub fn write_output(&mut self, out: &mut impl Write) -> std::io::Result<()> {
         let room = self.write_limit.map_or(u64::MAX, |limit| limit.saturating_sub(self.written));
         let take = self.output.len().min(usize::try_from(room).unwrap_or(usize::MAX));
@@ -370,7 +370,7 @@ impl ReadReply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ExecReply;
+    use protocol::ExecReply;
 
     fn read(json: &[u8], piece: usize) -> ReadReply {
         read_as(false, json, piece)
@@ -410,7 +410,7 @@ mod tests {
     #[test]
     fn reads_what_exec_reply_reads_however_it_arrives() {
         let binary: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
-        let (lossy, b64) = crate::text::encode(&binary);
+        let (lossy, b64) = protocol::text::encode(&binary);
         let replies = [
             ExecReply::default(),
             ExecReply {
@@ -432,7 +432,7 @@ mod tests {
                 exit_code: 0,
                 stderr: "\"output_b64\":\"x".into(),
                 stderr_b64: Some("AAAA".into()),
-                output_b64: crate::text::encode(&binary).1,
+                output_b64: protocol::text::encode(&binary).1,
                 ..Default::default()
             },
         ];
@@ -468,13 +468,13 @@ mod tests {
         let read = reader.finish();
         read.view().unwrap().write_stdout(&mut stdout).unwrap();
         assert_eq!(stdout, reply.output.as_bytes());
-        let (lossy, b64) = crate::text::encode(&[0xff, b'a']);
+        let (lossy, b64) = protocol::text::encode(&[0xff, b'a']);
         let twin = ExecReply { output: lossy, output_b64: b64, ..Default::default() }.to_json();
         let mut reader = ReplyReader::default();
         reader.feed(&twin).unwrap();
         reader.write_output(&mut Vec::new()).unwrap();
         let read = reader.finish();
-        assert!(matches!(read.view().unwrap().write_stdout(&mut Vec::new()), Err(OutputError::Invalid)));
+        assert!(matches!(read.view().unwrap().write_stdout(&mut Vec::new()), Err(ReplyWriteError::Invalid)));
         // Read as from a server that promised b64_only: refused while it arrives.
         assert!(ReplyReader::new(true).feed(&twin).is_err());
     }
@@ -487,7 +487,7 @@ mod tests {
         assert!(reader.feed(br#"{"exit_code":0,"output":"\x"}"#).is_err());
         for json in [br#"{"exit_code":0,"output":5}"#.as_slice(), br#"{"exit_code":0,"output":"","output_b64":"!!"}"#] {
             let reply = read(json, 4);
-            assert!(matches!(reply.view().unwrap().write_stdout(&mut Vec::new()), Err(OutputError::Invalid)));
+            assert!(matches!(reply.view().unwrap().write_stdout(&mut Vec::new()), Err(ReplyWriteError::Invalid)));
         }
     }
 }
