@@ -603,7 +603,11 @@ mod tests {
     #[tokio::test]
     async fn a_stop_after_the_leader_exited_by_itself_is_not_its_end() {
         let engine = ProcessEngine::new(
-            Policy { grace: Duration::from_secs(5), drain: Duration::from_millis(50) },
+            Policy {
+                grace: Duration::from_secs(5),
+                drain: Duration::from_millis(50),
+                daemons: daemons::DaemonPolicy { keep: false, max: 0, idle: None },
+            },
             Metrics::default().commands().clone(),
         );
         for round in 0..10 {
@@ -614,9 +618,11 @@ mod tests {
                 env: vec![("PATH".into(), std::env::var_os("PATH").unwrap_or_default())],
                 stdin: None,
                 stdin_stream: None,
+                terminal: None,
                 timeout: Duration::from_secs(60),
                 idle_timeout: None,
                 group: Some(group.clone()),
+                end_daemons: false,
             };
             let cancel = CancellationToken::new();
             let run = tokio::spawn({
