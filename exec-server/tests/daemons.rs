@@ -95,7 +95,7 @@ fn gone(marker: &str) {
 }
 
 /// Kept after its command exited 0: it answers on its socket while later commands come and go (their own escapees
-/// are still ended, a timeout of one that used it leaves it alone), and the shutdown ends it with what it forked
+/// are still ended, stopping one that used it leaves it alone), and the shutdown ends it with what it forked
 /// since.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_daemon_is_kept_after_its_command_and_ended_at_shutdown() {
@@ -112,13 +112,18 @@ async fn a_daemon_is_kept_after_its_command_and_ended_at_shutdown() {
     let script = format!("setsid sleep {stray} </dev/null >/dev/null 2>&1 & echo started");
     assert_eq!(server.exec(json!({"cmd": ["sh", "-c", script]})).await.exit_code, 0);
     gone(&stray);
-    // A command that times out while using it: its own escapee goes, the daemon it used stays.
+    // A command stopped (DELETE) once it has used it: its own escapee goes, the daemon it used stays. (Stopped on
+    // the event of its use, not by a timeout, which a loaded machine can reach before python3 has even started.)
     let stray = marker();
     let ping = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(b'ping\\n')\nprint(s.recv(99).decode().strip(), flush=True)\n";
     std::fs::write(server.workspace.path().join("ping.py"), ping).unwrap();
     let script = format!("setsid sleep {stray} </dev/null >/dev/null 2>&1 & python3 ping.py d.sock; sleep 60");
-    let reply = server.exec(json!({"cmd": ["sh", "-c", script], "timeout": 1})).await;
-    assert!(reply.timed_out && reply.output.contains("pong"), "{reply:?}");
+    let mut frames = server.open_stream(json!({"cmd": ["sh", "-c", script], "run_id": "user-d"})).await;
+    frames.until_stdout("pong").await;
+    wait_for_process(&stray);
+    let response = server.client().delete(format!("{}/runs/user-d", server.url)).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(exit_frame(&frames.rest().await).0, 143, "stopped by the policy's TERM");
     gone(&stray);
     assert!(ask(&socket, "ping").starts_with("pong "), "a stopped command's sweep leaves an earlier daemon alone");
     assert_eq!(server.info().await.daemons_kept, Some(1));
@@ -155,10 +160,13 @@ async fn every_stop_and_every_end_switch_still_ends_the_daemon() {
         let (argv, _) = daemon(&workspace, name, marker, "daemon");
         json!(["sh", "-c", format!("{}; sleep 60", argv.join(" "))])
     };
-    // Timeout.
+    // Timeout: the daemon is seen up before it (5 s: python3 starts in well under that even on a loaded machine;
+    // a timeout that came first would fail here, not pass without a daemon).
     let mark = marker();
-    let reply = server.exec(json!({"cmd": staying("t.sock", &mark), "timeout": 1})).await;
-    assert_eq!((reply.exit_code, reply.output.as_str()), (124, "daemon-up\n"));
+    let mut frames = server.open_stream(json!({"cmd": staying("t.sock", &mark), "timeout": 5})).await;
+    frames.until_stdout("daemon-up").await;
+    wait_for_process(&mark);
+    assert_eq!(exit_frame(&frames.rest().await), (124, true, Some(15)));
     gone(&mark);
     // DELETE.
     let mark = marker();
