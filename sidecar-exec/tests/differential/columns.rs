@@ -1,6 +1,6 @@
 //! The two columns' set-ups: the real installer's wrappers on a PATH where they shadow the native commands (as
-//! tests/demo.sh has it), forwarding to an exec-server for the python runtime on 127.0.0.1:0; the same workspace
-//! folder natively and forwarded; and running every case on both sides.
+//! tests/demo.sh has it), forwarding to an exec-server for the python runtime on 127.0.0.1:0, or to a real sshd on
+//! 127.0.0.1; the same workspace folder natively and forwarded; and running every case on both sides.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -81,6 +81,12 @@ pub async fn sides(
         native: Side { env: native, not_the_cases },
         forwarded: Side { env: forwarded, not_the_cases },
     }
+}
+
+/// The environment a client run is configured with (what `configure` set on it), to hand to `bash`.
+pub fn env_of(run: BinaryRun) -> Vec<(OsString, OsString)> {
+    let command = run.other("true");
+    command.as_std().get_envs().filter_map(|(name, value)| Some((name.to_owned(), value?.to_owned()))).collect()
 }
 
 /// The big cases' input: 100 MiB covering every byte value, written 1 MiB at a time (never held whole).

@@ -10,12 +10,15 @@ use super::report::Aspect::{self, ExitCode, Interleaving, Stderr, Stdout, Stoppi
 pub enum Column {
     /// The generated wrappers, forwarding to an exec-server (sidecar-exec).
     Wrappers,
+    /// The generated wrappers, forwarding over OpenSSH (ssh-exec).
+    Ssh,
 }
 
 impl Column {
     pub fn name(self) -> &'static str {
         match self {
             Wrappers => "wrappers",
+            Ssh => "ssh",
         }
     }
 }
@@ -72,6 +75,29 @@ const ALLOWLIST: &str =
                          today none of TERM, LANG, LC_*, TZ, NO_COLOR, FORCE_COLOR, CI crosses";
 const PATTERN: &str = "issue 22, Client, Environment: patterns in SIDECAR_ENV_PASSTHROUGH (NPM_CONFIG_*); today the \
                        pattern is taken as a name and nothing crosses";
+// The same items for ssh-exec ("ssh-exec for the same points").
+const SSH_STDIN: &str =
+    "issue 22, Client (ssh-exec for the same points): stdin forwarded by default when it is a pipe \
+                         or a heredoc; today a pipe is not read (a hint on stderr when it holds data)";
+const SSH_SIGNALS: &str =
+    "issue 22, Client, Signals (ssh-exec for the same points): the signal delivered to the host's \
+                           group as sent; today ssh-exec stops the command with SIGTERM and exits 128+N";
+const SSH_QUIT: &str =
+    "issue 22, Client, Signals (ssh-exec): SIGQUIT delivered as sent; today ssh-exec dies of it, and \
+                        the command keeps running on the host";
+const SSH_TSTP: &str = "issue 22, Client, Signals (ssh-exec): Ctrl-Z stops the host's group with the client, `fg` \
+                        continues both; today only the client stops";
+const SSH_MISSING: &str = "issue 22, Client (wrappers only for commands the host has, asked at install time): \
+                           today every runtime command is wrapped, so `command -v` finds ruff, and the host's bash \
+                           reports it missing from line 4 of ssh-exec's script";
+const SSH_PATTERN: &str =
+    "issue 22, Client, Environment (ssh-exec): patterns in SSH_ENV_PASSTHROUGH; today the pattern \
+                           is refused as not a variable name (exit 2)";
+const SSH_ALLOWLIST: &str = "issue 22, Client, Environment (ssh-exec): the default allowlist of terminal and locale \
+                             variables; today none crosses";
+const EPIPE: &str =
+    "issue 22, Client, Signals: 'a closed stdout (EPIPE) still cancels': the host's command is stopped \
+                     and never meets the closed pipe, so Python's BrokenPipeError traceback is not printed";
 const EPIPE_BLOCKING: &str = "issue 22, Client: default mode streams and `| head -1` stops the remote command at once \
                               (then, as a closed stdout cancels, the command never meets the closed pipe and Python's \
                               BrokenPipeError traceback stays a difference); today the command runs into its timeout";
@@ -85,7 +111,7 @@ const fn known(column: Column, case: &'static str, aspects: &'static [Aspect], r
     Known { column, case, aspects, reason }
 }
 
-use Column::Wrappers;
+use Column::{Ssh, Wrappers};
 
 pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Wrappers, "head-1-sigpipe", &[Stdout, ExitCode, Stopping], HEAD),
@@ -119,4 +145,30 @@ pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Wrappers, "while-read-not-reading", &[Stdout], OFFSET),
     known(Wrappers, "while-read-one-line-each", &[Stdout], OFFSET),
     known(Wrappers, "offset-after-command", &[Stdout], OFFSET),
+    known(Ssh, "head-1-brokenpipe", &[Stderr], EPIPE),
+    known(Ssh, "pipe-in", &[Stdout, Stderr], SSH_STDIN),
+    known(Ssh, "script-on-stdin", &[Stdout, Stderr], SSH_STDIN),
+    known(Ssh, "heredoc", &[Stdout, Stderr], SSH_STDIN),
+    known(Ssh, "here-string", &[Stdout, Stderr], SSH_STDIN),
+    known(Ssh, "binary-stdin", &[Stdout, Stderr], SSH_STDIN),
+    known(Ssh, "100-mib-in-pipe", &[Stdout, Stderr], SSH_STDIN),
+    known(Ssh, "slow-writer", &[Stdout, Stderr], SSH_STDIN),
+    known(Ssh, "unclosed-stdin-one-line", &[Stdout, Stderr], SSH_STDIN),
+    known(Ssh, "sigint-handler", &[Stdout, ExitCode], SSH_SIGNALS),
+    known(Ssh, "sigint-twice", &[Stdout, ExitCode, Stopping], SECOND_INT),
+    known(Ssh, "sigint-keyboardinterrupt", &[Stdout, Stderr, ExitCode], SSH_SIGNALS),
+    known(Ssh, "sigterm", &[ExitCode], DIED_OF),
+    known(Ssh, "sighup-handler", &[Stdout, ExitCode], SSH_SIGNALS),
+    known(Ssh, "sigquit-handler", &[Stdout, ExitCode, Stopping], SSH_QUIT),
+    known(Ssh, "ctrl-z-then-fg", &[Stdout, Stopping], SSH_TSTP),
+    known(Ssh, "missing-command", &[Stderr], SSH_MISSING),
+    known(Ssh, "command-v-fallback", &[Stdout, Stderr], SSH_MISSING),
+    known(Ssh, "died-of-sigterm", &[ExitCode], DIED_OF),
+    known(Ssh, "env-on-command-line", &[Stdout], COMMAND_LINE_ENV),
+    known(Ssh, "env-allowlist", &[Stdout], SSH_ALLOWLIST),
+    known(Ssh, "env-pattern", &[Stdout, Stderr, ExitCode], SSH_PATTERN),
+    known(Ssh, "env-secret-stays", &[Stdout], SECRET),
+    known(Ssh, "while-read-not-reading", &[Stdout], OFFSET),
+    known(Ssh, "while-read-one-line-each", &[Stdout], OFFSET),
+    known(Ssh, "offset-after-command", &[Stdout], OFFSET),
 ];

@@ -1,6 +1,6 @@
 //! The differential suite (issue 22): every command line of the corpus run natively and through the generated
 //! wrappers in the same test, comparing stdout, stderr, their interleaving, exit codes and whether the command
-//! stopped when it should. The column here forwards to an exec-server.
+//! stopped when it should; one column forwards to an exec-server, one to a real sshd.
 
 mod columns;
 mod corpus;
@@ -11,6 +11,7 @@ mod report;
 use known::Column;
 use protocol::vars::BUILD_SIDECARS;
 
+use crate::sshd::Sshd;
 use crate::support::server_with;
 
 /// Native against the wrappers forwarding to an exec-server for the python runtime, in the default configuration.
@@ -33,4 +34,31 @@ async fn differential_wrappers() {
     let outcomes = tokio::task::spawn_blocking(move || columns::run_all(&sides)).await.unwrap();
     report::judge(Column::Wrappers, &outcomes);
     server.stop().await;
+}
+
+/// Native against the wrappers forwarding over OpenSSH to a real sshd on 127.0.0.1 (this machine is the host, and
+/// the host's folder is the workspace itself), in the default configuration.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server, which .ci/run installs); CI runs it"]
+async fn differential_ssh() {
+    let sshd = Sshd::start().unwrap_or_else(|reason| panic!("the ssh column needs a working sshd: {reason}"));
+    let workspace = sshd.workspace.path().to_owned();
+    let client = || sshd.client().env("SSH_HOST_CWD", &workspace);
+    let sides = columns::sides(
+        &workspace,
+        sshd.dir.path(),
+        client(),
+        columns::env_of(client()),
+        |install| install.env("SSH_HOST", "127.0.0.1"),
+        is_shared_connection,
+    )
+    .await;
+    let outcomes = tokio::task::spawn_blocking(move || columns::run_all(&sides)).await.unwrap();
+    report::judge(Column::Ssh, &outcomes);
+}
+
+/// ssh-exec's shared connection (`ssh … ControlMaster=yes`), which outlives every case by design.
+fn is_shared_connection(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| cmdline.split(|byte| *byte == 0).any(|arg| arg == b"ControlMaster=yes"))
 }
