@@ -1,7 +1,7 @@
 //! KNOWN_DIFFERENCES: the cases allowed to differ between native and forwarded, per column, each with the aspects
 //! it may differ in and why. Today's entries are issue 22's defects, each naming the issue item that will fix it;
 //! when that item lands, the case stops differing and the suite fails until its entry goes. What stays is only
-//! what cannot be made identical, stated as such.
+//! what cannot be made identical, and docs/testing.md states each of those too.
 
 use super::report::Aspect::{self, ExitCode, Interleaving, Stderr, Stdout, Stopping};
 

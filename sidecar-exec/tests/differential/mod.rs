@@ -1,6 +1,7 @@
 //! The differential suite (issue 22): every command line of the corpus run natively and through the generated
 //! wrappers in the same test, comparing stdout, stderr, their interleaving, exit codes and whether the command
-//! stopped when it should; one column forwards to an exec-server, one to a real sshd.
+//! stopped when it should; one column forwards to an exec-server, one to a real sshd. See docs/testing.md,
+//! "The differential suite".
 
 mod columns;
 mod corpus;
@@ -61,4 +62,23 @@ async fn differential_ssh() {
 fn is_shared_connection(pid: i32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .is_ok_and(|cmdline| cmdline.split(|byte| *byte == 0).any(|arg| arg == b"ControlMaster=yes"))
+}
+
+/// docs/testing.md names every case of the corpus (its table) and every difference that stays (stated there).
+#[test]
+fn the_docs_name_every_case_and_every_stated_difference() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/testing.md")).unwrap();
+    let section = docs.split("## The differential suite").nth(1).expect("docs/testing.md has no differential section");
+    let section = section.split("\n## ").next().unwrap();
+    for case in corpus::CASES {
+        assert!(section.contains(&format!("`{}`", case.name)), "docs/testing.md does not list the case {}", case.name);
+    }
+    for known in known::KNOWN_DIFFERENCES.iter().filter(|known| known.reason.starts_with("stated")) {
+        assert!(
+            section.contains(&format!("`{}` ({})", known.case, known.column.name())),
+            "docs/testing.md does not state why {} differs in the {} column",
+            known.case,
+            known.column.name()
+        );
+    }
 }
