@@ -113,12 +113,15 @@ for piece in iter(lambda: sys.stdin.buffer.read(1 << 20), b""):
 print(length, digest.hexdigest())
 "#;
 
-/// `python3 yes.py`: `y` forever, dying of SIGPIPE when its reader goes, as `yes` and most native tools do (Python
-/// itself ignores SIGPIPE and raises BrokenPipeError instead).
-const YES: &str = r#"import signal
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+/// `python3 yes.py [raise]`: `y` forever, a hundred lines a second (paced, so that a forwarded run that does not stop
+/// costs no CPU while the harness waits for its bound). It dies of SIGPIPE when its reader goes, as `yes` and most
+/// native tools do; with `raise`, as Python does by default: SIGPIPE ignored, BrokenPipeError raised.
+const YES: &str = r#"import signal, sys, time
+if sys.argv[1:] != ["raise"]:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 while True:
-    print("y")
+    print("y", flush=True)
+    time.sleep(0.01)
 "#;
 
 const SIGNALLED: [Step; 2] = [Step::Await("ready"), Step::Signal(Signal::SIGINT)];
@@ -146,7 +149,7 @@ pub const CASES: &[Case] = &[
     // Pipes out of the command.
     Case { name: "pipe-out", line: "python3 -c 'for i in range(100000): print(i)' | tail -n 2", ..Case::PLAIN },
     Case { name: "head-1-sigpipe", line: "python3 yes.py | head -1", ..Case::PLAIN },
-    Case { name: "head-1-brokenpipe", line: r#"python3 -c 'while True: print("y")' | head -1"#, ..Case::PLAIN },
+    Case { name: "head-1-brokenpipe", line: "python3 yes.py raise | head -1", ..Case::PLAIN },
     Case {
         name: "pipefail",
         line: r#"set -o pipefail; python3 -c 'raise SystemExit(3)' | cat; echo "status $?"; python3 yes.py | head -1; echo "status $?""#,
