@@ -25,7 +25,7 @@ pub const NATIVE_BOUND: Duration = Duration::from_secs(120);
 /// guards against (a forwarded `| head -1` whose producer never stops runs into the 600 s timeout), far from what
 /// forwarding costs a case on a loaded machine (a debug build's few hundred milliseconds per call). Never a timing
 /// assertion.
-pub const CASE_BOUND: Duration = Duration::from_secs(20);
+pub const CASE_BOUND: Duration = Duration::from_secs(10);
 /// The same for the 100 MiB cases, which a debug build on 2 loaded cores forwards in tens of seconds.
 pub const BIG_BOUND: Duration = Duration::from_secs(240);
 /// See [`CASE_BOUND`].
