@@ -13,5 +13,6 @@ mod ssh_exec;
 mod ssh_stop;
 mod ssh_wrappers;
 mod sshd;
+mod streamed;
 mod support;
 mod wrappers;
