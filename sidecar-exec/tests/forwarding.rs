@@ -151,15 +151,12 @@ async fn cwd_follows_the_current_directory_or_sidecar_cwd() {
 #[tokio::test(flavor = "multi_thread")]
 async fn blocking_mode_keeps_the_old_stdin_policy() {
     let server = server().await;
+    let cat = |path: &std::path::Path| {
+        server.client().stream(false).stdin(std::fs::File::open(path).unwrap().into()).args(["python", "cat"]).run()
+    };
     let input = server.workspace.path().join("input.txt");
     std::fs::write(&input, "from a file\n").unwrap();
-    let output = server
-        .client()
-        .stream(false)
-        .stdin(std::fs::File::open(&input).unwrap().into())
-        .args(["python", "cat"])
-        .run()
-        .await;
+    let output = cat(&input).await;
     assert_eq!(String::from_utf8_lossy(&output.stdout), "from a file\n");
 
     // A pipe that never closes: the default must not wait on it.
@@ -182,13 +179,7 @@ async fn blocking_mode_keeps_the_old_stdin_policy() {
     // Too large for one request: a clear error, nothing run.
     let big = server.workspace.path().join("big");
     std::fs::write(&big, vec![b'x'; 2 * 1024 * 1024]).unwrap();
-    let output = server
-        .client()
-        .stream(false)
-        .stdin(std::fs::File::open(&big).unwrap().into())
-        .args(["python", "cat"])
-        .run()
-        .await;
+    let output = cat(&big).await;
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("stdin is larger than"), "{}", stderr(&output));
     server.stop().await;

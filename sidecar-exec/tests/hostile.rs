@@ -4,17 +4,12 @@
 use std::sync::atomic::Ordering;
 
 use crate::raw_server::{raw_server, Piece, Reply};
+use crate::support::go_client as client;
 use crate::support::*;
 
 /// Room for what the kernel's socket buffers hold beyond what the client read: the bounds below are checked as
 /// "read at most the bound plus this", far below what an unbounded client reads (everything).
 const SOCKET_SLACK: u64 = 64 * 1024 * 1024;
-
-fn client(url: &str) -> BinaryRun {
-    client_run()
-        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
-        .env("SIDECAR_CWD", "/workspace")
-}
 
 /// stderr must be exactly one `sidecar-exec:` line (plus whatever the command itself printed before it).
 fn one_client_line(output: &std::process::Output) -> String {

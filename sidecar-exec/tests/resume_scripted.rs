@@ -3,6 +3,7 @@
 //! case is what exec-server may legitimately send, or what a broken one could, written out byte by byte.
 
 use crate::raw_server::{raw_server, RawServer, Reply};
+use crate::support::go_client as client;
 use crate::support::*;
 
 const SSE: &str = "text/event-stream";
@@ -28,12 +29,6 @@ async fn scripted(resumed: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Ra
         }
     })
     .await
-}
-
-fn client(url: &str) -> BinaryRun {
-    client_run()
-        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
-        .env("SIDECAR_CWD", "/workspace")
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -113,12 +113,7 @@ async fn the_default_asks_for_a_stream_and_reproduces_a_json_reply_exactly() {
         Reply::json(r#"{"exit_code":3,"output":"out","stderr":"err"}"#)
     })
     .await;
-    let output = client_run()
-        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{}"}}}}"#, server.url))
-        .env("SIDECAR_CWD", "/workspace")
-        .args(["go", "build"])
-        .run()
-        .await;
+    let output = go_client(&server.url).args(["go", "build"]).run().await;
     assert_eq!((output.status.code(), stdout(&output), stderr(&output)), (Some(3), "out".into(), "err".into()));
 }
 
@@ -135,12 +130,7 @@ async fn a_busy_sidecar_is_retried_after_its_retry_after_with_one_line() {
         _ => Reply::json(r#"{"exit_code":0,"output":"ok\n","stderr":""}"#),
     })
     .await;
-    let output = client_run()
-        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{}"}}}}"#, server.url))
-        .env("SIDECAR_CWD", "/workspace")
-        .args(["go", "build"])
-        .run()
-        .await;
+    let output = go_client(&server.url).args(["go", "build"]).run().await;
     assert_eq!((output.status.code(), stdout(&output)), (Some(0), "ok\n".to_owned()), "{}", stderr(&output));
     let message = stderr(&output);
     assert!(message.lines().count() == 1 && message.contains("503") && message.contains("retrying"), "{message}");
@@ -152,12 +142,7 @@ async fn a_server_that_never_showed_it_keeps_runs_gets_one_probe_then_its_first_
     // (GET /runs/{id}/stream) breaks the same way, and the client stops there.
     let server = raw_server(|_| Reply::cut("application/json", 100, r#"{"exit_code":0,"out"#)).await;
     let started = std::time::Instant::now();
-    let output = client_run()
-        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{}"}}}}"#, server.url))
-        .env("SIDECAR_CWD", "/workspace")
-        .args(["go", "build"])
-        .run()
-        .await;
+    let output = go_client(&server.url).args(["go", "build"]).run().await;
     let message = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{message}");
     assert!(!message.contains("reattach window") && !message.contains("reconnecting"), "{message}");
@@ -178,12 +163,7 @@ async fn a_dropped_frame_of_two_to_the_sixty_four_bytes_is_refused_as_a_gap() {
         Reply::full("200 OK", &[("content-type", "text/event-stream")], body)
     })
     .await;
-    let output = client_run()
-        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{}"}}}}"#, server.url))
-        .env("SIDECAR_CWD", "/workspace")
-        .args(["go", "build"])
-        .run()
-        .await;
+    let output = go_client(&server.url).args(["go", "build"]).run().await;
     let message = stderr(&output);
     assert_eq!((output.status.code(), stdout(&output)), (Some(1), "head\n".to_owned()), "{message}");
     assert!(message.contains("dropped"), "{message}");

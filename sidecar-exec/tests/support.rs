@@ -146,3 +146,10 @@ pub async fn read_until(stdout: &mut tokio::process::ChildStdout, expected: &[u8
     }
     got
 }
+
+/// A client for runtime "go" against the server at `url` (a scripted or hostile one), working in `/workspace`.
+pub fn go_client(url: &str) -> BinaryRun {
+    client_run()
+        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
+        .env("SIDECAR_CWD", "/workspace")
+}
