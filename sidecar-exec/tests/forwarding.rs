@@ -30,7 +30,13 @@ async fn exit_codes_in_both_modes() {
             match code {
                 // The shell's code and words (start_error), without the client's prefix.
                 127 => assert_eq!(stderr(&output), "no-such-program-xyz: command not found\n"),
-                124 => assert!(stderr(&output).contains("timed out after 1s"), "{}", stderr(&output)),
+                124 => {
+                    let message = stderr(&output);
+                    assert!(
+                        message.contains("timed out after 1s") && message.contains("SIDECAR_TIMEOUT="),
+                        "{message}"
+                    );
+                }
                 _ => assert_eq!(stderr(&output), ""),
             }
         }

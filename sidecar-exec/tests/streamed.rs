@@ -168,3 +168,26 @@ async fn a_dropped_frame_of_two_to_the_sixty_four_bytes_is_refused_as_a_gap() {
     assert_eq!((output.status.code(), stdout(&output)), (Some(1), "head\n".to_owned()), "{message}");
     assert!(message.contains("dropped"), "{message}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_names_what_is_sent_and_shows_only_the_defaults_values() {
+    // Nothing listens there: --explain sends nothing.
+    let output = go_client("http://127.0.0.1:9")
+        .env("TERM", "xterm-test")
+        .env("NPM_CONFIG_REGISTRY", "http://registry")
+        .env("SECRET_TOKEN_X", "hunter2")
+        .env("SIDECAR_ENV_PASSTHROUGH", "SECRET_TOKEN_X NPM_CONFIG_*")
+        .args(["--explain", "go", "build", "./..."])
+        .run()
+        .await;
+    let text = stdout(&output);
+    assert_eq!((output.status.code(), stderr(&output)), (Some(0), String::new()), "{text}");
+    assert!(text.contains("build runs on the go sidecar at http://127.0.0.1:9"), "{text}");
+    assert!(text.contains("TERM=xterm-test"), "a default's value is shown: {text}");
+    assert!(text.contains("SECRET_TOKEN_X (SIDECAR_ENV_PASSTHROUGH)"), "{text}");
+    assert!(text.contains("NPM_CONFIG_REGISTRY (SIDECAR_ENV_PASSTHROUGH)"), "a pattern matches: {text}");
+    assert!(
+        !text.contains("hunter2") && !text.contains("http://registry"),
+        "a passthrough value is never shown: {text}"
+    );
+}
