@@ -276,3 +276,102 @@ async fn terminal_refusals_name_what_is_wrong() {
     assert_eq!(status, 409, "an ended run's terminal is gone");
     server.stop().await;
 }
+
+/// Reads run `id`'s stream from `url` (a proxy) from the screen's end until the connection is cut or the stream
+/// ends; every frame must start where the screen ends. Returns whether the exit frame came.
+async fn read_until_cut(url: &str, id: &str, screen: &mut Vec<u8>, end: &mut Vec<Frame>) -> bool {
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let Ok(mut response) = client.get(format!("{url}/runs/{id}/stream?stdout={}", screen.len())).send().await else {
+        return false;
+    };
+    let mut buffer = Vec::new();
+    loop {
+        while let Some(at) = buffer.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = buffer.drain(..at + 2).collect();
+            let Some(json) = event.strip_prefix(b"data: ") else { continue };
+            match Frame::from_json(&json[..json.len() - 2]).unwrap().unwrap() {
+                Frame::Stdout(chunk) => {
+                    assert_eq!(chunk.offset, Some(screen.len() as u64), "a frame starts where the screen ends");
+                    chunk.write_bytes(screen).unwrap();
+                }
+                Frame::Stderr(chunk) => panic!("a terminal has one stream: {chunk:?}"),
+                Frame::Exit { .. } => {
+                    end.push(Frame::from_json(&json[..json.len() - 2]).unwrap().unwrap());
+                    return true;
+                }
+                other => end.push(other),
+            }
+        }
+        match response.chunk().await {
+            Ok(Some(chunk)) => buffer.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => return false,
+        }
+    }
+}
+
+/// A connection cut again and again while a TTY run writes: each time the reader resumes from the bytes it has, and
+/// the screen is exactly what the same program writes on a pty here.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_screen_resumed_after_cuts_is_exact() {
+    let server = server().start().await;
+    let proxy = CutProxy::start(server.addr).await.unwrap();
+    let argv = ["python3", "-c", "import sys\nfor i in range(3000): sys.stdout.write('line %d %s\\n' % (i, 'y' * 40))"];
+    let (native, _) = native_on_a_pty(&argv, 24, 80).await;
+    // Every new connection is cut after 10–40 KB towards the client, four times (the POST's included).
+    proxy.cut_randomly(23, 10_000, 40_000, 4);
+    let body = json!({"cmd": argv, "run_id": "tty-cut", "tty": {"rows": 24, "cols": 80}});
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let response = client.post(format!("{}/exec/stream", proxy.url())).body(body.to_string()).send().await.unwrap();
+    assert_eq!(response.headers().get(protocol::TTY_HEADER).map(|v| v.as_bytes()), Some(&b"1"[..]));
+    drop(response);
+    let (mut screen, mut end) = (Vec::new(), Vec::new());
+    let mut attempts = 0;
+    while !read_until_cut(&proxy.url(), "tty-cut", &mut screen, &mut end).await {
+        attempts += 1;
+        assert!(attempts < 50, "never reached the end: {} bytes", screen.len());
+    }
+    assert!(proxy.cuts() >= 2, "cut {} times", proxy.cuts());
+    assert_eq!(exit_frame(&end).0, 0);
+    assert!(screen == native, "{} bytes against {}", screen.len(), native.len());
+    server.stop().await;
+}
+
+/// What every run has, on a terminal: the idle timeout (124), the blocking `POST /exec` (the screen as its output,
+/// its exit code, `x-tty`), the reattach window (no client: stopped, nothing left), and the resize in the metrics.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tty_run_keeps_every_run_property() {
+    let server = server().arg("--reattach-window", "1").start().await;
+    let body = json!({"cmd": ["sh", "-c", "echo ready; exec sleep 30"], "run_id": "tty-idle", "idle_timeout": 1,
+                      "tty": {"rows": 24, "cols": 80}});
+    let response = server.post("/exec/stream", body.to_string()).send().await.unwrap();
+    let screen = Screen { frames: Frames::new(response), bytes: Vec::new(), end: Vec::new() };
+    let (bytes, _, frames) = screen.finish().await;
+    assert_eq!((bytes.as_slice(), exit_frame(&frames).0, exit_frame(&frames).1), (&b"ready\r\n"[..], 124, true));
+
+    let body = json!({"cmd": ["sh", "-c", "tty; exit 3"], "run_id": "tty-blocking", "tty": {"rows": 24, "cols": 80}});
+    let response = server.post("/exec", body.to_string()).send().await.unwrap();
+    assert_eq!(response.headers().get(protocol::TTY_HEADER).map(|v| v.as_bytes()), Some(&b"1"[..]));
+    let reply: protocol::ExecReply = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    assert!(reply.output.starts_with("/dev/pts/") && reply.stderr.is_empty(), "{reply:?}");
+    assert_eq!(reply.exit_code, 3);
+
+    let marker = marker();
+    let cmd = json!(["sh", "-c", format!("echo ready; {}", sleeper(&marker))]);
+    let (mut screen, _) = server.on_terminal("tty-window", cmd, 24, 80).await;
+    screen.wait_for("ready\r\n", 0).await;
+    wait_for_process(&marker);
+    server.resize("tty-window", 30, 90).await.unwrap();
+    drop(screen);
+    assert_no_survivors(&marker, Duration::from_secs(15));
+    let info = server.wait_for_run("tty-window", "its end", |info| info.state != RunState::Running).await;
+    assert_eq!(
+        (info.state, info.stopped_by, info.tty),
+        (RunState::Cancelled, Some(protocol::StoppedBy::ReattachWindow), true)
+    );
+    let resized = value(
+        &scrape(&server, None).await.1,
+        "exec_server_http_requests_total{endpoint=\"/runs/{id}/resize\",status=\"200\"}",
+    );
+    assert_eq!(resized, 1.0);
+    server.stop().await;
+}
