@@ -212,3 +212,105 @@ async fn the_entrypoint_execs_rather_than_forks() {
     let output = child.wait_with_output().await.unwrap();
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), pid.to_string());
 }
+
+/// Whether the agent's shell finds `command` on `path`, and what running it gives when it does not: `command -v`'s
+/// status and bash's for a call (127 for a command not found). Run the same way natively and through the wrappers.
+async fn shell_finds(command: &str, path: &str) -> (Option<i32>, Option<i32>) {
+    let run = |script: String| {
+        tokio::process::Command::new("/bin/bash").args(["-c", &script]).env_clear().env("PATH", path).output()
+    };
+    let found = run(format!("command -v {command} >/dev/null")).await.unwrap().status.code();
+    let called = match found {
+        Some(0) => None,
+        _ => run(format!("{command} --version")).await.unwrap().status.code(),
+    };
+    (found, called)
+}
+
+/// Only what the builder has is wrapped. The installer asks each real server's `/info`, whose `commands` are those
+/// of its runtime on the server's PATH, here this test's own: so the builder's truth is what bash finds on this
+/// PATH, and through the wrappers bash must find exactly that: `command -v` fails and a call gives 127 for what the
+/// builder lacks, as natively. With SSH_HOST also set, what a builder lacks goes to the host instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_commands_the_builder_has_are_wrapped() {
+    let node = server_with(&["--runtime", "node"], None).await;
+    let rust = server_with(&["--runtime", "rust"], None).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let wrappers = scratch.path().join("wrappers");
+    let empty = scratch.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let sidecars = format!(r#"{{"node":{{"internal_url":"{}"}},"rust":{{"internal_url":"{}"}}}}"#, node.url, rust.url);
+    let builder_path = std::env::var("PATH").unwrap();
+    let table: Vec<&str> =
+        ["node", "rust"].iter().flat_map(|rt| protocol::commands_for(rt).unwrap().to_vec()).collect();
+    let mut has = Vec::new();
+    let mut lacks = Vec::new();
+    for command in &table {
+        match shell_finds(command, &builder_path).await {
+            (Some(0), _) => has.push(command.to_string()),
+            _ => lacks.push(command.to_string()),
+        }
+    }
+    assert!(!lacks.is_empty(), "this machine has every command of node and rust ({has:?}): nothing to prove");
+
+    let install = |ssh_host: Option<&str>| {
+        let client = client_run().env("PATH", &empty).env("BUILD_SIDECARS", &sidecars);
+        let client = match ssh_host {
+            Some(host) => client.env("SSH_HOST", host),
+            None => client,
+        };
+        client.args(["--install-wrappers", wrappers.to_str().unwrap()]).run()
+    };
+    let output = install(None).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert_eq!(message.lines().count(), 1, "{message}");
+    let mut sorted = has.clone();
+    sorted.sort();
+    assert_eq!(names(&wrappers), sorted, "{message}");
+    assert!(message.contains(&format!("not on the builder, not wrapped [{}]", lacks.join(" "))), "{message}");
+    let through_wrappers = format!("{}:{}", wrappers.display(), empty.display());
+    for command in &table {
+        let native = shell_finds(command, &builder_path).await;
+        assert_eq!(shell_finds(command, &through_wrappers).await, native, "{command}");
+    }
+
+    // With the SSH host configured, a command the builder lacks falls through to it.
+    let output = install(Some("build-mac")).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("not on the builder, not wrapped []"), "{message}");
+    for command in &lacks {
+        let wrapper = std::fs::read_to_string(wrappers.join(command)).unwrap();
+        assert!(wrapper.contains(&format!("ssh-exec' -- {command} ")), "{command}: {wrapper}");
+    }
+    node.stop().await;
+    rust.stop().await;
+}
+
+/// A sidecar that accepts the connection and never answers (a builder still starting) costs the installer at most
+/// its 2 s bound: its whole table is wrapped, with one line that says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sidecar_that_does_not_answer_gets_its_whole_table_and_one_line() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let wrappers = scratch.path().join("wrappers");
+    let sidecars = format!(r#"{{"go":{{"internal_url":"http://{}"}}}}"#, silent.local_addr().unwrap());
+    let output = client_run()
+        .env("PATH", "/nonexistent")
+        .env("BUILD_SIDECARS", &sidecars)
+        .args(["--install-wrappers", wrappers.to_str().unwrap()])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let message = stderr(&output);
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 2, "{message}");
+    assert!(
+        lines[0].starts_with("sidecar-exec: the go sidecar gave no /info (no answer within 2 s)")
+            && lines[0].contains("wrapping all its commands [go gofmt]"),
+        "{message}"
+    );
+    assert_eq!(names(&wrappers), ["go", "gofmt"]);
+    drop(silent);
+}

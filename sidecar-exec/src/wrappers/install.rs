@@ -1,7 +1,8 @@
 //! Writing the wrapper folder: one `#!/bin/sh` wrapper per command that runs elsewhere, one backend per command in
 //! this order of preference: the local tool (native, on PATH outside the folder: no wrapper), the build sidecar of
-//! its runtime, the SSH host; stale wrappers of ours removed.
+//! its runtime when it has the command, the SSH host; stale wrappers of ours removed.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use process_group::program;
 
 use crate::wrappers::backends::Backends;
+use crate::wrappers::builder_commands::Answer;
 use crate::wrappers::SSH_TOOLS;
 
 /// The second line of every generated wrapper: how stale wrappers are told from files that are not ours. It names
@@ -34,6 +36,8 @@ pub struct Report {
     /// Commands wrapped for the SSH host (the runtime table's, then SSH_COMMANDS, then host-run and auto-run).
     pub ssh: Vec<String>,
     pub native: Vec<String>,
+    /// Commands of a configured sidecar's runtime that its builder said it lacks, and no other backend took.
+    pub missing: Vec<String>,
     pub removed: Vec<String>,
     pub unknown_runtimes: Vec<String>,
     /// Runtimes both backends could serve (a sidecar and SSH_HOST), which their sidecar got, and SSH_COMMANDS
@@ -42,8 +46,16 @@ pub struct Report {
 }
 
 /// Writes the wrappers into `dir` for `backends` (none when neither is configured), skipping commands found on `path`
-/// outside `dir`, and removes wrappers of ours that are no longer wanted.
-pub fn install(dir: &Path, backends: &Backends, path: &str) -> Result<Report, UnwritableFolder> {
+/// outside `dir`, and removes wrappers of ours that are no longer wanted. `answers` says which commands each sidecar
+/// has ([`crate::wrappers::builder_commands`]): a command its sidecar lacks goes to the SSH host when that is
+/// configured, else gets no wrapper, so `command -v` says what a call would find. A sidecar without an answer gets
+/// its whole table.
+pub fn install(
+    dir: &Path,
+    backends: &Backends,
+    answers: &BTreeMap<String, Answer>,
+    path: &str,
+) -> Result<Report, UnwritableFolder> {
     let sidecars = backends.sidecar.as_ref().map(|sidecar| &sidecar.sidecars);
     let ssh = backends.ssh.as_ref();
     std::fs::create_dir_all(dir).map_err(|err| unwritable(dir, err))?;
@@ -57,14 +69,17 @@ pub fn install(dir: &Path, backends: &Backends, path: &str) -> Result<Report, Un
         }
     }
     let has_sidecar = |runtime: &str| sidecars.is_some_and(|s| s.has(runtime));
+    let builder_lacks = |runtime: &str, command: &str| matches!(answers.get(runtime), Some(Answer::Has(commands)) if !commands.iter().any(|c| c == command));
     // Every command that could be wrapped, with the backend it would get.
     let mut candidates: Vec<(String, WrapperTarget)> = Vec::new();
     for (runtime, commands) in protocol::RUNTIMES {
         for command in *commands {
-            if has_sidecar(runtime) {
+            if has_sidecar(runtime) && !builder_lacks(runtime, command) {
                 candidates.push(((*command).to_owned(), WrapperTarget::Sidecar { runtime: (*runtime).to_owned() }));
             } else if ssh.is_some() {
                 candidates.push(((*command).to_owned(), WrapperTarget::Ssh));
+            } else if has_sidecar(runtime) && !is_native(command, path, &dir) {
+                report.missing.push((*command).to_owned());
             }
         }
     }
