@@ -330,3 +330,86 @@ async fn a_terminal_or_a_login_shell_keeps_output_and_exit_codes() {
     let output = sshd.client().env("SSH_LOGIN_SHELL", "1").args(["sh", "-c", "echo login; exit 5"]).run().await;
     assert_eq!((output.status.code(), stdout(&output).as_str()), (Some(5), "login\n"), "{}", stderr(&output));
 }
+
+/// Issue 24 item 10: a known_hosts file in a folder with a space, and a key whose path holds `%` tokens, are the
+/// files ssh reads, literally: no false "something is in between" alarm (ssh split the path at the space into two
+/// files), no key looked up under the expansion of `%d`. Through the shared connection and directly.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn paths_with_spaces_and_percent_signs_reach_ssh_literally() {
+    let sshd = sshd!();
+    let odd = sshd.path("with space %d %% \"quoted\" 'single'");
+    std::fs::create_dir(&odd).unwrap();
+    let known_hosts = odd.join("known hosts %h");
+    let key = odd.join("key %d%r");
+    std::fs::copy(sshd.path("known_hosts"), &known_hosts).unwrap();
+    std::fs::copy(sshd.path("user_key"), &key).unwrap();
+    for persist in ["60", "0"] {
+        let output = sshd
+            .client()
+            .env("SSH_KNOWN_HOSTS", &known_hosts)
+            .env("SSH_KEY_PATH", &key)
+            .env("SSH_CONTROL_PERSIST", persist)
+            .args(["echo", "in"])
+            .run()
+            .await;
+        assert_eq!(
+            (output.status.code(), stdout(&output).as_str(), stderr(&output).as_str()),
+            (Some(0), "in\n", ""),
+            "SSH_CONTROL_PERSIST={persist}"
+        );
+    }
+}
+
+/// Issue 24 item 11: a private copy of a key is removed once the key it copies changes or goes (a rotated key must
+/// not live on in ssh-exec's folder), and the copy of the key in use stays.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn stale_private_key_copies_are_removed() {
+    let sshd = sshd!();
+    let copies = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(sshd.runtime_dir().join("ssh-exec"))
+            .map(|entries| {
+                entries.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+            })
+            .unwrap_or_default();
+        // A copy, and its note of the key's path (`.source`), which goes with it.
+        names.retain(|name| name.starts_with("key-"));
+        names.sort();
+        names
+    };
+    let loose = sshd.path("loose_key");
+    std::fs::copy(sshd.path("user_key"), &loose).unwrap();
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let call = || sshd.client().env("SSH_KEY_PATH", &loose).env("SSH_CONTROL_PERSIST", "0").args(["true"]).run();
+    let output = call().await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let first = copies();
+    assert_eq!(first.len(), 2, "{first:?}");
+
+    // The key is rotated: the old copy goes, the new key's copy is the one left.
+    let rotated = sshd.path("rotated_key");
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&rotated)
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut authorized = std::fs::read_to_string(sshd.path("authorized_keys")).unwrap();
+    authorized.push_str(&std::fs::read_to_string(sshd.path("rotated_key.pub")).unwrap());
+    std::fs::write(sshd.path("authorized_keys"), authorized).unwrap();
+    std::fs::copy(&rotated, &loose).unwrap();
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let output = call().await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let second = copies();
+    assert_eq!(second, first, "one copy per key path");
+    let copy = sshd.runtime_dir().join("ssh-exec").join(&first[0]);
+    assert_eq!(std::fs::read(copy).unwrap(), std::fs::read(&rotated).unwrap(), "the old key's bytes are gone");
+
+    // The key is gone, and the call that finds it gone still removes its copy: nothing of it stays on disk.
+    std::fs::remove_file(&loose).unwrap();
+    sshd.client().env("SSH_KEY_PATH", "").env("SSH_CONTROL_PERSIST", "0").args(["true"]).run().await;
+    assert_eq!(copies(), Vec::<String>::new(), "a copy of a deleted key lives on");
+}

@@ -174,6 +174,9 @@ fn prepare(mode: &CallKind) -> Result<PreparedCall, ConfigError<SshConfigError>>
             None
         }
     };
+    if let Some(folder) = &folder {
+        key::remove_stale_copies(folder);
+    }
     let key = settings.key.as_deref().map(|key| key::usable(key, folder.as_deref())).transpose()?;
     let nonce = Nonce::new();
     let call = ShellSetup {
