@@ -84,7 +84,7 @@ def main():
         SECTION,
         "",
         f"{options.runs} runs each, interleaved, started with `posix_spawn` from Python, against one local release "
-        "exec-server (`bench/wrapper.py`). The link wrapper is what `--install-wrappers` writes now: a symlink to "
+        f"exec-server (`bench/wrapper.py`; load average {os.getloadavg()[0]:.1f} at the end of the run). The link wrapper is what `--install-wrappers` writes now: a symlink to "
         "sidecar-exec named after the command, which reads its command from argv[0] (no shell starts); the "
         "`#!/bin/sh` wrapper is the form it wrote before, with the same environment and client.",
         "",

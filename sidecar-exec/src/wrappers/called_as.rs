@@ -10,36 +10,26 @@ use crate::wrappers::SSH_TOOLS;
 /// The program's arguments (without the program name) for `argv` (with it): as they are for a direct call, and for
 /// a call through a wrapper link what its `#!/bin/sh` wrapper passed before the caller's arguments:
 ///
-/// - sidecar-exec called as a command of the runtime table (`npm`): `node npm …`; called by any other name (a link
-///   for convenience, `sx`), as a direct call;
-/// - ssh-exec called as `host-run`: `-- …`; as `auto-run`: `--auto-run …`; as any other name (`gofmt`, an
-///   SSH_COMMANDS entry such as `xcodebuild`): `-- gofmt …`. Every name ssh-exec is linked as is a command, since
-///   SSH_COMMANDS can name anything.
-///
-/// A call is direct when the name it was called by is the client's own or its binary's file name, so a renamed
-/// binary (`sidecar-exec-static`) still works as itself.
+/// - sidecar-exec called as a command of the runtime table (`npm`): `node npm …`; called by any other name (its own,
+///   a renamed binary, a link for convenience such as `sx`), as a direct call;
+/// - ssh-exec called as `host-run`: `-- …`; as `auto-run`: `--auto-run …`; as its own name or its binary's file name
+///   (a renamed `ssh-exec-static`), as a direct call; as any other name (`gofmt`, an SSH_COMMANDS entry such as
+///   `xcodebuild`): `-- gofmt …`, since SSH_COMMANDS can name anything.
 pub fn arguments(client: Client, argv: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     let mut argv = argv.into_iter();
     let called = argv.next();
-    let prefix =
-        called.as_deref().and_then(|called| wrapper_name(client, called)).and_then(|name| prefix(client, name));
+    let name = called.as_deref().map(Path::new).and_then(Path::file_name);
+    let prefix = name.and_then(|name| prefix(client, name));
     prefix.into_iter().flatten().chain(argv).collect()
-}
-
-/// The file name `called` names when it is not the client's own (a wrapper link), else `None`.
-fn wrapper_name(client: Client, called: &OsStr) -> Option<&OsStr> {
-    let name = Path::new(called).file_name()?;
-    if name == client.name() {
-        return None;
-    }
-    // Only now the one readlink of /proc/self/exe, for a binary installed under another name.
-    let own = std::env::current_exe().ok()?;
-    (own.file_name() != Some(name)).then_some(name)
 }
 
 /// What a wrapper named `name` passes before the caller's arguments; `None` when the name is no wrapper's.
 fn prefix(client: Client, name: &OsStr) -> Option<Vec<OsString>> {
+    if name == client.name() {
+        return None;
+    }
     match client {
+        // A table lookup, no system call: this is every wrapped call's start.
         Client::SidecarExec => {
             let name = name.to_str()?;
             let (runtime, _) = protocol::RUNTIMES.iter().find(|(_, commands)| commands.contains(&name))?;
@@ -48,6 +38,8 @@ fn prefix(client: Client, name: &OsStr) -> Option<Vec<OsString>> {
         Client::SshExec => Some(match name.to_str() {
             Some(tool) if tool == SSH_TOOLS[0] => vec!["--".into()],
             Some(tool) if tool == SSH_TOOLS[1] => vec!["--auto-run".into()],
+            // Only here the one readlink of /proc/self/exe, for a binary installed under another name.
+            _ if std::env::current_exe().ok().as_deref().and_then(Path::file_name) == Some(name) => return None,
             _ => vec!["--".into(), name.to_owned()],
         }),
     }
