@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import spawn_wait  # noqa: E402
+from bench import spawn_wait, summary_rows  # noqa: E402
 from release_server import CLIENT, Server, require_binaries  # noqa: E402
 from ssh import write_section  # noqa: E402
 
@@ -70,12 +70,9 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     native = statistics.median(samples["native `true`"])
-    rows = []
-    for name, values in samples.items():
-        median = statistics.median(values)
-        p90 = statistics.quantiles(values, n=10)[-1]
-        rows.append((name, median, p90, median - native))
-        print(f"{name:45} median {median * 1000:.2f} ms  p90 {p90 * 1000:.2f} ms  over native {(median - native) * 1000:+.2f} ms")
+    rows = summary_rows(samples, "native `true`")
+    for name, median, p90, over in rows:
+        print(f"{name:45} median {median * 1000:.2f} ms  p90 {p90 * 1000:.2f} ms  over native {over * 1000:+.2f} ms")
     link = statistics.median(samples["link wrapper `python3` (now)"])
     sh = statistics.median(samples["`#!/bin/sh` wrapper `python3` (before)"])
     direct = statistics.median(samples["`sidecar-exec python true` (direct)"])
