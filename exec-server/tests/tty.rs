@@ -9,6 +9,8 @@ use protocol::{ErrorBody, ErrorCode, Frame, RunInfo, RunState};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
+use exec_server::engine::terminal::TerminalOutput;
+
 use crate::runs::Frames;
 use crate::support::*;
 
@@ -93,17 +95,10 @@ async fn native_on_a_pty(argv: &[&str], rows: u16, cols: u16) -> (Vec<u8>, i32) 
     let mut command = tokio::process::Command::new(argv[0]);
     command.args(&argv[1..]).env("TERM", "xterm-256color");
     let mut leader = process_group::spawn_pty_leader(command, pty.slave).unwrap();
-    let (mut output, _input) = pty.master.into_split();
+    let (output, _input) = pty.master.into_split();
+    // Read as the server reads a terminal: to the master's EIO.
     let mut screen = Vec::new();
-    let mut buf = vec![0; 65536];
-    loop {
-        match output.read(&mut buf).await {
-            Ok(0) => break,
-            Ok(n) => screen.extend_from_slice(&buf[..n]),
-            Err(err) if err.raw_os_error() == Some(nix::libc::EIO) => break,
-            Err(err) => panic!("reading the pty: {err}"),
-        }
-    }
+    TerminalOutput(output).read_to_end(&mut screen).await.unwrap();
     let (code, _) = process_group::exit_code_of(leader.wait().await.unwrap());
     (screen, code)
 }
@@ -314,7 +309,7 @@ async fn read_until_cut(url: &str, id: &str, screen: &mut Vec<u8>, end: &mut Vec
 #[tokio::test(flavor = "multi_thread")]
 async fn a_screen_resumed_after_cuts_is_exact() {
     let server = server().start().await;
-    let proxy = testkit::CutProxy::start(server.addr).await.unwrap();
+    let proxy = CutProxy::start(server.addr).await.unwrap();
     let argv = ["python3", "-c", "import sys\nfor i in range(3000): sys.stdout.write('line %d %s\\n' % (i, 'y' * 40))"];
     let (native, _) = native_on_a_pty(&argv, 24, 80).await;
     // Every new connection is cut after 10–40 KB towards the client, four times (the POST's included).
