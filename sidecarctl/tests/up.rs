@@ -14,6 +14,7 @@ on_both_engines!(
     up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches,
     a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing,
     ctrl_c_during_the_gate_leaves_nothing,
+    a_profiles_health_command_decides_on_both_engines,
     detach_then_ps_then_down,
     ps_reports_health_from_the_engine_or_from_the_health_command,
     the_ssh_block_reaches_the_agent,
@@ -122,6 +123,25 @@ fn a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing(engine: &
     engine.assert_nothing_left(&run);
 }
 
+/// Waits until `up` (its progress on `stderr`) has created run `run`'s builder, which is then in the health gate;
+/// returns the progress read so far. The builder line is printed just before the creation, and the engine has the
+/// container once the call returns (a state of the engine, polled).
+fn wait_for_builder(engine: &TestEngine, run: &str, stderr: &mut impl BufRead) -> String {
+    let seen = read_until(stderr, "builder sidecarctl-");
+    let engine_has_builder = || {
+        runtime().block_on(async {
+            let engine = ContainerEngine::connect(Some(engine.host())).await.unwrap();
+            !engine.containers(&[run_filter(run)]).await.unwrap().is_empty()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !engine_has_builder() {
+        assert!(Instant::now() < deadline, "the builder never appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    seen
+}
+
 fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let run = unique("it-sigint");
@@ -130,20 +150,8 @@ fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    // The builder line is printed just before it is created; its first health check comes after the creation.
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let seen = read_until(&mut stderr, "builder sidecarctl-");
-    let engine_has_builder = || {
-        runtime().block_on(async {
-            let engine = ContainerEngine::connect(Some(engine.host())).await.unwrap();
-            !engine.containers(&[run_filter(&run)]).await.unwrap().is_empty()
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !engine_has_builder() {
-        assert!(Instant::now() < deadline, "the builder never appeared");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let seen = wait_for_builder(engine, &run, &mut stderr);
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     let status = child.wait().unwrap();
@@ -151,6 +159,35 @@ fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
     let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
     assert_eq!(status.code(), Some(130), "{seen}{rest}");
     assert!(rest.contains(&format!("removed run {run}")), "{seen}{rest}");
+    engine.assert_nothing_left(&run);
+}
+
+/// A profile's health command decides on both engines (issue 25): `up` writes it into the container's health
+/// check, as compose does, so a builder whose profile says `[CMD, "false"]` is never healthy, on Docker as on
+/// Podman. Before, it went only to the exec probe: Docker's own status came from the image's HEALTHCHECK (every
+/// 5 s), which passed, and the gate said "healthy after 6.3s (the engine's HEALTHCHECK)" where Podman timed out.
+/// `ready_timeout` is well past the image's interval, so the image's check would have had its say.
+fn a_profiles_health_command_decides_on_both_engines(engine: &TestEngine) {
+    let workspace = tempfile::tempdir().unwrap();
+    let run = unique("it-health-override");
+    let mut child =
+        up_one_python(engine, &run, workspace.path(), "ready_timeout: 12, healthcheck: {test: [CMD, 'false']}")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = wait_for_builder(engine, &run, &mut stderr);
+    let inspected = runtime().block_on(engine.connect().unwrap().inspect(&format!("sidecarctl-{run}-builder-python")));
+    let check = inspected.ok().and_then(|c| c.config).and_then(|c| c.healthcheck).unwrap_or_default();
+    std::io::Read::read_to_string(&mut stderr, &mut seen).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(125), "{seen}");
+    assert!(seen.contains("build sidecar 'python' did not become healthy within 12s"), "{seen}");
+    assert!(!seen.contains("healthy after"), "{seen}");
+    // The container's own check is the profile's, at the gate's pace, on either engine.
+    assert_eq!(check.test.as_deref(), Some(&["CMD".to_owned(), "false".into()][..]), "{check:?}");
+    assert_eq!(check.interval, Some(2_000_000_000), "{check:?}");
     engine.assert_nothing_left(&run);
 }
 
