@@ -192,8 +192,8 @@ fn a_profiles_health_command_decides_on_both_engines(engine: &TestEngine) {
 }
 
 /// `up --detach` of a run named `prefix-…` with a python builder and an agent that sleeps: the run's name, once
-/// `up` has printed it (and only it) and exited 0. The workspace must outlive the run.
-fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> String {
+/// `up` has printed it (and only it) and exited 0, and its progress. The workspace must outlive the run.
+fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> (String, String) {
     let workspace_arg = workspace.display().to_string();
     let run = unique(prefix);
     let args = engine.up_args(
@@ -203,12 +203,12 @@ fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> String 
     let output = engine.sidecarctl(&args).output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout), format!("{run}\n"));
-    run
+    (run, text(&output.stderr))
 }
 
 fn detach_then_ps_then_down(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
-    let run = detach_python(engine, "it-detach", workspace.path());
+    let (run, _) = detach_python(engine, "it-detach", workspace.path());
 
     let ps = engine.sidecarctl(&["ps"]).output().unwrap();
     let listing = text(&ps.stdout);
@@ -235,36 +235,58 @@ fn detach_then_ps_then_down(engine: &TestEngine) {
     engine.assert_nothing_left(&run);
 }
 
-/// `ps` reports a builder's health from the engine where the engine runs HEALTHCHECKs (Docker: its own status turns
-/// healthy once its first probe passed) and from the health command through exec where it does not (Podman without
-/// systemd: the engine's status stays `starting`, so the `healthy` in the listing came from the probe).
+/// `ps` reports a builder's health and says where it came from (issue 25, item 1): `healthy (engine)` from the
+/// engine's own HEALTHCHECK where the engine runs it (Docker: its status turns healthy once its first check passed,
+/// after the image's interval), `healthy (probe)` from the health command through exec where it has not spoken
+/// (Docker before its first check; Podman without systemd always, its status staying `starting`). `up`'s progress
+/// says the same of the gate.
 fn ps_reports_health_from_the_engine_or_from_the_health_command(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
-    let run = detach_python(engine, "it-health", workspace.path());
+    let (run, progress) = detach_python(engine, "it-health", workspace.path());
     let builder = format!("sidecarctl-{run}-builder-python");
     let client = engine.connect().unwrap();
     let engine_status = || {
         let inspected = runtime().block_on(client.inspect(&builder)).unwrap();
         inspected.state.and_then(|s| s.health).and_then(|h| h.status).map(|s| s.to_string()).unwrap_or_default()
     };
-    if engine.kind == Kind::Docker {
-        // The image's HEALTHCHECK (interval 5 s) runs in the engine: wait for its verdict (a state the engine sets).
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while engine_status() != "healthy" {
-            assert!(Instant::now() < deadline, "Docker never ran the HEALTHCHECK: {}", engine_status());
-            std::thread::sleep(Duration::from_millis(200));
+    // The builder's HEALTH column ("healthy (probe)"), with the engine's own status read before and after it.
+    let listed = || {
+        let before = engine_status();
+        let listing = text(&engine.sidecarctl(&["ps"]).output().unwrap().stdout);
+        let after = engine_status();
+        let row = listing.lines().find(|l| l.starts_with(&run) && l.contains("build-sidecar")).unwrap_or("");
+        let cells: Vec<&str> = row.split_whitespace().skip(3).collect();
+        assert_eq!(cells[..cells.len().min(2)], ["python", "running"], "{listing}");
+        (before, cells[2..].join(" "), after)
+    };
+    let gate = progress.lines().find(|l| l.contains("builder-python healthy after")).unwrap_or_default();
+    match engine.kind {
+        Kind::Podman => {
+            assert!(gate.ends_with("(the health command)"), "{progress}");
+            let (_, health, after) = listed();
+            assert_eq!(health, "healthy (probe)");
+            assert_eq!(after, "starting", "podman ran a HEALTHCHECK by itself: the probe path is untested");
         }
-    }
-    let ps = engine.sidecarctl(&["ps"]).output().unwrap();
-    let listing = text(&ps.stdout);
-    let row = listing.lines().find(|l| l.starts_with(&run) && l.contains("build-sidecar")).unwrap_or("");
-    assert_eq!(
-        row.split_whitespace().skip(3).take(3).collect::<Vec<_>>(),
-        ["python", "running", "healthy"],
-        "{listing}"
-    );
-    if engine.kind == Kind::Podman {
-        assert_eq!(engine_status(), "starting", "podman ran a HEALTHCHECK by itself: the probe path is untested");
+        Kind::Docker => {
+            assert!(
+                gate.ends_with("(the health command)") || gate.ends_with("(the engine's HEALTHCHECK)"),
+                "{progress}"
+            );
+            // Before Docker's first check (start period 3 s, interval 5 s) the probe answers, and says so.
+            let (before, health, after) = listed();
+            match (before.as_str(), after.as_str()) {
+                ("healthy", _) => assert_eq!(health, "healthy (engine)"),
+                (_, "healthy") => assert!(health == "healthy (engine)" || health == "healthy (probe)", "{health}"),
+                _ => assert_eq!(health, "healthy (probe)", "the engine's status was {after}"),
+            }
+            // The image's HEALTHCHECK runs in the engine: its verdict is a state the engine reaches, polled for.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while engine_status() != "healthy" {
+                assert!(Instant::now() < deadline, "Docker never ran the HEALTHCHECK: {}", engine_status());
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            assert_eq!(listed().1, "healthy (engine)");
+        }
     }
     let down = engine.sidecarctl(&["down", &run, "--stop-grace", "3"]).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));
