@@ -4,6 +4,7 @@
 //! a missing prerequisite is a failure.
 
 mod agent;
+mod caches;
 mod emitters;
 mod engines;
 mod kube_schemas;
