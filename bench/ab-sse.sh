@@ -1,13 +1,13 @@
 #!/bin/sh
-# A/B: the client's hand-written SSE reader (protocol/src/sse.rs) against eventsource-stream, the crate the design
+# A/B: the client's hand-written SSE reader (sidecar-exec/src/sidecar/sse.rs) against eventsource-stream, the crate the design
 # card names, on the same 64 MiB streams (many small frames, big frames, few huge frames): throughput and peak RSS,
-# each measurement in its own process (protocol/examples/ab_sse.rs says how). Prints a markdown table on stdout;
+# each measurement in its own process (sidecar-exec/examples/ab_sse.rs says how). Prints a markdown table on stdout;
 # bench/ab.sh puts it in BENCHMARKS.md. BENCH_AB_RUNS sets the runs per cell (default 5; 1 with BENCH_QUICK=1).
 set -eu
 cd "$(dirname "$0")/.."
 runs="${BENCH_AB_RUNS:-$([ "${BENCH_QUICK:-}" = 1 ] && echo 1 || echo 5)}"
-cargo build --quiet --release --locked -p sidecar-protocol --example ab_sse
-echo "### SSE reader: protocol::sse against eventsource-stream"
+cargo build --quiet --release --locked -p sidecar-exec --example ab_sse
+echo "### SSE reader: sidecar::sse against eventsource-stream"
 echo
 echo "\`bench/ab-sse.sh\`: 64 MiB of exec-server-like events per stream, in 16 KiB pieces through a \`futures\` stream"
 echo "(as reqwest hands them to the client); each figure from its own process; \"no parsing\" is the harness alone."

@@ -9,7 +9,8 @@
 # e.g. ",positive_data_acceptance" to explore (not in CI: a cwd outside the workspace is valid to the schema, which
 # cannot say where the workspace is, and rightly gets 400); SCHEMATHESIS_ARGS adds options (reports).
 #
-# The fuzzer invents argv, so the server runs in a throwaway workspace, with a PATH holding only `true` and `echo`,
+# The fuzzer invents argv, so the server runs in a throwaway workspace, with a PATH holding only `true`, `echo` and
+# `cat`,
 # an environment of nothing else, a 2 s --max-timeout, and (when this runs as root) as user nobody.
 # Uses EXEC_SERVER_BIN when set, else builds the debug binary. Installs schemathesis into
 # target/schemathesis/venv (pip); idempotent.
@@ -46,6 +47,7 @@ mkdir -p "$scratch/workspace/sub" "$scratch/bin"
 cp "$EXEC_SERVER_BIN" "$scratch/exec-server"
 ln -s "$(type -P true)" "$scratch/bin/true"
 ln -s "$(type -P echo)" "$scratch/bin/echo"
+ln -s "$(type -P cat)" "$scratch/bin/cat"
 token="fuzz-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 printf '%s\n' "$token" >"$scratch/token"
 as_user=()
@@ -55,7 +57,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 chmod 0700 "$scratch"
 
-step "exec-server in $scratch/workspace (PATH: true, echo)"
+step "exec-server in $scratch/workspace (PATH: true, echo, cat)"
 env -i PATH="$scratch/bin" HOME="$scratch" "${as_user[@]}" "$scratch/exec-server" --host 127.0.0.1 --port 0 \
     --port-file "$scratch/port" --cwd "$scratch/workspace" --token-file "$scratch/token" --max-timeout 2 \
     --grace 1 --max-concurrent 64 --runtime fuzz --log warn 2>"$scratch/server.log" &
@@ -80,6 +82,28 @@ with urllib.request.urlopen(request, timeout=10) as response:
 PY
 cmp "$scratch/openapi.json" exec-server/openapi.json
 echo "same bytes"
+
+step "the named runs the document's examples name (fuzz-stdin with streamed stdin, fuzz-plain without)"
+"$venv/bin/python" - "http://127.0.0.1:$port" "$token" <<'PY'
+import json, sys, urllib.request
+url, token = sys.argv[1:]
+def post(path, body):
+    request = urllib.request.Request(url + path, data=body, method="POST",
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+# `cat` on the streamed stdin: it echoes a first chunk, then ends at its EOF; both runs stay kept (--retain).
+request = urllib.request.Request(url + "/exec/stream", method="POST", headers={"Authorization": f"Bearer {token}"},
+                                 data=json.dumps({"cmd": ["cat"], "run_id": "fuzz-stdin", "stdin_stream": True}).encode())
+stream = urllib.request.urlopen(request, timeout=10)
+assert stream.headers["x-stdin-stream"] == "1", dict(stream.headers)
+assert post("/runs/fuzz-stdin/stdin?offset=0", b"hello\n") == {"received": 6, "closed": False}
+assert post("/runs/fuzz-stdin/stdin?offset=6&eof=true", b"") == {"received": 6, "closed": True}
+frames = [line for line in stream.read().decode().split("\n") if line.startswith("data: ")]
+assert json.loads(frames[0][6:])["data"] == "hello" and json.loads(frames[-1][6:])["stdin_consumed"] == 6, frames
+post("/exec", json.dumps({"cmd": ["true"], "run_id": "fuzz-plain"}).encode())
+print("fuzz-stdin and fuzz-plain are kept")
+PY
 
 step "schemathesis run: $examples examples per operation and phase"
 checks="not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"

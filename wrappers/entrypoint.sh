@@ -6,13 +6,17 @@
 # SIGTERM with its default action, and orphans are reaped.
 #
 #   SIDECAR_WRAPPERS_DIR  where the wrappers go (default /opt/sidecar/wrappers)
-#   SIDECAR_EXEC          the client binary (default /opt/sidecar/sidecar-exec)
+#   SIDECAR_EXEC          the client that installs them (default /opt/sidecar/sidecar-exec, or /opt/sidecar/ssh-exec
+#                         in an image that has only the SSH backend: both have --install-wrappers)
 #
 # A folder that cannot be written is fatal: an agent without its toolchain would fail later and more obscurely.
 set -eu
 
 dir="${SIDECAR_WRAPPERS_DIR:-/opt/sidecar/wrappers}"
 client="${SIDECAR_EXEC:-/opt/sidecar/sidecar-exec}"
+if [ -z "${SIDECAR_EXEC:-}" ] && [ ! -x "$client" ] && [ -x /opt/sidecar/ssh-exec ]; then
+    client=/opt/sidecar/ssh-exec
+fi
 
 if ! "$client" --install-wrappers "$dir"; then
     echo "FATAL: could not install the sidecar wrappers in $dir (see the line above)" >&2

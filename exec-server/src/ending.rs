@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use protocol::{Frame, RunState, StoppedBy};
+use protocol::{Frame, RunState, StartErrorKind, StoppedBy};
 use tokio::task::JoinError;
 
 use crate::engine::{Outcome, StartError};
@@ -23,6 +23,10 @@ pub struct Ending {
     /// What stopped it, if something did (a named run's exit frame and `RunInfo` say so).
     pub stopped_by: Option<StoppedBy>,
     pub duration: Duration,
+    /// With a streamed stdin: the bytes the command took from it (a named run's exit frame says so).
+    pub stdin_consumed: Option<u64>,
+    /// For a command that could not start: why, as the reply and the error frame name it.
+    pub start_error: Option<StartErrorKind>,
 }
 
 impl Ending {
@@ -43,6 +47,8 @@ impl Ending {
             error: message_of(outcome, timeout),
             stopped_by: stopped_by(outcome),
             duration: outcome.duration,
+            stdin_consumed: outcome.stdin_consumed,
+            start_error: None,
         }
     }
 
@@ -56,12 +62,14 @@ impl Ending {
             error: Some(message),
             stopped_by: None,
             duration: Duration::ZERO,
+            stdin_consumed: None,
+            start_error: None,
         }
     }
 
     /// A command that could not start (the engine's reason, or the request's missing cwd).
     pub fn not_started(err: &StartError) -> Self {
-        Ending::never_ran(format!("failed to start command: {err}"))
+        Ending { start_error: Some(err.kind()), ..Ending::never_ran(format!("failed to start command: {err}")) }
     }
 
     /// The task running the command panicked or was aborted.
@@ -87,7 +95,7 @@ impl Ending {
     /// The frames that end a stream: the error frame when there is something to say, then the exit frame. A named
     /// run's (with its streams' `totals`) also carry the totals and what stopped it.
     pub fn frames(&self, totals: Option<[u64; 2]>) -> Vec<Frame> {
-        let error = self.error.clone().map(|data| Frame::Error { data });
+        let error = self.error.clone().map(|data| Frame::Error { data, start_error: self.start_error });
         let exit = Frame::Exit {
             data: self.exit_code,
             timed_out: self.timed_out,
@@ -96,6 +104,7 @@ impl Ending {
             stdout_bytes: totals.map(|totals| totals[0]),
             stderr_bytes: totals.map(|totals| totals[1]),
             stopped_by: totals.and(self.stopped_by),
+            stdin_consumed: self.stdin_consumed,
         };
         error.into_iter().chain([exit]).collect()
     }
@@ -150,6 +159,7 @@ mod tests {
             stderr_bytes: 0,
             stdout: (),
             stderr: (),
+            stdin_consumed: None,
         };
         Ending::ran(&outcome, Duration::from_secs(7))
     }
@@ -165,11 +175,21 @@ mod tests {
             stdout_bytes: None,
             stderr_bytes: None,
             stopped_by: None,
+            stdin_consumed: None,
         };
-        assert_eq!(timed_out().frames(None), [Frame::Error { data: "command timed out after 7s".into() }, exit]);
+        assert_eq!(
+            timed_out().frames(None),
+            [Frame::Error { data: "command timed out after 7s".into(), start_error: None }, exit]
+        );
         let not_started = StartError::Other("nope".into());
         let frames = Ending::not_started(&not_started).frames(None);
-        assert_eq!(frames[0], Frame::Error { data: format!("failed to start command: {not_started}") });
+        let start_error = Some(StartErrorKind::Other);
+        assert_eq!(frames[0], Frame::Error { data: format!("failed to start command: {not_started}"), start_error });
+        let missing = StartError::NotFound { program: "npx".into() };
+        assert!(matches!(
+            &Ending::not_started(&missing).frames(None)[0],
+            Frame::Error { start_error: Some(StartErrorKind::NotFound), .. }
+        ));
         assert!(matches!(frames[1], Frame::Exit { data: protocol::EXIT_NOT_STARTED, .. }));
     }
 

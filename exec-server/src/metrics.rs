@@ -107,10 +107,11 @@ pub struct CommandMetrics {
     escaped: Counter,
 }
 
-/// What HTTP counts: requests by endpoint and status. Cheap to clone.
+/// What HTTP counts: requests by endpoint and status, and stdin requests held for a command to read. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct HttpMetrics {
     requests: Family<RequestLabels, Counter>,
+    stdin_waiting: Gauge,
 }
 
 /// What the file protocol counts: requests by outcome. Cheap to clone.
@@ -149,6 +150,12 @@ impl Default for Metrics {
             "HTTP requests answered by the router, by endpoint and status",
             requests.clone(),
         );
+        let stdin_waiting = Gauge::default();
+        registry.register(
+            "stdin_requests_waiting",
+            "POST /runs/{id}/stdin requests held until their command has read enough of its stdin",
+            stdin_waiting.clone(),
+        );
         let escaped = Counter::default();
         registry.register(
             "escaped_processes_ended",
@@ -160,7 +167,7 @@ impl Default for Metrics {
         Metrics {
             registry,
             commands: CommandMetrics { outcomes, duration, running, stdout_bytes, stderr_bytes, escaped },
-            http: HttpMetrics { requests },
+            http: HttpMetrics { requests, stdin_waiting },
             ipc: IpcMetrics { requests: ipc },
         }
     }
@@ -215,6 +222,12 @@ impl HttpMetrics {
     pub fn request(&self, endpoint: &'static str, status: u16) {
         self.requests.get_or_create(&[("endpoint", endpoint.to_owned()), ("status", status.to_string())]).inc();
     }
+
+    /// Counts one stdin request as held until the guard is dropped.
+    pub fn stdin_waiting(&self) -> RunningGuard {
+        self.stdin_waiting.inc();
+        RunningGuard(self.stdin_waiting.clone())
+    }
 }
 
 impl IpcMetrics {
@@ -223,7 +236,8 @@ impl IpcMetrics {
     }
 }
 
-/// Decrements the running gauge when dropped, also when a run is abandoned.
+/// Decrements its gauge when dropped (the running commands', the held stdin requests'), also when a run or a
+/// request is abandoned.
 #[derive(Debug)]
 pub struct RunningGuard(Gauge);
 

@@ -196,7 +196,7 @@ async fn env_and_cwd() {
     assert_eq!(reply.exit_code, -1);
     assert!(reply.error.unwrap().starts_with("failed to start command: working directory"));
     let frames = server.stream(json!({"cmd": ["pwd"], "cwd": "missing"})).await;
-    assert!(matches!(&frames[0], protocol::Frame::Error { data } if data.contains("does not exist")));
+    assert!(matches!(&frames[0], protocol::Frame::Error { data, .. } if data.contains("does not exist")));
     assert_eq!(exit_frame(&frames).0, -1);
     server.stop().await;
 }
@@ -223,5 +223,71 @@ async fn the_openapi_document_is_served_as_kept_and_behind_the_token() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/json");
     assert_eq!(response.text().await.unwrap(), include_str!("../openapi.json"));
+    server.stop().await;
+}
+
+/// `POST /exec` with an `Accept` that prefers SSE is answered as `POST /exec/stream` is; one that does not (none,
+/// `*/*`, JSON first) gets the contract's JSON reply.
+#[tokio::test(flavor = "multi_thread")]
+async fn exec_streams_when_accept_prefers_the_event_stream() {
+    let server = server().start().await;
+    let body = json!({"cmd": ["sh", "-c", "echo out; echo err >&2; printf tail; exit 3"]});
+    let without_duration = |frames: Vec<protocol::Frame>| -> Vec<protocol::Frame> {
+        frames
+            .into_iter()
+            .map(|frame| match frame {
+                protocol::Frame::Exit { data, timed_out, signal, .. } => protocol::Frame::Exit {
+                    data,
+                    timed_out,
+                    signal,
+                    duration_ms: 0,
+                    stdout_bytes: None,
+                    stderr_bytes: None,
+                    stopped_by: None,
+                    stdin_consumed: None,
+                },
+                other => other,
+            })
+            .collect()
+    };
+    let streamed = server.post("/exec/stream", body.to_string()).send().await.unwrap();
+    let streamed = parse_sse(&streamed.text().await.unwrap());
+    let negotiated = server.post("/exec", body.to_string()).header("accept", protocol::STREAM_ACCEPT).send().await;
+    let negotiated = negotiated.unwrap();
+    assert_eq!(negotiated.status(), 200);
+    assert_eq!(negotiated.headers()["content-type"], "text/event-stream");
+    let negotiated = parse_sse(&negotiated.text().await.unwrap());
+    let (mut out, mut err) = (rebuild(&negotiated, true), rebuild(&negotiated, false));
+    assert_eq!((out.as_slice(), err.as_slice()), (&b"out\ntail"[..], &b"err\n"[..]));
+    // The same frames of each stream (across the two pipes the order is the scheduler's), and the same end.
+    let only = |frames: &[protocol::Frame], stdout: bool| -> Vec<protocol::Frame> {
+        let kept = frames.iter().filter(|frame| match frame {
+            protocol::Frame::Stdout(_) => stdout,
+            protocol::Frame::Stderr(_) => !stdout,
+            _ => true,
+        });
+        without_duration(kept.cloned().collect())
+    };
+    for stdout in [true, false] {
+        assert_eq!(only(&negotiated, stdout), only(&streamed, stdout));
+    }
+    for accept in [None, Some("*/*"), Some("application/json, text/event-stream"), Some("text/*")] {
+        let mut request = server.post("/exec", body.to_string());
+        if let Some(accept) = accept {
+            request = request.header("accept", accept);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.headers()["content-type"], "application/json", "{accept:?}");
+        let reply: protocol::ExecReply = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        (out, err) = (reply.stdout_bytes().unwrap().to_vec(), reply.stderr_bytes().unwrap().to_vec());
+        assert_eq!((reply.exit_code, out.as_slice(), err.as_slice()), (3, &b"out\ntail"[..], &b"err\n"[..]));
+    }
+    // A named run negotiates alike: its frames carry offsets, as on /exec/stream.
+    let named = json!({"cmd": ["echo", "named"], "run_id": "negotiated-1"});
+    let response = server.post("/exec", named.to_string()).header("accept", "text/event-stream").send().await.unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let frames = parse_sse(&response.text().await.unwrap());
+    assert!(matches!(&frames[0], protocol::Frame::Stdout(chunk) if chunk.offset == Some(0) && chunk.data == "named"));
+    assert!(matches!(frames.last(), Some(protocol::Frame::Exit { data: 0, stdout_bytes: Some(6), .. })));
     server.stop().await;
 }

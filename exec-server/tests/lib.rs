@@ -2,6 +2,7 @@
 
 mod api;
 mod cli;
+mod commands;
 mod connections;
 mod ipc;
 mod logs;
@@ -9,6 +10,8 @@ mod metrics;
 mod output;
 mod process;
 mod runs;
+mod signals;
 mod socket;
+mod stdin;
 mod support;
 mod trace;

@@ -35,6 +35,9 @@ fn json_lines_carry_the_request_and_never_a_secret() {
     assert!(post(port, &traced, &ran).contains("\"exit_code\":0"));
     let missing = json!({"cmd": ["no-such-program-for-logs"]}).to_string();
     assert!(post(port, &format!("{auth}X-Request-Id: log-test-2\r\n"), &missing).contains("\"exit_code\":-1"));
+    let later =
+        format!("{auth}X-Request-Id: log-test-4\r\ntraceparent: 01-{}- request_id=forged\r\n", &TRACEPARENT[3..]);
+    assert!(post(port, &later, &ran).contains("\"exit_code\":0"));
     let refused = post(port, "Authorization: Bearer wrong-token-secret\r\nX-Request-Id: log-test-3\r\n", &ran);
     assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
 
@@ -55,6 +58,9 @@ fn json_lines_carry_the_request_and_never_a_secret() {
     let finished = find("command finished", "log-test-1");
     assert_eq!(finished["span"]["traceparent"], TRACEPARENT);
     assert_eq!((finished["program"].as_str(), finished["exit_code"].as_i64()), (Some("printf"), Some(0)));
+    // A later version's trace context is logged as the version 00 it is passed on as: its suffix reaches no line.
+    assert_eq!(find("command finished", "log-test-4")["span"]["traceparent"], TRACEPARENT);
+    assert!(!rest.contains("forged"), "a traceparent's suffix reached the log: {rest}");
     let not_started = find("command not started", "log-test-2");
     assert!(not_started["error"].as_str().unwrap().contains("no-such-program-for-logs"));
     let refusal = find("request refused", "log-test-3");

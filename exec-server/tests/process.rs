@@ -43,7 +43,9 @@ async fn timeout_kills_a_term_ignoring_tree() {
         let started = Instant::now();
         if stream {
             let frames = server.stream(request).await;
-            assert!(frames.iter().any(|f| matches!(f, Frame::Error { data } if data == "command timed out after 1s")));
+            assert!(frames
+                .iter()
+                .any(|f| matches!(f, Frame::Error { data, .. } if data == "command timed out after 1s")));
             let (code, timed_out, _) = exit_frame(&frames);
             assert_eq!((code, timed_out), (124, true));
         } else {

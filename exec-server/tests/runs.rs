@@ -11,19 +11,19 @@ use serde_json::json;
 use crate::support::*;
 
 /// Frames read from a live SSE response as they come.
-struct Frames {
+pub(crate) struct Frames {
     response: reqwest::Response,
     buffer: Vec<u8>,
 }
 
 impl Frames {
-    fn new(response: reqwest::Response) -> Self {
+    pub(crate) fn new(response: reqwest::Response) -> Self {
         assert_eq!(response.status(), 200);
         Frames { response, buffer: Vec::new() }
     }
 
     /// The next frame, or `None` at the end of the body.
-    async fn next(&mut self) -> Option<Frame> {
+    pub(crate) async fn next(&mut self) -> Option<Frame> {
         loop {
             if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
                 let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
@@ -38,7 +38,7 @@ impl Frames {
     }
 
     /// Frames until (and with) the first whose stdout holds `text`.
-    async fn until_stdout(&mut self, text: &str) -> Vec<Frame> {
+    pub(crate) async fn until_stdout(&mut self, text: &str) -> Vec<Frame> {
         let mut frames = Vec::new();
         loop {
             let frame = self.next().await.unwrap_or_else(|| panic!("stream ended before {text:?}: {frames:?}"));
@@ -50,7 +50,7 @@ impl Frames {
         }
     }
 
-    async fn rest(&mut self) -> Vec<Frame> {
+    pub(crate) async fn rest(&mut self) -> Vec<Frame> {
         let mut frames = Vec::new();
         while let Some(frame) = self.next().await {
             frames.push(frame);
@@ -60,7 +60,7 @@ impl Frames {
 }
 
 impl TestServer {
-    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn get(&self, path: &str) -> reqwest::RequestBuilder {
         let request = self.client().get(format!("{}{path}", self.url));
         match &self.token {
             Some(token) => request.bearer_auth(token),
@@ -76,11 +76,11 @@ impl TestServer {
         }
     }
 
-    async fn open_stream(&self, request: serde_json::Value) -> Frames {
+    pub(crate) async fn open_stream(&self, request: serde_json::Value) -> Frames {
         Frames::new(self.post("/exec/stream", request.to_string()).send().await.unwrap())
     }
 
-    async fn run_info(&self, id: &str) -> (u16, Option<RunInfo>) {
+    pub(crate) async fn run_info(&self, id: &str) -> (u16, Option<RunInfo>) {
         let response = self.get(&format!("/runs/{id}")).send().await.unwrap();
         let status = response.status().as_u16();
         let body = response.bytes().await.unwrap();
@@ -88,7 +88,7 @@ impl TestServer {
     }
 
     /// Waits (on the server's own answers) until `id`'s info satisfies `done`; panics after 20 s.
-    async fn wait_for_run(&self, id: &str, what: &str, done: impl Fn(&RunInfo) -> bool) -> RunInfo {
+    pub(crate) async fn wait_for_run(&self, id: &str, what: &str, done: impl Fn(&RunInfo) -> bool) -> RunInfo {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
             if let (200, Some(info)) = self.run_info(id).await {
@@ -282,9 +282,9 @@ async fn the_signal_endpoint_reaches_the_group() {
     frames.until_stdout("ready").await;
     wait_for_process(&marker);
     let signal = |name: &str| server.post("/runs/sig/signal", json!({"signal": name}).to_string()).send();
-    let response = signal("STOP").await.unwrap();
+    let response = signal("SEGV").await.unwrap();
     assert_eq!(response.status(), 400);
-    assert!(response.text().await.unwrap().contains("TERM, INT, HUP, KILL, USR1, USR2"));
+    assert!(response.text().await.unwrap().contains("TERM, INT, HUP, QUIT, KILL, USR1, USR2, TSTP, STOP, CONT, WINCH"));
     let response = signal("SIGTERM").await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(json_of::<RunInfo>(response).await.state, RunState::Running);
@@ -323,8 +323,10 @@ async fn runs_are_listed_and_deleted() {
     assert_eq!(info.stopped_by, Some(StoppedBy::Delete));
     assert_no_survivors(&marker, Duration::from_secs(10));
     let rest = frames.rest().await;
-    assert!(matches!(&rest[..], [.., Frame::Error { data }, Frame::Exit { stopped_by: Some(StoppedBy::Delete), .. }]
-        if data.contains("DELETE")));
+    assert!(
+        matches!(&rest[..], [.., Frame::Error { data, .. }, Frame::Exit { stopped_by: Some(StoppedBy::Delete), .. }]
+        if data.contains("DELETE"))
+    );
     assert_eq!(list.runs[1].stopped_by, None, "a run that ended by itself names no cause");
 
     assert_eq!(server.delete("/runs/old").send().await.unwrap().status(), 200);
@@ -357,7 +359,7 @@ async fn an_idle_command_is_stopped() {
     // A named run says it in its state and its error frame.
     let frames =
         server.stream(json!({"cmd": ["sh", "-c", sleeper(&marker)], "idle_timeout": 1, "run_id": "idle"})).await;
-    assert!(matches!(&frames[..], [Frame::Error { data },
+    assert!(matches!(&frames[..], [Frame::Error { data, .. },
         Frame::Exit { data: 124, timed_out: true, stopped_by: Some(StoppedBy::IdleTimeout), .. }]
         if data.contains("idle_timeout")));
     let info = server.run_info("idle").await.1.unwrap();

@@ -93,3 +93,32 @@ fn socket_mode_is_configurable() {
     assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600);
     terminate(&mut server);
 }
+
+/// The socket is made where nobody else can reach it, given its mode there, and only then moved into place: its name
+/// appears by a rename, never by a create, and is never chmod-ed (before, it was bound at the path with the umask's
+/// mode and chmod-ed there by path, which follows a symlink put in its place meanwhile).
+#[test]
+fn the_socket_appears_with_its_mode_by_a_rename() {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let workspace = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("exec.sock");
+    let inotify = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+    let watched = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_ATTRIB;
+    inotify.add_watch(dir.path(), watched).unwrap();
+    let (mut server, _) = start(workspace.path(), &socket, &["--socket-mode", "0640"]);
+    // The listening line comes after the socket is in place: every event of its making is queued by now.
+    let events: Vec<(AddWatchFlags, String)> = inotify
+        .read_events()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|event| (event.mask, event.name.map(|name| name.to_string_lossy().into_owned()).unwrap_or_default()))
+        .collect();
+    let on_socket: Vec<AddWatchFlags> =
+        events.iter().filter(|(_, name)| name == "exec.sock").map(|(mask, _)| *mask).collect();
+    assert_eq!(on_socket, [AddWatchFlags::IN_MOVED_TO], "events in the folder: {events:?}");
+    assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o640);
+    let staging_left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert_eq!(staging_left, ["exec.sock"], "the private folder it was made in is gone");
+    terminate(&mut server);
+}

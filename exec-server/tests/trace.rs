@@ -54,3 +54,19 @@ async fn a_valid_traceparent_reaches_the_command_and_an_invalid_one_does_not() {
     assert_eq!(reply.output, "unset", "an invalid traceparent is ignored");
     server.stop().await;
 }
+
+/// A later version's traceparent reaches the command as version 00 with the fields version 00 has, never with what it
+/// appends (before, `TRACEPARENT` and every log line of the request carried the header as sent, suffix and all).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_later_traceparent_version_is_passed_on_as_version_00_without_its_suffix() {
+    let server = server().start().await;
+    let print = json!({"cmd": ["sh", "-c", "printf %s \"${TRACEPARENT-unset}\""]}).to_string();
+    let fields = &TRACEPARENT[3..];
+    for suffix in ["-later", "- request_id=forged", &format!("-{}", "x".repeat(20_000))] {
+        let given = format!("01-{fields}{suffix}");
+        let response = server.post("/exec", print.clone()).header("traceparent", &given).send().await.unwrap();
+        let reply: protocol::ExecReply = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        assert_eq!(reply.output, TRACEPARENT, "given {given:.80}");
+    }
+    server.stop().await;
+}

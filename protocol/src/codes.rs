@@ -12,9 +12,50 @@ pub enum ErrorCode {
     /// `404` from `/runs/{id}…`: the server keeps runs, and this one it does not (never existed, or ended more than
     /// `--retain` ago). Any other 404 means no runs endpoint at all, which is why a client must tell them apart.
     RunNotKnown,
+    /// `409` from `POST /runs/{id}/stdin`: the chunk starts beyond the bytes the server has taken (the body's
+    /// `received`): the client resends from there.
+    StdinGap,
+    /// `409` from `POST /runs/{id}/stdin`: bytes past an EOF the server already took.
+    StdinClosed,
+    /// `409` from `POST /runs/{id}/stdin`: the run did not ask for `stdin_stream` (nor `tty`).
+    StdinNotOpen,
+    /// `409` from `POST /runs/{id}/stdin` with `eof=true` for a TTY run: a terminal has no EOF (Ctrl-D is the byte
+    /// 0x04, which the line discipline reads).
+    StdinIsATerminal,
+    /// `409` from `POST /runs/{id}/resize`: the run has no terminal.
+    NotATerminal,
     /// A code this version does not know.
     #[serde(other)]
     Other,
+}
+
+/// Why a command never started (issue 22): the `start_error` of the `/exec` reply and of the error frame, beside
+/// exit code -1 and the message. A client answers as a shell would: 127 and `<program>: command not found` for
+/// `NotFound`, 126 and `<program>: Permission denied` for `PermissionDenied`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartErrorKind {
+    /// No such program on the command's PATH, or at the path given.
+    NotFound,
+    /// The program is there but may not be executed.
+    PermissionDenied,
+    /// The working directory is not there, or is not a directory.
+    Cwd,
+    /// Anything else; also a kind this version does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl StartErrorKind {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartErrorKind::NotFound => "not_found",
+            StartErrorKind::PermissionDenied => "permission_denied",
+            StartErrorKind::Cwd => "cwd",
+            StartErrorKind::Other => "other",
+        }
+    }
 }
 
 /// Why a named run was stopped before its command ended by itself (its exit frame and `RunInfo`).
@@ -44,6 +85,24 @@ mod tests {
     fn codes_are_snake_case_and_unknown_ones_read_as_other() {
         assert_eq!(serde_json::to_string(&ErrorCode::RunNotKnown).unwrap(), r#""run_not_known""#);
         assert_eq!(serde_json::from_str::<ErrorCode>(r#""quota_spent""#).unwrap(), ErrorCode::Other);
+        let codes = [
+            (ErrorCode::StdinGap, "stdin_gap"),
+            (ErrorCode::StdinClosed, "stdin_closed"),
+            (ErrorCode::StdinNotOpen, "stdin_not_open"),
+            (ErrorCode::StdinIsATerminal, "stdin_is_a_terminal"),
+            (ErrorCode::NotATerminal, "not_a_terminal"),
+        ];
+        for (code, name) in codes {
+            assert_eq!(serde_json::to_string(&code).unwrap(), format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<ErrorCode>(&format!("\"{name}\"")).unwrap(), code);
+        }
+        for kind in
+            [StartErrorKind::NotFound, StartErrorKind::PermissionDenied, StartErrorKind::Cwd, StartErrorKind::Other]
+        {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{}\"", kind.as_str()));
+            assert_eq!(serde_json::from_str::<StartErrorKind>(&format!("\"{}\"", kind.as_str())).unwrap(), kind);
+        }
+        assert_eq!(serde_json::from_str::<StartErrorKind>(r#""quota""#).unwrap(), StartErrorKind::Other);
         let causes = [
             (StoppedBy::Timeout, "timeout"),
             (StoppedBy::IdleTimeout, "idle_timeout"),
@@ -65,5 +124,8 @@ mod tests {
         assert_eq!(serde_json::from_str::<crate::ErrorBody>(r#"{"error":"no"}"#).unwrap(), plain);
         let coded: crate::ErrorBody = serde_json::from_str(r#"{"error":"gone","code":"run_not_known"}"#).unwrap();
         assert_eq!(coded.code, Some(ErrorCode::RunNotKnown));
+        let gap =
+            crate::ErrorBody { code: Some(ErrorCode::StdinGap), received: Some(7), ..crate::ErrorBody::message("gap") };
+        assert_eq!(serde_json::to_string(&gap).unwrap(), r#"{"error":"gap","code":"stdin_gap","received":7}"#);
     }
 }

@@ -13,7 +13,7 @@ pub struct ExecRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Seconds; absent or ≤ 0 means the default (600), larger than the server's cap means the cap. A whole number
-    /// written with a fraction (`600.0`) counts: see [`whole_seconds`].
+    /// written with a fraction (`600.0`) counts: see `whole_seconds`.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_seconds")]
     pub timeout: Option<i64>,
     /// Variables laid over the server's environment.
@@ -40,7 +40,39 @@ pub struct ExecRequest {
     /// today's frames and replies byte for byte. Never sent when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub b64_only: bool,
+    /// Extension (issue 22): the command's stdin is a pipe the client feeds while it runs, through
+    /// `POST /runs/{id}/stdin` (so it needs a `run_id`); `stdin` and `stdin_b64` are then ignored. A server that
+    /// took it says so with [`STDIN_STREAM_HEADER`]. Never sent when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stdin_stream: bool,
+    /// Extension (issue 23): run the command on a pseudo-terminal of this size (needs a `run_id`; its input then
+    /// comes through `POST /runs/{id}/stdin` as for [`ExecRequest::stdin_stream`]). A server that took it says so
+    /// with [`crate::TTY_HEADER`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<crate::TtyRequest>,
+    /// Extension: what becomes of the daemons the command leaves behind. It can only narrow the server's own
+    /// policy: `"end"` ends them even on a server that keeps daemons; there is no value that keeps them on a server
+    /// that ends them. Absent: the server's policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemons: Option<DaemonsRequest>,
 }
+
+/// The one value of [`ExecRequest::daemons`]: end this command's daemons, whatever the server's policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DaemonsRequest {
+    End,
+}
+
+/// The `Accept` of a client that takes a stream when the server can give one (issue 22): an exec-server that
+/// knows the preference answers `POST /exec` as `POST /exec/stream` does; one that does not (the contract's, an
+/// older exec-server) answers its JSON reply, and the client tells them apart by the reply's `content-type`.
+pub const STREAM_ACCEPT: &str = "text/event-stream, application/json;q=0.5";
+
+/// The reply header of a stream whose request asked for [`ExecRequest::stdin_stream`] (or `tty`) and got it (value
+/// `1`): the command's stdin is open for `POST /runs/{id}/stdin`. Without it, the server did not open stdin (it
+/// does not know the field), and a client forwards nothing.
+pub const STDIN_STREAM_HEADER: &str = "x-stdin-stream";
 
 /// The `/exec` reply header that says the server honoured [`ExecRequest::b64_only`]: `output` and `stderr` are never
 /// lossy text then, so a client may write stdout's text while the reply still arrives instead of holding it until it
@@ -118,6 +150,10 @@ pub struct ExecReply {
     pub output_b64: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_b64: Option<String>,
+    /// Extension (issue 22): why a command that never started did not (with exit code -1), for a client to
+    /// answer as a shell does (127 for `not_found`, 126 for `permission_denied`) without reading `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_error: Option<crate::StartErrorKind>,
 }
 
 /// A piece of an `/exec` reply's JSON, in order: literal JSON, or the place of one of the four output fields'
@@ -184,6 +220,9 @@ impl ExecReply {
                 out.push(b'"');
             }
         }
+        if let Some(kind) = self.start_error {
+            let _ = write!(out, ",\"start_error\":\"{}\"", kind.as_str());
+        }
         out.push(b'}');
         parts.push(ReplyPart::Json(out));
         parts
@@ -221,6 +260,13 @@ pub struct Info {
     /// Extension: how many commands run right now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<usize>,
+    /// Extension (issue 22): which of its runtime's commands ([`crate::commands_for`]) are on the server's PATH,
+    /// in the table's order. Absent from a server that does not say (then assume all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<String>>,
+    /// Extension: how many daemons (sessions left behind by commands that ended by themselves) the server keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemons_kept: Option<usize>,
 }
 
 /// Body of every 4xx/5xx reply: one message that names the problem and what to do, and for the refusals a client
@@ -230,12 +276,15 @@ pub struct ErrorBody {
     pub error: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<crate::ErrorCode>,
+    /// With [`crate::ErrorCode::StdinGap`]: the bytes of stdin the server has taken, where the client resends from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<u64>,
 }
 
 impl ErrorBody {
     /// A body with a message and no code.
     pub fn message(error: impl Into<String>) -> Self {
-        ErrorBody { error: error.into(), code: None }
+        ErrorBody { error: error.into(), code: None, received: None }
     }
 }
 
@@ -308,8 +357,15 @@ mod tests {
             stderr_truncated: false,
             output_b64: Some("/w==".into()),
             stderr_b64: Some("AA==".into()),
+            start_error: None,
         };
-        for reply in [full, ExecReply::default()] {
+        let not_started = ExecReply {
+            exit_code: -1,
+            error: Some("failed to start command: npx: not found".into()),
+            start_error: Some(crate::StartErrorKind::NotFound),
+            ..Default::default()
+        };
+        for reply in [full, not_started, ExecReply::default()] {
             assert_eq!(String::from_utf8(reply.to_json()).unwrap(), serde_json::to_string(&reply).unwrap());
         }
     }
@@ -318,5 +374,57 @@ mod tests {
     fn reply_leaves_out_empty_extensions() {
         let json = serde_json::to_string(&ExecReply { exit_code: 0, ..Default::default() }).unwrap();
         assert!(!json.contains("error") && !json.contains("signal") && !json.contains("b64"), "{json}");
+        assert_eq!(
+            String::from_utf8(ExecReply { exit_code: -1, error: Some("x".into()), ..Default::default() }.to_json())
+                .unwrap(),
+            r#"{"exit_code":-1,"output":"","stderr":"","error":"x","timed_out":false,"duration_ms":0,"output_truncated":false,"stderr_truncated":false}"#,
+            "a reply without start_error is the contract's bytes"
+        );
+        let with = ExecReply {
+            exit_code: -1,
+            start_error: Some(crate::StartErrorKind::PermissionDenied),
+            ..Default::default()
+        };
+        let json = String::from_utf8(with.to_json()).unwrap();
+        assert!(json.ends_with(r#","stderr_truncated":false,"start_error":"permission_denied"}"#), "{json}");
+        assert_eq!(serde_json::from_str::<ExecReply>(&json).unwrap(), with);
+    }
+
+    /// The issue-22/23 fields are all optional: absent, a request and an info body are the bytes they were.
+    #[test]
+    fn absent_parity_fields_leave_the_contracts_bytes() {
+        let request =
+            ExecRequest { cmd: vec!["x".into()], run_id: Some(crate::RunId::new("r").unwrap()), ..Default::default() };
+        assert_eq!(serde_json::to_string(&request).unwrap(), r#"{"cmd":["x"],"run_id":"r"}"#);
+        let parsed: ExecRequest = serde_json::from_str(r#"{"cmd":["x"]}"#).unwrap();
+        assert!(!parsed.stdin_stream && parsed.tty.is_none() && parsed.daemons.is_none());
+        let full: ExecRequest = serde_json::from_str(
+            r#"{"cmd":["x"],"run_id":"r","stdin_stream":true,"tty":{"rows":30,"cols":100,"term":"xterm"},"daemons":"end"}"#,
+        )
+        .unwrap();
+        assert!(full.stdin_stream);
+        assert_eq!(full.tty, Some(crate::TtyRequest { rows: 30, cols: 100, term: Some("xterm".into()) }));
+        assert_eq!(full.daemons, Some(DaemonsRequest::End));
+        assert_eq!(
+            serde_json::to_string(&full).unwrap(),
+            r#"{"cmd":["x"],"run_id":"r","stdin_stream":true,"tty":{"rows":30,"cols":100,"term":"xterm"},"daemons":"end"}"#
+        );
+        let keep = serde_json::from_str::<ExecRequest>(r#"{"cmd":["x"],"daemons":"keep"}"#).unwrap_err().to_string();
+        assert!(keep.contains("`end`"), "a request can only narrow the policy: {keep}");
+        let info = Info {
+            cwd: "/w".into(),
+            runtime: "node".into(),
+            version: "1".into(),
+            max_timeout: None,
+            max_concurrent: None,
+            running: None,
+            commands: None,
+            daemons_kept: None,
+        };
+        assert_eq!(serde_json::to_string(&info).unwrap(), r#"{"cwd":"/w","runtime":"node","version":"1"}"#);
+        let listed = Info { commands: Some(vec!["node".into(), "npm".into()]), daemons_kept: Some(1), ..info };
+        let json = serde_json::to_string(&listed).unwrap();
+        assert!(json.ends_with(r#""commands":["node","npm"],"daemons_kept":1}"#), "{json}");
+        assert_eq!(serde_json::from_str::<Info>(&json).unwrap(), listed);
     }
 }

@@ -26,6 +26,9 @@ pub enum Frame {
     /// A message about the command (start failure, timeout); never command output.
     Error {
         data: String,
+        /// Extension (issue 22): for a command that never started, why (as in the `/exec` reply).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_error: Option<crate::StartErrorKind>,
     },
     /// Named runs only (issue 12): bytes `offset..offset + bytes` of `stream` are not kept (the middle of a run
     /// beyond the server's per-run cap). The next frame of that stream starts at `offset + bytes`; a client prints
@@ -53,6 +56,10 @@ pub enum Frame {
         /// Named runs only: why the run was stopped, when something stopped it (absent when it ended by itself).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stopped_by: Option<crate::StoppedBy>,
+        /// Runs with streamed stdin only (issue 22): the bytes the command took from its stdin pipe (written into
+        /// it, less what was still unread when the command ended).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdin_consumed: Option<u64>,
     },
 }
 
@@ -127,7 +134,7 @@ impl Frame {
         Ok(Some(match &*flat.kind {
             "stdout" => Frame::Stdout(chunk(flat)?),
             "stderr" => Frame::Stderr(chunk(flat)?),
-            "error" => Frame::Error { data: text(flat.data)? },
+            "error" => Frame::Error { start_error: flat.start_error, data: text(flat.data)? },
             "dropped" => Frame::Dropped {
                 stream: match flat.stream.as_deref() {
                     Some("stdout") => StreamKind::Stdout,
@@ -146,6 +153,7 @@ impl Frame {
                     stdout_bytes: flat.stdout_bytes,
                     stderr_bytes: flat.stderr_bytes,
                     stopped_by: flat.stopped_by,
+                    stdin_consumed: flat.stdin_consumed,
                 },
                 _ => return Err(serde_json::Error::custom("an exit frame needs an integer `data`")),
             },
@@ -183,6 +191,10 @@ struct FlatFrame<'a> {
     stderr_bytes: Option<u64>,
     #[serde(default)]
     stopped_by: Option<crate::StoppedBy>,
+    #[serde(default)]
+    start_error: Option<crate::StartErrorKind>,
+    #[serde(default)]
+    stdin_consumed: Option<u64>,
 }
 
 /// `data` is text in output and error frames and an integer in exit frames.
@@ -508,13 +520,15 @@ mod tests {
                 duration_ms: 0,
                 stdout_bytes: None,
                 stderr_bytes: None,
-                stopped_by: None
+                stopped_by: None,
+                stdin_consumed: None,
             }
         );
         assert_eq!(Frame::from_json(br#"{"type":"exit","data":3}"#).unwrap(), Some(exit));
         assert_eq!(Frame::from_json(br#"{"type":"progress","data":50}"#).unwrap(), None);
         assert!(Frame::from_json(br#"{"type":"exit"}"#).is_err());
-        let error = Frame::Error { data: "timed out".into() };
+        let error = Frame::Error { data: "timed out".into(), start_error: None };
+        assert_eq!(error.to_event(), b"data: {\"type\":\"error\",\"data\":\"timed out\"}\n\n");
         assert_eq!(parse_event(&error.to_event()), error);
     }
 
@@ -557,6 +571,7 @@ mod tests {
             stdout_bytes: None,
             stderr_bytes: None,
             stopped_by: None,
+            stdin_consumed: None,
         };
         assert_eq!(exit.to_event(), b"data: {\"type\":\"exit\",\"data\":0,\"timed_out\":false,\"duration_ms\":5}\n\n");
     }
@@ -577,13 +592,46 @@ mod tests {
             stdout_bytes: Some(7),
             stderr_bytes: Some(0),
             stopped_by: Some(crate::StoppedBy::ReattachWindow),
+            stdin_consumed: None,
         };
         assert!(exit.to_event().ends_with(b",\"stopped_by\":\"reattach_window\"}\n\n"));
         assert_eq!(parse_event(&exit.to_event()), exit);
+        let Frame::Exit { data, timed_out, signal, duration_ms, stdout_bytes, stderr_bytes, stopped_by, .. } = exit
+        else {
+            unreachable!()
+        };
+        let consumed = Frame::Exit {
+            data,
+            timed_out,
+            signal,
+            duration_ms,
+            stdout_bytes,
+            stderr_bytes,
+            stopped_by,
+            stdin_consumed: Some(12),
+        };
+        assert!(consumed.to_event().ends_with(b",\"stopped_by\":\"reattach_window\",\"stdin_consumed\":12}\n\n"));
+        assert_eq!(parse_event(&consumed.to_event()), consumed);
         let newer = Frame::from_json(br#"{"type":"exit","data":1,"stopped_by":"oom"}"#).unwrap();
         assert!(matches!(newer, Some(Frame::Exit { stopped_by: Some(crate::StoppedBy::Other), .. })), "{newer:?}");
         assert!(Frame::from_json(br#"{"type":"dropped","stream":"stdin","offset":1,"bytes":2}"#).is_err());
         assert!(Frame::from_json(br#"{"type":"dropped","stream":"stdout","bytes":2}"#).is_err());
+    }
+
+    /// A start error's kind rides in the error frame; a kind this version does not know reads as `other`.
+    #[test]
+    fn error_frames_carry_the_start_error_kind() {
+        let frame = Frame::Error {
+            data: "failed to start command: x: not found".into(),
+            start_error: Some(crate::StartErrorKind::NotFound),
+        };
+        assert_eq!(
+            frame.to_event(),
+            b"data: {\"type\":\"error\",\"data\":\"failed to start command: x: not found\",\"start_error\":\"not_found\"}\n\n"
+        );
+        assert_eq!(parse_event(&frame.to_event()), frame);
+        let newer = Frame::from_json(br#"{"type":"error","data":"x","start_error":"quota"}"#).unwrap();
+        assert_eq!(newer, Some(Frame::Error { data: "x".into(), start_error: Some(crate::StartErrorKind::Other) }));
     }
 
     #[test]

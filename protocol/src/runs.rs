@@ -128,6 +128,14 @@ pub struct RunInfo {
     /// Why it was stopped, once something stopped it (absent while running and when it ended by itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<crate::StoppedBy>,
+    /// Extension (issue 23): the run's command is on a pseudo-terminal. Absent (false) otherwise.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tty: bool,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// `GET /runs`: newest first.
@@ -136,7 +144,8 @@ pub struct RunList {
     pub runs: Vec<RunInfo>,
 }
 
-/// `POST /runs/{id}/signal` body: TERM, INT, HUP, KILL, USR1 or USR2, with or without the `SIG` prefix.
+/// `POST /runs/{id}/signal` body: TERM, INT, HUP, KILL, USR1, USR2, QUIT, TSTP, STOP, CONT or WINCH, with or without
+/// the `SIG` prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalRequest {
     pub signal: String,
@@ -187,6 +196,7 @@ mod tests {
             attached: 1,
             duration_ms: 4,
             stopped_by: None,
+            tty: false,
         };
         let json = serde_json::to_string(&info).unwrap();
         assert_eq!(
@@ -200,6 +210,10 @@ mod tests {
         let json = serde_json::to_string(&stopped).unwrap();
         assert!(json.ends_with(r#""duration_ms":4,"stopped_by":"timeout"}"#), "{json}");
         assert_eq!(serde_json::from_str::<RunInfo>(&json).unwrap(), stopped);
+        let terminal = RunInfo { tty: true, ..stopped };
+        let json = serde_json::to_string(&terminal).unwrap();
+        assert!(json.ends_with(r#""stopped_by":"timeout","tty":true}"#), "{json}");
+        assert_eq!(serde_json::from_str::<RunInfo>(&json).unwrap(), terminal);
         let signal: SignalRequest = serde_json::from_str(r#"{"signal":"SIGTERM"}"#).unwrap();
         assert_eq!(signal.signal, "SIGTERM");
     }

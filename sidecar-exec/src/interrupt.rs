@@ -29,13 +29,15 @@ impl Interrupt {
     }
 }
 
-/// Handlers for the three signals, installed together (from then on they no longer kill the process).
-pub struct Interrupts(StopSignals);
+/// Handlers for the three signals, installed together (from then on they no longer kill the process). The client's
+/// policy for each one that comes is its own (sidecar-exec ends its call at the first; ssh-exec stops the remote
+/// group, and a second one stops waiting for the host); sidecarctl's escalating `Interrupts` are another policy.
+pub struct InterruptHandlers(StopSignals);
 
-impl Interrupts {
+impl InterruptHandlers {
     /// Installs the handlers; needs a tokio runtime with signals enabled.
     pub fn install() -> std::io::Result<Self> {
-        StopSignals::install().map(Interrupts)
+        StopSignals::install().map(InterruptHandlers)
     }
 
     /// The next stopping signal.

@@ -1,26 +1,21 @@
 //! The agent-side clients and what they share.
 //!
-//! Two binaries live here: `sidecar-exec` forwards a command to a build sidecar over HTTP, `ssh-exec` runs it on a
-//! host over OpenSSH. They share the exit contract ([`exit_code`], [`interrupt`]), the argv handling ([`argv`]),
-//! the stdin policy ([`stdin`]) and the wrapper installer ([`wrappers`]), which picks one backend per command:
-//! native > sidecar > SSH. sidecar-exec names its runs and resumes them across lost connections ([`resume`]).
+//! Two programs live here, each in its own folder: `sidecar-exec` ([`sidecar`]) forwards a command to a build sidecar
+//! over HTTP, `ssh-exec` ([`ssh`]) runs it on a host over OpenSSH. The wrapper installer ([`wrappers`]), an option of
+//! both, puts one wrapper per command on the agent's PATH and picks one backend for each: native > sidecar > SSH.
+//!
+//! What both programs keep alike lives at the root: how a client ends ([`exit`]) and the one configuration error
+//! ([`config_error`]), its command line ([`argv`]) and variables ([`env`](mod@env)), its stdin policy ([`stdin`]), the
+//! signals that interrupt it ([`interrupt`]), and how text from the other side is made safe for its own line
+//! ([`terminal_safe`]). Nothing at the root knows either program; the programs know the root.
 
 pub mod argv;
-pub mod body;
-pub mod config;
-pub mod exit_code;
-pub mod forward;
-pub mod http;
+pub mod config_error;
+pub mod env;
+pub mod exit;
 pub mod interrupt;
-pub mod output;
-pub mod request;
-pub mod resume;
-pub mod run_id;
-pub mod runs;
-pub mod shown;
+pub mod sidecar;
 pub mod ssh;
-pub mod status;
 pub mod stdin;
-pub mod stream;
-pub mod token;
+pub mod terminal_safe;
 pub mod wrappers;

@@ -1,29 +1,12 @@
-//! stdin: what is forwarded (a regular file always; a pipe or terminal only when asked), how much fits, and the
-//! hint when a pipe holding data is left unread.
+//! stdin, the policy of both clients: what is forwarded (a regular file always; a pipe or terminal only when asked),
+//! and the hint when a pipe holding data is left unread. How it travels is each program's: sidecar-exec reads it
+//! into its request ([`crate::sidecar::stdin_body`]), ssh-exec hands it to ssh, which streams it.
 
-use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;
 
-use crate::config::ConfigError;
-
-/// The most stdin one request carries: 768 KiB, 3/4 of the 1 MiB body limit. stdin travels as base64
-/// (`stdin_b64`), 4 bytes for every 3 whatever they are; as JSON text a newline would cost 2 bytes and a control
-/// byte 6, so the limit would depend on the content. The rest of the request (argv, cwd, env) must fit beside it:
-/// [`crate::request::body`] checks the whole before sending.
-pub const MAX_STDIN_BYTES: usize = protocol::MAX_BODY_BYTES / 4 * 3;
-
-/// What the client does with its stdin.
-#[derive(Debug)]
-pub struct Stdin {
-    /// The bytes to forward, when stdin is forwarded.
-    pub bytes: Option<Vec<u8>>,
-    /// stdin is a pipe (or socket) that is not forwarded: if it holds data ([`has_data_now`]), that is worth one
-    /// hint, since `echo x | sidecar-exec python cat` would otherwise drop the `x` silently.
-    pub unread_pipe: bool,
-}
-
-/// The hint for an unread pipe holding data ([`Stdin::unread_pipe`] and [`has_data_now`]); `variable` is the
+/// The hint for an unread pipe holding data (stdin is a [`StdinKind::Pipe`] not [`forwarded`], and
+/// [`has_data_now`]): `echo x | sidecar-exec python cat` would otherwise drop the `x` silently. `variable` is the
 /// client's switch (SIDECAR_STDIN, SSH_STDIN).
 pub fn unread_hint(variable: &str) -> String {
     format!(
@@ -63,29 +46,6 @@ pub fn kind() -> StdinKind {
 /// (SIDECAR_STDIN=1, SSH_STDIN=1), since reading a pipe that never closes would hang.
 pub fn forwarded(kind: StdinKind, forward_pipe: bool) -> bool {
     kind == StdinKind::File || forward_pipe
-}
-
-/// Reads stdin when it is to be forwarded ([`forwarded`]), at most [`MAX_STDIN_BYTES`].
-pub fn read(forward_pipe: bool) -> Result<Stdin, ConfigError> {
-    let kind = kind();
-    if !forwarded(kind, forward_pipe) {
-        return Ok(Stdin { bytes: None, unread_pipe: kind == StdinKind::Pipe });
-    }
-    let stdin = std::io::stdin();
-    let mut bytes = Vec::new();
-    stdin
-        .lock()
-        .take(MAX_STDIN_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| ConfigError(format!("cannot read stdin: {err}")))?;
-    if bytes.len() > MAX_STDIN_BYTES {
-        return Err(ConfigError(format!(
-            "stdin is larger than 768 KiB ({MAX_STDIN_BYTES} bytes), more than one request can carry (the body \
-             limit is 1 MiB and stdin travels as base64): write it to a file in the shared workspace and pass the \
-             file's path instead"
-        )));
-    }
-    Ok(Stdin { bytes: Some(bytes), unread_pipe: false })
 }
 
 /// Whether stdin has data ready right now: a poll that never waits. The client asks before forwarding and, if not

@@ -110,6 +110,16 @@ async fn only_listed_variables_are_forwarded() {
         .run()
         .await;
     assert_eq!(String::from_utf8_lossy(&output.stdout), "[npm-secret][][unset][unset]\n");
+    // The same list rule as ssh-exec's SSH_ENV_PASSTHROUGH: commas or spaces.
+    let output = server
+        .client()
+        .env("SIDECAR_ENV_PASSTHROUGH", "NPM_TOKEN EMPTY")
+        .env("NPM_TOKEN", "npm-secret")
+        .env("EMPTY", "")
+        .args(["python", "sh", "-c", "echo \"[$NPM_TOKEN][${EMPTY-unset}]\""])
+        .run()
+        .await;
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "[npm-secret][]\n");
     server.stop().await;
 }
 
@@ -452,9 +462,8 @@ async fn a_sidecar_on_a_unix_socket_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("exec.sock");
     let server = server_with(&["--listen", &format!("unix:{}", socket.display())], None).await;
-    // LocalServer::start returns once its TCP listener is bound; the server binds the --listen socket in its own
-    // task, so on a loaded machine the first call could come before the file exists (seen in CI: "No such file").
-    wait_until("the server's UNIX socket", || socket.exists());
+    // The in-process server binds its UNIX socket in the task it serves from, after `start` returns: wait for it.
+    wait_until("the server's UNIX socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
     let sidecars = format!(r#"{{"python":{{"internal_url":"unix://{}"}}}}"#, socket.display());
     let call = || client_run().env("BUILD_SIDECARS", &sidecars).current_dir(server.workspace.path());
     for stream in [false, true] {

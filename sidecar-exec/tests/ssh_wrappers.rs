@@ -86,3 +86,50 @@ async fn a_generated_ssh_wrapper_runs_on_the_host_with_arguments_intact() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stdout(&output), "host: [a b] [it's] [; echo x]\n");
 }
+
+/// An agent image with only ssh-exec (no HTTP client) installs its wrappers with ssh-exec itself, through the
+/// entrypoint as an image runs it; a BUILD_SIDECARS it cannot serve without sidecar-exec is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_with_only_ssh_exec_installs_its_wrappers() {
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = scratch.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ssh_exec = bin.join("ssh-exec");
+    std::fs::copy(SSH_BIN, &ssh_exec).unwrap();
+    let wrappers = scratch.path().join("wrappers");
+    let entrypoint = concat!(env!("CARGO_MANIFEST_DIR"), "/../wrappers/entrypoint.sh");
+    let boot = |sidecars: Option<&str>| {
+        let mut command = tokio::process::Command::new(entrypoint);
+        command
+            .args(["sh", "-c", "command -v gofmt; command -v host-run"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("SSH_HOST", "build-mac")
+            .env("SIDECAR_WRAPPERS_DIR", &wrappers)
+            .env("SIDECAR_EXEC", &ssh_exec);
+        if let Some(sidecars) = sidecars {
+            command.env("BUILD_SIDECARS", sidecars);
+        }
+        command.output()
+    };
+    let output = boot(None).await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).starts_with("ssh-exec: wrappers in "), "{}", stderr(&output));
+    let canonical = wrappers.canonicalize().unwrap();
+    assert_eq!(
+        stdout(&output),
+        format!("{}\n{}\n", canonical.join("gofmt").display(), canonical.join("host-run").display())
+    );
+    let gofmt = std::fs::read_to_string(wrappers.join("gofmt")).unwrap();
+    assert!(gofmt.contains(&format!("exec '{}' -- gofmt \"$@\"", ssh_exec.display())), "{gofmt}");
+
+    let output = boot(Some(r#"{"go":{"internal_url":"http://builder-go:8080"}}"#)).await.unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let expected = format!(
+        "ssh-exec: FATAL: BUILD_SIDECARS is set but {} does not exist: install sidecar-exec beside ssh-exec, or unset \
+         BUILD_SIDECARS",
+        bin.join("sidecar-exec").display()
+    );
+    assert!(stderr(&output).starts_with(&expected), "{}", stderr(&output));
+    assert!(output.stdout.is_empty(), "the container's command must not run");
+}

@@ -5,6 +5,7 @@
 mod capture;
 mod escaped;
 mod spawn;
+pub mod stdin;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -41,7 +42,7 @@ pub struct Policy {
 }
 
 /// One command to run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Job {
     /// Program and arguments; never run through a shell.
     pub argv: Vec<OsString>,
@@ -49,8 +50,10 @@ pub struct Job {
     pub cwd: WorkDir,
     /// The complete environment of the command.
     pub env: Vec<(OsString, OsString)>,
-    /// Bytes for stdin; `None` means `/dev/null`.
+    /// Bytes for stdin; `None` means `/dev/null` (unless `stdin_stream`).
     pub stdin: Option<Vec<u8>>,
+    /// Stdin fed while the command runs (issue 22): wins over `stdin`.
+    pub stdin_stream: Option<stdin::StdinStream>,
     pub timeout: Duration,
     /// Stop the command, as timed out, once no output byte (stdout or stderr) arrived for this long.
     pub idle_timeout: Option<Duration>,
@@ -76,6 +79,8 @@ pub struct Outcome<K> {
     pub stderr_bytes: u64,
     pub stdout: K,
     pub stderr: K,
+    /// With a streamed stdin: the bytes the command took from it (see [`stdin::Fed::consumed`]).
+    pub stdin_consumed: Option<u64>,
 }
 
 /// Runs commands. Cheap to clone; every clone shares the set of live process groups and the shutdown switch.
@@ -257,6 +262,11 @@ impl ProcessEngine {
             }
         };
         let duration = started.elapsed();
+        // The command has ended: nothing more goes into its stdin, and what it took is counted now.
+        let stdin_consumed = match running.feeder.take() {
+            Some(feeder) => feeder.finish().await,
+            None => None,
+        };
         let (stdout, stderr) = match read {
             Some(both) => both,
             None => self.drain(readers).await,
@@ -294,6 +304,7 @@ impl ProcessEngine {
             stderr_bytes: stderr.total,
             stdout: stdout.kept,
             stderr: stderr.kept,
+            stdin_consumed,
         })
     }
 
@@ -312,11 +323,11 @@ impl ProcessEngine {
         if let Some(group) = &job.group {
             let _ = group.set(leader.pgid());
         }
-        spawn::feed_stdin(job, &mut leader);
+        let feeder = spawn::feed_stdin(job, &mut leader);
         let stop = CancellationToken::new();
         let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
         let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
-        Ok((Running { id, leader, guard }, Readers { reading, stop }))
+        Ok((Running { id, leader, guard, feeder }, Readers { reading, stop }))
     }
 
     /// Wait: for the leader to exit, or else its timeout, its idle timeout (no output for that long), its
@@ -349,6 +360,11 @@ impl ProcessEngine {
             () = cancel.cancelled() => Stop::Cancelled,
             () = self.inner.shutdown.cancelled() => Stop::Cancelled,
         };
+        // The leader may have exited by itself before the stop came, its exit not yet seen here: then it was not
+        // stopped, and the outcome says so (what is left of its group is ended after it, as after any exit).
+        if let Ok(Some(status)) = leader.child().try_wait() {
+            return LeaderEnd::exited(Ok(status));
+        }
         let status = group::terminate_group(leader, grace).await;
         LeaderEnd {
             status,
@@ -375,7 +391,7 @@ impl ProcessEngine {
     /// Whatever the command left behind, in its group (unless the wait already stopped it) or escaped from it, is
     /// terminated by the same policy, in the background: the result does not wait for it.
     fn clean_up_after(&self, running: Running, group_stopped: bool) {
-        let Running { id, leader, guard } = running;
+        let Running { id, leader, guard, .. } = running;
         let pgid = leader.pgid();
         let grace = self.inner.policy.grace;
         // The leader (reaped) is let go only now, as before the split: after its pipes were drained.
@@ -419,11 +435,12 @@ fn outcome_of<K>(outcome: &Outcome<K>) -> CommandOutcome {
     }
 }
 
-/// A started command: its leader, and its place in the engine's live set.
+/// A started command: its leader, its place in the engine's live set, and the feeder of a streamed stdin.
 struct Running {
     id: u64,
     leader: group::Leader,
     guard: GroupGuard,
+    feeder: Option<spawn::Feeder>,
 }
 
 /// The reading of a command's pipes, and the switch that ends it early.
@@ -496,5 +513,60 @@ impl Drop for GroupGuard {
             self.pgid.signal(Signal::SIGKILL);
         }
         self.engine.inner.live_groups.lock().unwrap().remove(&self.pgid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::metrics::Metrics;
+
+    /// Whether process `pid` has exited and waits to be reaped.
+    fn is_zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+    }
+
+    /// A stop asked for once the leader has exited by itself, before the engine noticed, is not what ended it: the
+    /// outcome is its own exit, not a cancellation (a DELETE racing a normal exit recorded `cancelled` with exit
+    /// code 0). On a current-thread runtime the engine cannot notice the exit while this test holds the thread, so
+    /// the cancellation always comes first.
+    #[tokio::test]
+    async fn a_stop_after_the_leader_exited_by_itself_is_not_its_end() {
+        let engine = ProcessEngine::new(
+            Policy { grace: Duration::from_secs(5), drain: Duration::from_millis(50) },
+            Metrics::default().commands().clone(),
+        );
+        for round in 0..10 {
+            let group = Arc::new(OnceLock::new());
+            let job = Job {
+                argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
+                cwd: PathBuf::from("/").into(),
+                env: vec![("PATH".into(), std::env::var_os("PATH").unwrap_or_default())],
+                stdin: None,
+                stdin_stream: None,
+                timeout: Duration::from_secs(60),
+                idle_timeout: None,
+                group: Some(group.clone()),
+            };
+            let cancel = CancellationToken::new();
+            let run = tokio::spawn({
+                let (engine, cancel) = (engine.clone(), cancel.clone());
+                async move { engine.run(job, Collect { cap: 64 }, cancel).await }
+            });
+            // The task started the command and waits on it.
+            while group.get().is_none() {
+                tokio::task::yield_now().await;
+            }
+            let pid = group.get().unwrap().get();
+            while !is_zombie(pid) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            cancel.cancel();
+            let outcome = run.await.unwrap().unwrap();
+            assert_eq!((outcome.exit_code, outcome.cancelled, outcome.signal), (3, false, None), "round {round}");
+        }
     }
 }

@@ -10,6 +10,7 @@ use std::process::Stdio;
 use process_group::{self as group, program};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
 
 use super::{escaped, Job};
 use crate::workspace::DirProblem;
@@ -44,6 +45,18 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
+impl StartError {
+    /// The kind the wire names (issue 22), for a client to answer as a shell does without reading the text.
+    pub fn kind(&self) -> protocol::StartErrorKind {
+        match self {
+            StartError::NotFound { .. } => protocol::StartErrorKind::NotFound,
+            StartError::PermissionDenied { .. } => protocol::StartErrorKind::PermissionDenied,
+            StartError::WorkingDirectory { .. } => protocol::StartErrorKind::Cwd,
+            StartError::Other(_) => protocol::StartErrorKind::Other,
+        }
+    }
+}
+
 /// The leader of job `id` (its argv, working directory, environment and the job tag), spawned in a new process
 /// group with its stdout and stderr piped and its stdin piped when the job has any. `program`: the name messages use.
 pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<group::Leader, StartError> {
@@ -57,19 +70,41 @@ pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<group::Leader, 
         .env_clear()
         .envs(job.env.iter().map(|(k, v)| (k, v)))
         .env(escaped::JOB_VARIABLE, escaped::tag_value(id))
-        .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if job.stdin.is_some() || job.stdin_stream.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     group::spawn_leader(&mut command).map_err(|err| start_error(job, program, Some(&err)))
 }
 
-/// Feeds the job's stdin (taken from `job`) to the leader in the background.
-pub fn feed_stdin(job: &mut Job, leader: &mut group::Leader) {
+/// Feeds the job's stdin (taken from `job`) to the leader in the background: its bytes, or its stream, whose
+/// feeder is returned (to be stopped when the command has ended).
+pub fn feed_stdin(job: &mut Job, leader: &mut group::Leader) -> Option<Feeder> {
+    if let Some(stream) = job.stdin_stream.take() {
+        let pipe = leader.child().stdin.take()?;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(super::stdin::feed_pipe(stream, pipe, stop.clone()));
+        return Some(Feeder { task, stop });
+    }
     if let (Some(bytes), Some(mut stdin)) = (job.stdin.take(), leader.child().stdin.take()) {
         // A command that exits without reading its stdin is not an error.
         tokio::spawn(async move {
             let _ = stdin.write_all(&bytes).await;
         });
+    }
+    None
+}
+
+/// The task writing a streamed stdin into the command's pipe.
+pub struct Feeder {
+    task: tokio::task::JoinHandle<super::stdin::Fed>,
+    stop: CancellationToken,
+}
+
+impl Feeder {
+    /// The command has ended: stops the feeding and counts the bytes the command took.
+    pub async fn finish(self) -> Option<u64> {
+        self.stop.cancel();
+        self.task.await.ok().and_then(|fed| fed.consumed())
     }
 }
 

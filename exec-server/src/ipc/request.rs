@@ -193,6 +193,7 @@ pub fn job_of(
         cwd: cwd.into(),
         env: env.to_vec(),
         stdin,
+        stdin_stream: None,
         timeout: Duration::from_secs(timeout_of(request.timeout.as_ref(), min_timeout, max_timeout)),
         idle_timeout: None,
         group: None,

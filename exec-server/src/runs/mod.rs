@@ -2,6 +2,7 @@
 //! window, keep their output for replay (memory, then a spill file, then head + tail), and are kept for `--retain`
 //! after they end. The registry here is transport-free; `http::api::runs` serves it.
 
+mod input;
 mod log;
 mod named_run;
 mod retention;
@@ -9,6 +10,7 @@ pub mod signals;
 mod state_dir;
 mod writer;
 
+pub use input::{InputRefusal, RunInput, Taken, MAX_UNWRITTEN};
 pub use log::{Budget, Read, StreamLog};
 pub use named_run::{Attachment, Follower, NamedRun};
 pub use writer::SpillWriter;

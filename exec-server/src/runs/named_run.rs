@@ -10,6 +10,7 @@ use protocol::{RunId, RunInfo, RunState, StoppedBy, StreamKind};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::input::RunInput;
 use super::log::{Found, Pending, Read, StreamLog, MEMORY_PER_STREAM};
 use crate::ending::Ending;
 
@@ -25,6 +26,8 @@ pub struct NamedRun {
     pub cancel: CancellationToken,
     /// The command's process group once it started (for signals).
     pub group: Arc<OnceLock<Pgid>>,
+    /// Its stdin, when it asked for `stdin_stream` (issue 22): set before the run is started.
+    input: OnceLock<RunInput>,
     /// Bumped on every change a reader may wait for (output, the end).
     changed: watch::Sender<u64>,
     /// Bumped when a follower moves or leaves: the command may go on (see [`NamedRun::paced`]).
@@ -86,6 +89,7 @@ impl NamedRun {
             started: Instant::now(),
             cancel: CancellationToken::new(),
             group: Arc::default(),
+            input: OnceLock::new(),
             changed: watch::Sender::new(0),
             inner: Mutex::new(Inner {
                 stdout,
@@ -199,8 +203,21 @@ impl NamedRun {
         ([inner.stdout.total(), inner.stderr.total()], inner.end.clone())
     }
 
+    /// Gives the run its streamed stdin (before its command starts; a second one is ignored).
+    pub fn open_input(&self, input: RunInput) {
+        let _ = self.input.set(input);
+    }
+
+    /// Its streamed stdin, if it has one.
+    pub fn input(&self) -> Option<&RunInput> {
+        self.input.get()
+    }
+
     /// Records the end; a cancellation by someone carries their cause and message.
     pub fn finish(&self, mut end: Ending) {
+        if let Some(input) = self.input.get() {
+            input.run_ended();
+        }
         {
             let mut inner = self.inner.lock().unwrap();
             if end.state == RunState::Cancelled {
@@ -300,6 +317,7 @@ impl NamedRun {
             attached: inner.attached,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             stopped_by: end.and_then(|end| end.stopped_by),
+            tty: false,
         }
     }
 }

@@ -110,7 +110,7 @@ pub async fn ensure_master(settings: &SshSettings, key: Option<&Path>, socket: &
         return Ok(());
     }
     let said = std::fs::read_to_string(&log_path).unwrap_or_default();
-    if crate::ssh::transport::Failure::of(&said).is_some() {
+    if crate::ssh::transport::SshFailure::of(&said).is_some() {
         Err(MasterError::Transport(said))
     } else {
         Err(MasterError::Unavailable)
@@ -119,18 +119,18 @@ pub async fn ensure_master(settings: &SshSettings, key: Option<&Path>, socket: &
 
 /// One of the SSH_MAX_SESSIONS session slots, held until dropped.
 #[derive(Debug)]
-pub struct Slot(#[allow(dead_code)] Flock<File>);
+pub struct SessionSlot(#[allow(dead_code)] Flock<File>);
 
 /// Waits for a free session slot of `socket`'s master: `<socket>.slot<i>`, i < `max`, each an exclusive flock.
 /// `None` when the slot files cannot be made (the call then runs unlimited).
-pub async fn session_slot(socket: &Path, max: u32) -> Option<Slot> {
+pub async fn session_slot(socket: &Path, max: u32) -> Option<SessionSlot> {
     let first = std::process::id() % max;
     loop {
         for i in (0..max).map(|i| (first + i) % max) {
             let file =
                 File::options().create(true).append(true).open(with_extension(socket, &format!("slot{i}"))).ok()?;
             if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-                return Some(Slot(lock));
+                return Some(SessionSlot(lock));
             }
         }
         sleep(RETRY).await;

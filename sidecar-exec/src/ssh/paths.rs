@@ -1,7 +1,7 @@
 //! The workspace mapping: this container's workspace (SSH_WORKSPACE) is a folder on the host (SSH_HOST_CWD). The
 //! current directory and the arguments that name a path in the workspace are rewritten to the host's path.
 
-use crate::config::ConfigError;
+use std::fmt;
 
 /// SSH_WORKSPACE → SSH_HOST_CWD.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,14 +13,12 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    pub fn new(workspace: &str, host: &str) -> Result<Self, ConfigError> {
+    pub fn new(workspace: &str, host: &str) -> Result<Self, PathsError> {
         if !workspace.starts_with('/') {
-            return Err(ConfigError(format!("SSH_WORKSPACE must be an absolute path, got {workspace:?}")));
+            return Err(PathsError::RelativeWorkspace(workspace.to_owned()));
         }
         if !host.starts_with('/') {
-            return Err(ConfigError(format!(
-                "SSH_HOST_CWD must be the absolute path of the workspace on the host, got {host:?}"
-            )));
+            return Err(PathsError::RelativeHostCwd(host.to_owned()));
         }
         let workspace = trimmed(workspace);
         let mut workspaces = vec![workspace.to_owned()];
@@ -34,13 +32,11 @@ impl Mapping {
 
     /// The host directory for the local `cwd`, or a refusal when `cwd` is outside the workspace (the host has no
     /// counterpart for it, and running elsewhere would be a surprise).
-    pub fn cwd(&self, cwd: &str) -> Result<String, ConfigError> {
-        self.map(cwd).ok_or_else(|| {
-            ConfigError(format!(
-                "the current directory {cwd} is outside the workspace {} that SSH_HOST_CWD maps to {} on the host: cd \
-                 into the workspace first",
-                self.workspaces[0], self.host
-            ))
+    pub fn cwd(&self, cwd: &str) -> Result<String, PathsError> {
+        self.map(cwd).ok_or_else(|| PathsError::OutsideWorkspace {
+            cwd: cwd.to_owned(),
+            workspace: self.workspaces[0].clone(),
+            host: self.host.clone(),
         })
     }
 
@@ -76,6 +72,34 @@ impl Mapping {
     }
 }
 
+/// Why the mapping cannot be made, or has no place on the host for the current directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathsError {
+    RelativeWorkspace(String),
+    RelativeHostCwd(String),
+    OutsideWorkspace { cwd: String, workspace: String, host: String },
+}
+
+impl fmt::Display for PathsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathsError::RelativeWorkspace(workspace) => {
+                write!(f, "SSH_WORKSPACE must be an absolute path, got {workspace:?}")
+            }
+            PathsError::RelativeHostCwd(host) => {
+                write!(f, "SSH_HOST_CWD must be the absolute path of the workspace on the host, got {host:?}")
+            }
+            PathsError::OutsideWorkspace { cwd, workspace, host } => write!(
+                f,
+                "the current directory {cwd} is outside the workspace {workspace} that SSH_HOST_CWD maps to {host} on \
+                 the host: cd into the workspace first"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PathsError {}
+
 /// A path without its trailing slashes (but `/` stays `/`).
 fn trimmed(path: &str) -> &str {
     let trimmed = path.trim_end_matches('/');
@@ -99,7 +123,10 @@ mod tests {
         let m = mapping();
         assert_eq!(m.cwd("/workspace").unwrap(), "/Users/me/src/project");
         assert_eq!(m.cwd("/workspace/app/src").unwrap(), "/Users/me/src/project/app/src");
-        assert!(m.cwd("/tmp").unwrap_err().0.contains("outside the workspace /workspace"));
+        assert!(
+            matches!(m.cwd("/tmp"), Err(PathsError::OutsideWorkspace { workspace, .. }) if workspace == "/workspace")
+        );
+        assert!(m.cwd("/tmp").unwrap_err().to_string().contains("outside the workspace /workspace"));
         assert!(m.cwd("/workspace2").is_err());
     }
 
@@ -117,7 +144,7 @@ mod tests {
 
     #[test]
     fn relative_paths_are_refused() {
-        assert!(Mapping::new("workspace", "/x").is_err());
-        assert!(Mapping::new("/workspace", "x").is_err());
+        assert_eq!(Mapping::new("workspace", "/x"), Err(PathsError::RelativeWorkspace("workspace".into())));
+        assert_eq!(Mapping::new("/workspace", "x"), Err(PathsError::RelativeHostCwd("x".into())));
     }
 }

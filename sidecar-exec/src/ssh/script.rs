@@ -45,7 +45,7 @@ impl Default for Nonce {
 
 /// What the call runs once the shell is ready.
 #[derive(Debug, Clone, Copy)]
-pub enum Body<'a> {
+pub enum ScriptBody<'a> {
     /// A command line, each word literal.
     Command(&'a [String]),
     /// Nothing: `--check` (connect, enter the directory).
@@ -56,7 +56,7 @@ pub enum Body<'a> {
 
 /// The shell-side settings of one call.
 #[derive(Debug, Clone)]
-pub struct Call<'a> {
+pub struct ShellSetup<'a> {
     pub nonce: &'a Nonce,
     /// The host directory to enter; `None` stays in the login directory.
     pub cwd: Option<&'a str>,
@@ -73,7 +73,7 @@ pub const MAX_SCRIPT_BYTES: usize = 120 * 1024;
 
 /// The text for ssh's command argument. Everything variable is single-quoted ([`quote`]); the rest is plain POSIX
 /// shell that sh, dash, bash, zsh and ksh run alike (csh and fish are not supported as the user's shell).
-pub fn script(call: &Call, body: Body) -> String {
+pub fn script(call: &ShellSetup, body: ScriptBody) -> String {
     let nonce = &call.nonce.0;
     let mut lines = vec![format!("printf '%s:start:%s\\n' {nonce} \"$$\" >&2")];
     for (name, value) in call.env {
@@ -88,18 +88,18 @@ pub fn script(call: &Call, body: Body) -> String {
     match body {
         // bash reports a foreground command killed by a signal ("Killed", with our command line) on its own
         // stderr: the shell's stderr is /dev/null meanwhile, the command's is the real one (fd 3).
-        Body::Command(words) => {
+        ScriptBody::Command(words) => {
             lines.push("exec 3>&2 2>/dev/null".into());
             lines.push(format!("{} 2>&3 3>&-", join(words)));
             lines.push("s=$?; exec 2>&3 3>&-".into());
         }
-        Body::Check => lines.push("true".into()),
-        Body::Probe(names) => lines.push(format!(
+        ScriptBody::Check => lines.push("true".into()),
+        ScriptBody::Probe(names) => lines.push(format!(
             "for c in {}; do command -v \"$c\" >/dev/null 2>&1 && printf '%s\\n' \"$c\"; done; true",
             join(names)
         )),
     }
-    if !matches!(body, Body::Command(_)) {
+    if !matches!(body, ScriptBody::Command(_)) {
         lines.push("s=$?".into());
     }
     // ksh93 reports a signal death as 256+N; every other shell as 128+N, which is what we promise.
@@ -146,9 +146,10 @@ mod tests {
         let nonce = Nonce::new();
         let words = ["sh".to_owned(), "-c".to_owned(), "echo out; echo err >&2; exit 7".to_owned()];
         let env = [("GREETING".to_owned(), "it's; $(x)\n".to_owned())];
-        let call = Call { nonce: &nonce, cwd: Some("/"), env: &env, path_prefix: Some("/nowhere"), login_shell: false };
+        let call =
+            ShellSetup { nonce: &nonce, cwd: Some("/"), env: &env, path_prefix: Some("/nowhere"), login_shell: false };
         let output = std::process::Command::new("setsid")
-            .args(["-w", "sh", "-c", &script(&call, Body::Command(&words))])
+            .args(["-w", "sh", "-c", &script(&call, ScriptBody::Command(&words))])
             .output();
         let Ok(output) = output else { return };
         let stderr = String::from_utf8_lossy(&output.stderr);

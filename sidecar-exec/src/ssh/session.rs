@@ -10,16 +10,17 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use protocol::StreamKind;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep_until, timeout, Instant};
 
-use crate::interrupt::{Interrupt, Interrupts};
-use crate::shown::shown;
+use crate::interrupt::{Interrupt, InterruptHandlers};
 use crate::ssh::command::{self, Route};
 use crate::ssh::markers::{Marker, Scanner};
 use crate::ssh::script::{stop_script, Nonce};
 use crate::ssh::settings::SshSettings;
+use crate::terminal_safe::terminal_safe;
 
 /// After the command's exit marker, how long processes it left may keep its output open before they are stopped
 /// (exec-server's default `--drain`).
@@ -52,13 +53,13 @@ pub struct Launch<'a> {
 
 /// How a call ended.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum SessionEnd {
     /// The command's exit marker: its status.
     Exited(i32),
     /// The host directory could not be entered; nothing ran.
     NoCwd,
     /// We were interrupted; `Some` says why the remote command may not have been stopped.
-    Interrupted(Interrupt, Option<String>),
+    Interrupted(Interrupt, Option<StopFailure>),
     /// Our stdout was closed (`| head -1`); the remote command was stopped.
     BrokenPipe,
     /// Started, but no exit marker came: the connection was lost (or the host's shell was killed).
@@ -67,19 +68,13 @@ pub enum Outcome {
     NotStarted(Option<i32>, String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stream {
-    Out,
-    Err,
-}
-
 #[derive(Debug)]
-enum Event {
+enum PumpEvent {
     Marker(Marker),
     /// Our stdout is closed.
     BrokenPipe,
     /// A stream ended; what it still held from before the start marker.
-    Eof(Stream, Vec<u8>),
+    Eof(StreamKind, Vec<u8>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +86,7 @@ enum Timer {
 
 /// Everything the event loop has learnt.
 #[derive(Default)]
-struct State {
+struct CallState {
     pgid: Option<i32>,
     exit_code: Option<i32>,
     no_cwd: bool,
@@ -101,13 +96,29 @@ struct State {
     eofs: usize,
     held_err: Vec<u8>,
     held_out: Vec<u8>,
-    stop: Option<oneshot::Receiver<Result<(), String>>>,
+    stop: Option<oneshot::Receiver<Result<(), StopFailure>>>,
     stop_begun: bool,
-    stop_failure: Option<String>,
+    stop_failure: Option<StopFailure>,
     timers: Vec<(Timer, Instant)>,
 }
 
-impl State {
+impl CallState {
+    /// ssh exited with `status`. Unless the call is being stopped here (a signal, our stdout closed), no deadline is
+    /// left: no remote process can hold the output any more (sshd ends a session only once its output is closed), so
+    /// nothing needs stopping, and what ssh already sent is written out however slowly our reader takes it (the pumps
+    /// end at end of file, or [`EOF_WAIT`] after it when something else holds ssh's pipes).
+    fn ssh_ended(&mut self, status: Option<i32>) {
+        self.ssh_status = Some(status);
+        if !self.stopped_by_us() {
+            self.timers.clear();
+        }
+    }
+
+    /// Whether this side stopped the call: a signal, or our stdout closed (then nobody reads what is left).
+    fn stopped_by_us(&self) -> bool {
+        self.interrupt.is_some() || self.broken_pipe
+    }
+
     fn set_timer(&mut self, timer: Timer, after: Duration) {
         self.timers.retain(|(t, _)| *t != timer);
         self.timers.push((timer, Instant::now() + after));
@@ -119,7 +130,7 @@ impl State {
 }
 
 /// Runs the call to its end and says how it ended.
-pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
+pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> SessionEnd {
     let mut ssh = command::ssh(launch.settings, launch.key, launch.route);
     ssh.arg(if launch.settings.tty { "-tt" } else { "-T" });
     ssh.arg("--").arg(&launch.settings.host).arg(launch.script);
@@ -132,20 +143,29 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
     let mut child = match ssh.spawn() {
         Ok(child) => child,
         Err(err) => {
-            return Outcome::NotStarted(None, format!("cannot run ssh: {err} (is OpenSSH's client installed?)"))
+            return SessionEnd::NotStarted(None, format!("cannot run ssh: {err} (is OpenSSH's client installed?)"))
         }
     };
     let started = Arc::new(watch::channel(false).0);
     let (events, mut inbox) = mpsc::unbounded_channel();
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Outcome::NotStarted(None, "ssh started without its pipes".into());
+        return SessionEnd::NotStarted(None, "ssh started without its pipes".into());
     };
     let nonce = launch.nonce.0.clone();
     let ssh_ended = watch::channel(false).0;
-    tokio::spawn(pump(stdout, Stream::Out, nonce.clone(), started.clone(), ssh_ended.subscribe(), events.clone()));
-    tokio::spawn(pump(stderr, Stream::Err, nonce, started.clone(), ssh_ended.subscribe(), events));
+    let (out, err) = (tokio::io::stdout(), tokio::io::stderr());
+    tokio::spawn(pump(
+        stdout,
+        StreamKind::Stdout,
+        out,
+        nonce.clone(),
+        started.clone(),
+        ssh_ended.subscribe(),
+        events.clone(),
+    ));
+    tokio::spawn(pump(stderr, StreamKind::Stderr, err, nonce, started.clone(), ssh_ended.subscribe(), events));
 
-    let mut state = State::default();
+    let mut state = CallState::default();
     loop {
         if state.ssh_status.is_some() && state.eofs == 2 {
             break;
@@ -153,33 +173,35 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
         let next = state.next_timer();
         tokio::select! {
             Some(event) = inbox.recv() => match event {
-                Event::Marker(Marker::Started { pgid }) => {
+                PumpEvent::Marker(Marker::Started { pgid }) => {
                     state.pgid = Some(pgid);
                     if state.interrupt.is_some() || state.broken_pipe {
                         begin_stop(launch, &mut state);
                     }
                 }
-                Event::Marker(Marker::Exited { code }) => {
+                PumpEvent::Marker(Marker::Exited { code }) => {
                     state.exit_code = Some(code);
-                    state.set_timer(Timer::Drain, DRAIN);
+                    if state.ssh_status.is_none() {
+                        state.set_timer(Timer::Drain, DRAIN);
+                    }
                 }
-                Event::Marker(Marker::NoCwd) => state.no_cwd = true,
-                Event::BrokenPipe => {
+                PumpEvent::Marker(Marker::NoCwd) => state.no_cwd = true,
+                PumpEvent::BrokenPipe => {
                     if !state.broken_pipe {
                         state.broken_pipe = true;
                         begin_stop(launch, &mut state);
                     }
                 }
-                Event::Eof(stream, held) => {
+                PumpEvent::Eof(stream, held) => {
                     state.eofs += 1;
                     match stream {
-                        Stream::Out => state.held_out = held,
-                        Stream::Err => state.held_err = held,
+                        StreamKind::Stdout => state.held_out = held,
+                        StreamKind::Stderr => state.held_err = held,
                     }
                 }
             },
             status = child.wait(), if state.ssh_status.is_none() => {
-                state.ssh_status = Some(status.ok().and_then(|s| s.code()));
+                state.ssh_ended(status.ok().and_then(|s| s.code()));
                 ssh_ended.send_replace(true);
             }
             interrupt = interrupts.recv() => {
@@ -205,13 +227,19 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
                 if let Ok(Err(why)) = result {
                     state.stop_failure = Some(why);
                 }
-                state.set_timer(Timer::AfterStop, AFTER_STOP);
+                if state.ssh_status.is_none() {
+                    state.set_timer(Timer::AfterStop, AFTER_STOP);
+                }
             }
             _ = sleep_until(next.map_or_else(Instant::now, |(_, at)| at)), if next.is_some() => {
                 let (timer, _) = next.unwrap_or((Timer::Drain, Instant::now()));
                 state.timers.retain(|(t, _)| *t != timer);
                 match timer {
                     Timer::Drain => begin_stop(launch, &mut state),
+                    Timer::AfterStop if !state.stopped_by_us() => {
+                        // ssh's own end and its pipes' end of file finish the call: what it already sent is ours.
+                        let _ = child.start_kill();
+                    }
                     Timer::Header | Timer::AfterStop => {
                         let _ = child.start_kill();
                         break;
@@ -227,23 +255,23 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut Interrupts) -> Outcome {
     }
     let ssh_status = state.ssh_status.flatten();
     if let Some(interrupt) = state.interrupt {
-        Outcome::Interrupted(interrupt, state.stop_failure)
+        SessionEnd::Interrupted(interrupt, state.stop_failure)
     } else if state.broken_pipe {
-        Outcome::BrokenPipe
+        SessionEnd::BrokenPipe
     } else if let Some(code) = state.exit_code {
-        Outcome::Exited(code)
+        SessionEnd::Exited(code)
     } else if state.no_cwd {
-        Outcome::NoCwd
+        SessionEnd::NoCwd
     } else if state.pgid.is_some() {
-        Outcome::Lost(ssh_status)
+        SessionEnd::Lost(ssh_status)
     } else {
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &state.held_out);
-        Outcome::NotStarted(ssh_status, String::from_utf8_lossy(&state.held_err).into_owned())
+        SessionEnd::NotStarted(ssh_status, String::from_utf8_lossy(&state.held_err).into_owned())
     }
 }
 
 /// Starts the stop session for the command's group, once, when the group is known.
-fn begin_stop(launch: &Launch<'_>, state: &mut State) {
+fn begin_stop(launch: &Launch<'_>, state: &mut CallState) {
     let Some(pgid) = state.pgid else { return };
     if state.stop_begun {
         return;
@@ -258,40 +286,79 @@ fn begin_stop(launch: &Launch<'_>, state: &mut State) {
     let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 10) + grace;
     let address = launch.settings.address();
     tokio::spawn(async move {
+        let failure = |why| StopFailure { address, pgid, why };
         let result = match stop.spawn() {
-            Err(err) => Err(format!("cannot run ssh: {err}")),
+            Err(err) => Err(failure(StopProblem::NoSsh(err))),
             Ok(child) => match timeout(patience, child.wait_with_output()).await {
                 Ok(Ok(output)) if output.status.success() => Ok(()),
-                Ok(Ok(output)) => Err(format!(
-                    "the stop session to {address} failed ({})",
-                    shown(String::from_utf8_lossy(&output.stderr).trim())
-                )),
-                Ok(Err(err)) => Err(format!("the stop session to {address} failed: {err}")),
-                Err(_) => Err(format!("the stop session to {address} did not finish in {} s", patience.as_secs())),
+                Ok(Ok(output)) => Err(failure(StopProblem::Failed(String::from_utf8_lossy(&output.stderr).into()))),
+                Ok(Err(err)) => Err(failure(StopProblem::Lost(err))),
+                Err(_) => Err(failure(StopProblem::TooSlow(patience))),
             },
         };
-        let _ = done.send(result.map_err(|why| format!("{why}; process group {pgid} may still be running there")));
+        let _ = done.send(result);
     });
+}
+
+/// Why the stop session did not stop the command's group: the remote command may still run.
+#[derive(Debug)]
+pub struct StopFailure {
+    /// The host, `host:port`.
+    address: String,
+    pgid: i32,
+    why: StopProblem,
+}
+
+#[derive(Debug)]
+enum StopProblem {
+    /// ssh could not be started.
+    NoSsh(std::io::Error),
+    /// The session failed; what ssh said.
+    Failed(String),
+    /// Waiting for it failed.
+    Lost(std::io::Error),
+    /// It did not finish within this long.
+    TooSlow(Duration),
+}
+
+impl std::fmt::Display for StopFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let address = &self.address;
+        match &self.why {
+            StopProblem::NoSsh(err) => write!(f, "cannot run ssh: {err}")?,
+            StopProblem::Failed(said) => {
+                write!(f, "the stop session to {address} failed ({})", terminal_safe(said.trim()))?
+            }
+            StopProblem::Lost(err) => write!(f, "the stop session to {address} failed: {err}")?,
+            StopProblem::TooSlow(patience) => {
+                write!(f, "the stop session to {address} did not finish in {} s", patience.as_secs())?
+            }
+        }
+        write!(f, "; process group {} may still be running there", self.pgid)
+    }
 }
 
 /// Copies one of ssh's output streams to ours: markers out, and everything before the start marker held back (it
 /// is ssh's own error text when the command never starts). It ends at the stream's end of file (or once ssh has
 /// ended and a read waited [`EOF_WAIT`] in vain), after everything read is written.
-async fn pump<R: AsyncRead + Unpin>(
+async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     mut from: R,
-    stream: Stream,
+    stream: StreamKind,
+    sink: W,
     nonce: String,
     started: Arc<watch::Sender<bool>>,
     ssh_ended: watch::Receiver<bool>,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<PumpEvent>,
 ) {
     let mut scanner = Scanner::new(&nonce);
-    let mut output = Output { stream, broken: false, events: events.clone() };
+    let mut output = LocalOutput { stream, sink, broken: false, events: events.clone() };
     let mut buffer = vec![0u8; 64 * 1024];
     let (mut out, mut markers, mut held) = (Vec::new(), Vec::new(), Vec::new());
     loop {
         out.clear();
         let read = tokio::select! {
+            // Data that is there is always read first: the wait only ends a read that finds nothing.
+            biased;
             read = from.read(&mut buffer) => read,
             () = eof_wait_after(ssh_ended.clone()) => Ok(0),
         };
@@ -309,7 +376,7 @@ async fn pump<R: AsyncRead + Unpin>(
             if matches!(marker, Marker::Started { .. }) {
                 started.send_replace(true);
             }
-            let _ = events.send(Event::Marker(marker));
+            let _ = events.send(PumpEvent::Marker(marker));
         }
         if *started.borrow() {
             if !held.is_empty() {
@@ -327,7 +394,7 @@ async fn pump<R: AsyncRead + Unpin>(
             break;
         }
     }
-    let _ = events.send(Event::Eof(stream, held));
+    let _ = events.send(PumpEvent::Eof(stream, held));
 }
 
 /// [`EOF_WAIT`] after ssh has ended (counted from now if it already has); never if it does not.
@@ -338,31 +405,30 @@ async fn eof_wait_after(mut ssh_ended: watch::Receiver<bool>) {
     tokio::time::sleep(EOF_WAIT).await;
 }
 
-/// Our stdout or stderr. A write error on stdout means our reader is gone: reported once, then output is dropped
-/// (ssh's is still read, so the host side never blocks on it). Errors on stderr are ignored.
-struct Output {
-    stream: Stream,
+/// Our stdout or stderr (`sink`). A write error on stdout means our reader is gone: reported once, then output is
+/// dropped (ssh's is still read, so the host side never blocks on it). Errors on stderr are ignored. A write takes as
+/// long as our reader does: no deadline cuts it.
+struct LocalOutput<W> {
+    stream: StreamKind,
+    sink: W,
     broken: bool,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<PumpEvent>,
 }
 
-impl Output {
+impl<W: AsyncWrite + Unpin> LocalOutput<W> {
     async fn write(&mut self, bytes: &[u8]) {
         if self.broken || bytes.is_empty() {
             return;
         }
-        let result = match self.stream {
-            Stream::Out => write_all(tokio::io::stdout(), bytes).await,
-            Stream::Err => write_all(tokio::io::stderr(), bytes).await,
-        };
-        if result.is_err() && self.stream == Stream::Out {
+        let result = write_all(&mut self.sink, bytes).await;
+        if result.is_err() && self.stream == StreamKind::Stdout {
             self.broken = true;
-            let _ = self.events.send(Event::BrokenPipe);
+            let _ = self.events.send(PumpEvent::BrokenPipe);
         }
     }
 }
 
-async fn write_all(mut to: impl tokio::io::AsyncWrite + Unpin, bytes: &[u8]) -> std::io::Result<()> {
+async fn write_all(mut to: impl AsyncWrite + Unpin, bytes: &[u8]) -> std::io::Result<()> {
     to.write_all(bytes).await?;
     to.flush().await
 }
@@ -370,6 +436,67 @@ async fn write_all(mut to: impl tokio::io::AsyncWrite + Unpin, bytes: &[u8]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader far slower than every deadline of the call (an hour of the paused clock between reads; the clock jumps
+    /// to each timer as soon as nothing else can run, so any deadline the pump had would pass): what ssh sent before
+    /// it ended all arrives, and only then does the stream end.
+    #[tokio::test(start_paused = true)]
+    async fn what_ssh_sent_waits_for_a_stalled_reader_however_long() {
+        let sent = testkit::random_bytes(300_000, 3);
+        let (mut ssh_side, from_ssh) = tokio::io::duplex(64 * 1024);
+        let (to_reader, mut reader) = tokio::io::duplex(4 * 1024);
+        let (events, mut inbox) = mpsc::unbounded_channel();
+        let ssh_ended = watch::channel(true).0;
+        let started = Arc::new(watch::channel(true).0);
+        let writer = tokio::spawn({
+            let sent = sent.clone();
+            async move { ssh_side.write_all(&sent).await.unwrap() }
+        });
+        let copy = tokio::spawn(pump(
+            from_ssh,
+            StreamKind::Stdout,
+            to_reader,
+            "nonce".into(),
+            started,
+            ssh_ended.subscribe(),
+            events,
+        ));
+        // The reader takes an hour for each 4 KiB: every deadline the pump could have passes between two reads.
+        let mut received = Vec::new();
+        let mut piece = vec![0u8; 4096];
+        loop {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            match reader.read(&mut piece).await.unwrap() {
+                0 => break,
+                n => received.extend_from_slice(&piece[..n]),
+            }
+            if received.len() < sent.len() {
+                assert!(
+                    inbox.try_recv().is_err(),
+                    "the stream ended at byte {} while our reader was slow",
+                    received.len()
+                );
+            }
+        }
+        assert!(received == sent, "{} of {} bytes arrived", received.len(), sent.len());
+        writer.await.unwrap();
+        copy.await.unwrap();
+        assert!(matches!(inbox.recv().await, Some(PumpEvent::Eof(StreamKind::Stdout, held)) if held.is_empty()));
+    }
+
+    /// Once ssh has ended, a call that was not stopped here has no deadline left: nothing will cut its output.
+    #[test]
+    fn no_deadline_outlives_ssh_unless_the_call_is_being_stopped() {
+        let mut state = CallState::default();
+        state.set_timer(Timer::Drain, DRAIN);
+        state.set_timer(Timer::AfterStop, AFTER_STOP);
+        state.ssh_ended(Some(0));
+        assert_eq!(state.next_timer(), None);
+        let mut interrupted = CallState { interrupt: Some(Interrupt::Int), ..CallState::default() };
+        interrupted.set_timer(Timer::AfterStop, AFTER_STOP);
+        interrupted.ssh_ended(Some(0));
+        assert!(matches!(interrupted.next_timer(), Some((Timer::AfterStop, _))), "a stop in progress keeps its");
+    }
 
     /// A stream something else still holds open once ssh has ended (nothing more comes) is taken as ended: the
     /// call does not wait for it without end.
@@ -379,8 +506,17 @@ mod tests {
         let (events, mut inbox) = mpsc::unbounded_channel();
         let ssh_ended = watch::channel(true).0;
         let started = Arc::new(watch::channel(true).0);
-        let copy = tokio::spawn(pump(held_open, Stream::Err, "nonce".into(), started, ssh_ended.subscribe(), events));
+        let sink = tokio::io::sink();
+        let copy = tokio::spawn(pump(
+            held_open,
+            StreamKind::Stderr,
+            sink,
+            "nonce".into(),
+            started,
+            ssh_ended.subscribe(),
+            events,
+        ));
         timeout(Duration::from_secs(30), copy).await.expect("the copy waited for end of file without end").unwrap();
-        assert!(matches!(inbox.recv().await, Some(Event::Eof(Stream::Err, held)) if held.is_empty()));
+        assert!(matches!(inbox.recv().await, Some(PumpEvent::Eof(StreamKind::Stderr, held)) if held.is_empty()));
     }
 }

@@ -3,7 +3,11 @@
 
 use std::path::PathBuf;
 
-use crate::config::ConfigError;
+use std::fmt;
+
+use crate::config_error::ConfigError;
+use crate::env::{self, Entry, Resolution};
+use crate::ssh::config_error::SshConfigError;
 use crate::ssh::paths::Mapping;
 
 /// The variables ssh-exec reads, for `--help`.
@@ -18,7 +22,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SSH_HOST_CWD", "the host folder that is the workspace: the cwd and /workspace/… arguments are mapped; a cwd outside the workspace is refused"),
     ("SSH_HOST_PATH", "folders put before PATH on the host (e.g. /opt/homebrew/bin)"),
     ("SSH_LOGIN_SHELL", "1: run the command in a login shell (`$SHELL -l`), which reads the host's profile"),
-    ("SSH_ENV_PASSTHROUGH", "comma or space separated names of variables sent to the command (nothing else is)"),
+    ("SSH_ENV_PASSTHROUGH", "names of variables sent to the command, separated by commas or spaces (nothing else is)"),
     ("SSH_CONNECT_TIMEOUT", "seconds to connect (default 10)"),
     ("SSH_CONTROL_PERSIST", "seconds the shared connection stays open after its last command (default 60; 0: one connection per command)"),
     ("SSH_MAX_SESSIONS", "commands at once on the shared connection (default 8; the host's sshd allows 10 by default)"),
@@ -34,8 +38,8 @@ pub const DEFAULT_KEY: &str = "/home/agent/.ssh/id_rsa";
 /// stopped by someone waiting at a prompt (Ctrl-C, a tool's timeout) and the time passes only for a command that
 /// outlives its SIGTERM.
 pub const DEFAULT_STOP_GRACE_TENTHS: u32 = 20;
-/// `SSH_STOP_GRACE`'s largest value, in tenths of a second (10 minutes).
-const MAX_STOP_GRACE_TENTHS: u32 = 6000;
+/// `SSH_STOP_GRACE`'s largest value, in seconds (10 minutes).
+const MAX_STOP_GRACE_SECS: u64 = 600;
 
 /// How ssh-exec reaches the host and runs commands there.
 #[derive(Debug, Clone)]
@@ -63,53 +67,50 @@ pub struct SshSettings {
 }
 
 impl SshSettings {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let host = text("SSH_HOST").ok_or_else(|| {
-            ConfigError("SSH_HOST is not set: name the host that runs the commands (e.g. SSH_HOST=build-mac)".into())
-        })?;
+    pub fn from_env() -> Result<Self, ConfigError<SshConfigError>> {
+        let host = env::text("SSH_HOST").ok_or(SshConfigError::NoHost)?;
         word("SSH_HOST", &host)?;
-        let user = text("SSH_USER").unwrap_or_else(|| "agent".into());
+        let user = env::text("SSH_USER").unwrap_or_else(|| "agent".into());
         word("SSH_USER", &user)?;
-        let key = match text("SSH_KEY_PATH") {
-            Some(path) => Some(checked_key(PathBuf::from(path), true)?),
-            None => checked_key(PathBuf::from(DEFAULT_KEY), false).ok(),
+        let key = match env::text("SSH_KEY_PATH") {
+            Some(path) => Some(checked_key(PathBuf::from(path))?),
+            None => checked_key(PathBuf::from(DEFAULT_KEY)).ok(),
         };
-        let known_hosts = text("SSH_KNOWN_HOSTS").map(PathBuf::from);
-        if let Some(file) = &known_hosts {
-            if !file.is_file() {
-                return Err(ConfigError(format!(
-                    "SSH_KNOWN_HOSTS is {} but that is not a readable file: point it at a known_hosts file holding the \
-                     host's key (ssh-keyscan -p PORT HOST), or unset it",
-                    file.display()
-                )));
-            }
+        let known_hosts = env::text("SSH_KNOWN_HOSTS").map(PathBuf::from);
+        if let Some(file) = known_hosts.as_ref().filter(|file| !file.is_file()) {
+            return Err(SshConfigError::KnownHostsNotAFile(file.clone()).into());
         }
-        let host_key_alias = text("SSH_HOST_KEY_ALIAS");
+        let host_key_alias = env::text("SSH_HOST_KEY_ALIAS");
         if let Some(alias) = &host_key_alias {
             word("SSH_HOST_KEY_ALIAS", alias)?;
         }
-        let workspace = text("SSH_WORKSPACE").unwrap_or_else(|| "/workspace".into());
-        let mapping = match text("SSH_HOST_CWD") {
-            Some(host_cwd) => Some(Mapping::new(&workspace, &host_cwd)?),
+        let workspace = env::text("SSH_WORKSPACE").unwrap_or_else(|| "/workspace".into());
+        let mapping = match env::text("SSH_HOST_CWD") {
+            Some(host_cwd) => Some(Mapping::new(&workspace, &host_cwd).map_err(SshConfigError::Paths)?),
             None => None,
         };
+        let whole_seconds = |name, default: u32, min, max| {
+            env::seconds(name, Resolution::WholeSeconds, min, Some(max))
+                .map(|secs| secs.map_or(default, |secs| secs.as_secs() as u32))
+        };
+        let grace = env::seconds("SSH_STOP_GRACE", Resolution::Tenths, 0, Some(MAX_STOP_GRACE_SECS))?;
         Ok(SshSettings {
-            port: number("SSH_PORT", 22, 1, 65535)? as u16,
+            port: env::count("SSH_PORT", 22, 1, 65535)? as u16,
             host,
             user,
             key,
             known_hosts,
             host_key_alias,
             mapping,
-            host_path: text("SSH_HOST_PATH"),
-            login_shell: flag("SSH_LOGIN_SHELL"),
-            env: passthrough()?,
-            connect_timeout: number("SSH_CONNECT_TIMEOUT", 10, 1, 3600)?,
-            control_persist: number("SSH_CONTROL_PERSIST", 60, 0, 604_800)?,
-            max_sessions: number("SSH_MAX_SESSIONS", 8, 1, 1000)?,
-            stop_grace_tenths: tenths("SSH_STOP_GRACE", DEFAULT_STOP_GRACE_TENTHS, MAX_STOP_GRACE_TENTHS)?,
-            tty: flag("SSH_TTY"),
-            forward_stdin_pipe: flag("SSH_STDIN"),
+            host_path: env::text("SSH_HOST_PATH"),
+            login_shell: env::switched_on("SSH_LOGIN_SHELL"),
+            env: env::passthrough("SSH_ENV_PASSTHROUGH", Entry::ShellVariable)?,
+            connect_timeout: whole_seconds("SSH_CONNECT_TIMEOUT", 10, 1, 3600)?,
+            control_persist: whole_seconds("SSH_CONTROL_PERSIST", 60, 0, 604_800)?,
+            max_sessions: env::count("SSH_MAX_SESSIONS", 8, 1, 1000)?,
+            stop_grace_tenths: grace.map_or(DEFAULT_STOP_GRACE_TENTHS, |grace| (grace.as_millis() / 100) as u32),
+            tty: env::switched_on("SSH_TTY"),
+            forward_stdin_pipe: env::switched_on("SSH_STDIN"),
         })
     }
 
@@ -119,128 +120,74 @@ impl SshSettings {
     }
 }
 
-/// A variable's value, trimmed; unset and blank are the same.
-fn text(name: &str) -> Option<String> {
-    std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
-}
-
-fn flag(name: &str) -> bool {
-    matches!(text(name).as_deref(), Some("1" | "true" | "yes" | "on"))
-}
-
-fn number(name: &str, default: u32, min: u32, max: u32) -> Result<u32, ConfigError> {
-    let Some(value) = text(name) else { return Ok(default) };
-    value
-        .parse::<u32>()
-        .ok()
-        .filter(|n| (min..=max).contains(n))
-        .ok_or_else(|| ConfigError(format!("{name} must be a whole number from {min} to {max}, got {value:?}")))
-}
-
-/// Seconds with at most one decimal (`2`, `0.5`), as tenths of a second from 0 to `max`.
-fn tenths(name: &str, default: u32, max: u32) -> Result<u32, ConfigError> {
-    text(name).map_or(Ok(default), |value| parse_tenths(name, &value, max))
-}
-
-fn parse_tenths(name: &str, value: &str, max: u32) -> Result<u32, ConfigError> {
-    let (whole, tenth) = value.split_once('.').unwrap_or((value, "0"));
-    let digits = |part: &str, most: usize| (1..=most).contains(&part.len()) && part.bytes().all(|b| b.is_ascii_digit());
-    let tenths = (digits(whole, 6) && digits(tenth, 1))
-        .then(|| whole.parse::<u32>().ok().zip(tenth.parse::<u32>().ok()))
-        .flatten()
-        .map(|(seconds, tenths)| seconds * 10 + tenths)
-        .filter(|n| *n <= max);
-    tenths.ok_or_else(|| {
-        ConfigError(format!(
-            "{name} must be seconds from 0 to {} with at most one decimal (e.g. 0.5), got {value:?}",
-            max / 10
-        ))
-    })
-}
-
 /// A value ssh takes as one option word: no spaces or control characters, and no leading `-` (it would be read as
 /// an option).
-fn word(name: &str, value: &str) -> Result<(), ConfigError> {
+fn word(name: &'static str, value: &str) -> Result<(), SshConfigError> {
     if value.starts_with('-') || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(ConfigError(format!(
-            "{name} is {value:?}: it must be one word without spaces and must not start with '-'"
-        )));
+        return Err(SshConfigError::NotOneWord { name, value: value.to_owned() });
     }
     Ok(())
 }
 
 /// The key file, checked: a configured key must exist; any key must not be empty (ssh would fail with a puzzling
-/// "invalid format" instead).
-fn checked_key(path: PathBuf, configured: bool) -> Result<PathBuf, ConfigError> {
+/// "invalid format" instead). The default key may be missing ([`KeyFileError::Unreadable`], then ignored).
+fn checked_key(path: PathBuf) -> Result<PathBuf, KeyFileError> {
     match std::fs::metadata(&path) {
-        Ok(meta) if meta.is_file() && meta.len() == 0 => Err(ConfigError(format!(
-            "the private key {} is empty: mount the key itself there, or point SSH_KEY_PATH at it",
-            path.display()
-        ))),
+        Ok(meta) if meta.is_file() && meta.len() == 0 => Err(KeyFileError::Empty(path)),
         Ok(meta) if meta.is_file() => Ok(path),
-        Ok(_) => Err(ConfigError(format!("SSH_KEY_PATH {} is not a file", path.display()))),
-        Err(err) if configured => {
-            Err(ConfigError(format!("cannot read the private key SSH_KEY_PATH={}: {err}", path.display())))
-        }
-        Err(err) => Err(ConfigError(err.to_string())),
+        Ok(_) => Err(KeyFileError::NotAFile(path)),
+        Err(err) => Err(KeyFileError::Unreadable(path, err)),
     }
 }
 
-/// SSH_ENV_PASSTHROUGH: names separated by commas or spaces; each must be a shell variable name (the value is
-/// assigned in the host's shell). Variables that are not set here are not sent.
-fn passthrough() -> Result<Vec<(String, String)>, ConfigError> {
-    let list = std::env::var("SSH_ENV_PASSTHROUGH").unwrap_or_default();
-    let mut env: Vec<(String, String)> = Vec::new();
-    for name in list.split(|c: char| c == ',' || c.is_whitespace()).filter(|n| !n.is_empty()) {
-        if !is_variable_name(name) {
-            return Err(ConfigError(format!(
-                "SSH_ENV_PASSTHROUGH names {name:?}, which is not a variable name (letters, digits and _, not \
-                 starting with a digit)"
-            )));
-        }
-        if env.iter().any(|(seen, _)| seen == name) {
-            continue;
-        }
-        match std::env::var(name) {
-            Ok(value) => env.push((name.to_owned(), value)),
-            Err(std::env::VarError::NotPresent) => {}
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(ConfigError(format!(
-                    "{name} (listed in SSH_ENV_PASSTHROUGH) is not valid UTF-8 and cannot be forwarded"
-                )))
+/// Why the key SSH_KEY_PATH names cannot be used.
+#[derive(Debug)]
+pub enum KeyFileError {
+    Empty(PathBuf),
+    NotAFile(PathBuf),
+    Unreadable(PathBuf, std::io::Error),
+}
+
+impl fmt::Display for KeyFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyFileError::Empty(path) => write!(
+                f,
+                "the private key {} is empty: mount the key itself there, or point SSH_KEY_PATH at it",
+                path.display()
+            ),
+            KeyFileError::NotAFile(path) => write!(f, "SSH_KEY_PATH {} is not a file", path.display()),
+            KeyFileError::Unreadable(path, err) => {
+                write!(f, "cannot read the private key SSH_KEY_PATH={}: {err}", path.display())
             }
         }
     }
-    Ok(env)
 }
 
-pub fn is_variable_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
+impl std::error::Error for KeyFileError {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn stop_grace_is_seconds_in_tenths() {
-        let parse = |value: &str| parse_tenths("SSH_STOP_GRACE", value, 6000).ok();
-        let cases = [("5", Some(50)), ("0.5", Some(5)), ("0", Some(0)), ("600", Some(6000))];
-        for (value, expected) in cases {
-            assert_eq!(parse(value), expected, "{value:?}");
-        }
-        for bad in ["601", "0.25", "-1", "1e3", "abc", ".5", "5.", "1.5.5", "9999999999"] {
-            assert_eq!(parse(bad), None, "{bad:?}");
+    fn an_option_word_is_one_word_and_no_option() {
+        assert!(word("SSH_HOST", "build-mac").is_ok() && word("SSH_USER", "me.x").is_ok());
+        for bad in ["-oProxyCommand=x", "a b", "a\nb"] {
+            let err = word("SSH_HOST", bad).unwrap_err();
+            assert!(matches!(err, SshConfigError::NotOneWord { name: "SSH_HOST", .. }), "{bad:?}");
         }
     }
 
     #[test]
-    fn variable_names() {
-        assert!(is_variable_name("GOFLAGS") && is_variable_name("_x1"));
-        assert!(
-            !is_variable_name("1X") && !is_variable_name("A-B") && !is_variable_name("") && !is_variable_name("A;B")
-        );
+    fn a_key_is_a_file_that_is_not_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("id");
+        std::fs::write(&key, "").unwrap();
+        assert!(matches!(checked_key(key.clone()), Err(KeyFileError::Empty(_))));
+        std::fs::write(&key, "KEY").unwrap();
+        assert_eq!(checked_key(key.clone()).unwrap(), key);
+        assert!(matches!(checked_key(dir.path().to_owned()), Err(KeyFileError::NotAFile(_))));
+        assert!(matches!(checked_key(dir.path().join("none")), Err(KeyFileError::Unreadable(..))));
     }
 }

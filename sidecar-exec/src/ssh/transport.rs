@@ -1,12 +1,12 @@
 //! Transport failures: what ssh's own error text means, and what to fix. Reported as exit 255 with one
 //! `ssh-exec:` line that says it was the connection, not the command.
 
-use crate::shown::shown;
 use crate::ssh::settings::SshSettings;
+use crate::terminal_safe::terminal_safe;
 
 /// A kind of transport failure, recognised from ssh's messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub enum SshFailure {
     UnknownHost,
     Refused,
     TimedOut,
@@ -16,25 +16,25 @@ pub enum Failure {
     Closed,
 }
 
-impl Failure {
+impl SshFailure {
     /// The failure ssh's text describes, if it is one of the known ones.
-    pub fn of(said: &str) -> Option<Failure> {
+    pub fn of(said: &str) -> Option<SshFailure> {
         let said = said.to_ascii_lowercase();
         let has = |needle: &str| said.contains(needle);
         Some(if has("host key verification failed") || has("remote host identification has changed") {
-            Failure::HostKey
+            SshFailure::HostKey
         } else if has("could not resolve hostname") || has("name or service not known") {
-            Failure::UnknownHost
+            SshFailure::UnknownHost
         } else if has("connection refused") {
-            Failure::Refused
+            SshFailure::Refused
         } else if has("timed out") {
-            Failure::TimedOut
+            SshFailure::TimedOut
         } else if has("no route to host") || has("network is unreachable") {
-            Failure::Unreachable
+            SshFailure::Unreachable
         } else if has("permission denied") || has("too many authentication failures") {
-            Failure::Auth
+            SshFailure::Auth
         } else if has("connection closed") || has("connection reset") || has("kex_exchange_identification") {
-            Failure::Closed
+            SshFailure::Closed
         } else {
             return None;
         })
@@ -50,29 +50,29 @@ pub fn not_started(settings: &SshSettings, key: Option<&str>, said: &str, status
         .known_hosts
         .as_ref()
         .map_or_else(|| "~/.ssh/known_hosts".to_owned(), |file| format!("SSH_KNOWN_HOSTS ({})", file.display()));
-    let what = match (status, Failure::of(said)) {
-        (Some(255) | None, Some(Failure::UnknownHost)) => {
+    let what = match (status, SshFailure::of(said)) {
+        (Some(255) | None, Some(SshFailure::UnknownHost)) => {
             format!("cannot resolve the host name {:?}: check SSH_HOST", settings.host)
         }
-        (Some(255) | None, Some(Failure::Refused)) => {
+        (Some(255) | None, Some(SshFailure::Refused)) => {
             format!("{address} refused the connection: is sshd running there, and on SSH_PORT {}?", settings.port)
         }
-        (Some(255) | None, Some(Failure::TimedOut)) => format!(
+        (Some(255) | None, Some(SshFailure::TimedOut)) => format!(
             "no answer from {address} within SSH_CONNECT_TIMEOUT ({} s): check SSH_HOST, SSH_PORT and the network",
             settings.connect_timeout
         ),
-        (Some(255) | None, Some(Failure::Unreachable)) => format!("{address} cannot be reached from here"),
-        (Some(255) | None, Some(Failure::HostKey)) => format!(
+        (Some(255) | None, Some(SshFailure::Unreachable)) => format!("{address} cannot be reached from here"),
+        (Some(255) | None, Some(SshFailure::HostKey)) => format!(
             "the host key of {address} does not match the one in {known_hosts}: if the host was reinstalled, replace \
              its entry (ssh-keygen -R); otherwise something is in between"
         ),
-        (Some(255) | None, Some(Failure::Auth)) => format!(
+        (Some(255) | None, Some(SshFailure::Auth)) => format!(
             "{who} refused the login with {}: add its public key to ~{}/.ssh/authorized_keys on the host, or fix \
              SSH_USER / SSH_KEY_PATH",
             key.map_or_else(|| "the agent's or ssh's default keys".to_owned(), |key| format!("the key {key}")),
             settings.user
         ),
-        (Some(255) | None, Some(Failure::Closed)) => format!(
+        (Some(255) | None, Some(SshFailure::Closed)) => format!(
             "{address} closed the connection before the command started (sshd's MaxStartups or MaxSessions, or not \
              an sshd on that port)"
         ),
@@ -87,7 +87,7 @@ pub fn not_started(settings: &SshSettings, key: Option<&str>, said: &str, status
     if said.is_empty() {
         format!("connection failed, the command did not run: {what}")
     } else {
-        format!("connection failed, the command did not run: {what}; ssh said: {}", shown(said))
+        format!("connection failed, the command did not run: {what}; ssh said: {}", terminal_safe(said))
     }
 }
 
@@ -107,14 +107,20 @@ mod tests {
 
     #[test]
     fn kinds_are_recognised() {
-        assert_eq!(Failure::of("ssh: connect to host 127.0.0.1 port 1: Connection refused"), Some(Failure::Refused));
-        assert_eq!(Failure::of("root@127.0.0.1: Permission denied (publickey)."), Some(Failure::Auth));
-        assert_eq!(Failure::of("Host key verification failed."), Some(Failure::HostKey));
         assert_eq!(
-            Failure::of("ssh: Could not resolve hostname nope: Name or service not known"),
-            Some(Failure::UnknownHost)
+            SshFailure::of("ssh: connect to host 127.0.0.1 port 1: Connection refused"),
+            Some(SshFailure::Refused)
         );
-        assert_eq!(Failure::of("ssh: connect to host 10.0.0.1 port 22: Connection timed out"), Some(Failure::TimedOut));
-        assert_eq!(Failure::of("something else"), None);
+        assert_eq!(SshFailure::of("root@127.0.0.1: Permission denied (publickey)."), Some(SshFailure::Auth));
+        assert_eq!(SshFailure::of("Host key verification failed."), Some(SshFailure::HostKey));
+        assert_eq!(
+            SshFailure::of("ssh: Could not resolve hostname nope: Name or service not known"),
+            Some(SshFailure::UnknownHost)
+        );
+        assert_eq!(
+            SshFailure::of("ssh: connect to host 10.0.0.1 port 22: Connection timed out"),
+            Some(SshFailure::TimedOut)
+        );
+        assert_eq!(SshFailure::of("something else"), None);
     }
 }

@@ -12,11 +12,18 @@ pub struct AppError {
     pub message: String,
     /// Written as the body's `code` when set.
     pub code: Option<ErrorCode>,
+    /// Written as the body's `received` when set (with [`ErrorCode::StdinGap`]).
+    pub received: Option<u64>,
 }
 
 impl AppError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        AppError { status, message: message.into(), code: None }
+        AppError { status, message: message.into(), code: None, received: None }
+    }
+
+    /// `409` with `code`: a refusal a client acts on by its code.
+    pub fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
+        AppError { code: Some(code), ..AppError::new(StatusCode::CONFLICT, message) }
     }
 
     /// `404` for a run this server does not keep, with the code that tells it from "no runs endpoint" (a client
@@ -43,7 +50,7 @@ impl AppError {
 impl AppError {
     /// The `{"error": …, "code": …}` body.
     fn body(&self) -> ErrorBody {
-        ErrorBody { error: self.message.clone(), code: self.code }
+        ErrorBody { error: self.message.clone(), code: self.code, received: self.received }
     }
 }
 

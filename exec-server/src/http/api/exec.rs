@@ -1,4 +1,5 @@
-//! `POST /exec`: run to the end, reply with one JSON document (streamed: see `reply`).
+//! `POST /exec`: run to the end, reply with one JSON document (streamed: see `reply`); or, for a client whose
+//! `Accept` prefers it (`negotiate`), the event stream of `POST /exec/stream`.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -6,6 +7,7 @@ use axum::response::Response;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::negotiate::PrefersStream;
 use super::reply;
 use super::reply_budget::ReplyCapture;
 use super::request::RequestedJob;
@@ -14,10 +16,15 @@ use crate::ending::{task_failed_message, Ending};
 
 pub async fn exec(
     State(state): State<AppState>,
-    RequestedJob { job, run_id, b64_only }: RequestedJob,
+    PrefersStream(prefers_stream): PrefersStream,
+    requested: RequestedJob,
 ) -> Result<Response, AppError> {
+    if prefers_stream {
+        return super::stream::exec_stream(State(state), requested).await;
+    }
+    let RequestedJob { job, run_id, b64_only, input } = requested;
     let job = match (job, run_id) {
-        (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job, b64_only).await,
+        (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job, input, b64_only).await,
         (Ok(job), None) => job,
         (Err(not_started), _) => {
             state.engine.not_started(&not_started);

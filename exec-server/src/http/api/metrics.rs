@@ -33,6 +33,7 @@ pub(super) fn endpoint_of(path: &str) -> &'static str {
         Some(None) => "/runs/{id}",
         Some(Some((_, "stream"))) => "/runs/{id}/stream",
         Some(Some((_, "signal"))) => "/runs/{id}/signal",
+        Some(Some((_, "stdin"))) => "/runs/{id}/stdin",
         _ => "other",
     }
 }

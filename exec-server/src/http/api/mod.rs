@@ -14,17 +14,22 @@
 //! - compression and CORS: an SSE stream must not be buffered by a compressor, and no browser calls this server.
 
 mod auth;
+mod commands;
+mod cut_cost;
 mod error;
 mod exec;
 mod metrics;
 mod named;
+mod negotiate;
 mod openapi;
+mod query;
 mod reply;
 mod reply_budget;
 mod request;
 mod run_stream;
 mod runs;
 mod sse;
+mod stdin;
 mod stream;
 mod trace;
 
@@ -74,12 +79,15 @@ pub struct AppState {
     /// One per command that may run (`--max-concurrent`).
     pub permits: Arc<Semaphore>,
     pub settings: Arc<ApiSettings>,
+    /// Which of the runtime's commands are on the PATH (`/info`).
+    pub commands: Arc<commands::Commands>,
 }
 
 impl AppState {
     pub fn new(engine: ProcessEngine, metrics: Arc<Metrics>, runs: Runs, settings: ApiSettings) -> Self {
         let permits = Arc::new(Semaphore::new(settings.max_concurrent));
-        AppState { engine, metrics, runs, permits, settings: Arc::new(settings) }
+        let commands = Arc::new(commands::Commands::new(&settings.runtime, &settings.base_env, settings.root.clone()));
+        AppState { engine, metrics, runs, permits, settings: Arc::new(settings), commands }
     }
 
     /// A slot for one more running command, or 503. An `/exec` reply keeps its command's slot until it is sent.
@@ -111,6 +119,7 @@ pub fn router(state: AppState) -> Router {
         .route("/runs/{id}", get(runs::show).delete(runs::delete))
         .route("/runs/{id}/stream", get(runs::stream))
         .route("/runs/{id}/signal", post(runs::signal))
+        .route("/runs/{id}/stdin", post(stdin::stdin))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
@@ -135,12 +144,14 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
         max_timeout: Some(settings.max_timeout),
         max_concurrent: Some(settings.max_concurrent),
         running: Some(state.running()),
+        commands: state.commands.current(),
+        daemons_kept: None,
     })
 }
 
 const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /runs, GET /runs/{id}, \
-                         GET /runs/{id}/stream, POST /runs/{id}/signal, DELETE /runs/{id}, GET /metrics, \
-                         GET /openapi.json";
+                         GET /runs/{id}/stream, POST /runs/{id}/signal, POST /runs/{id}/stdin, DELETE /runs/{id}, \
+                         GET /metrics, GET /openapi.json";
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     AppError::new(

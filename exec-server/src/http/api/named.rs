@@ -13,12 +13,18 @@ use tracing::Instrument;
 use super::reply_budget::{HeadTail, ReplyOutput};
 use super::{reply, run_stream, AppError, AppState};
 use crate::ending::Ending;
+use crate::engine::stdin::StdinFeed;
 use crate::engine::{Job, ProcessEngine, Stream, READ_SIZE};
-use crate::runs::{Attachment, Claim, ClaimError, NamedRun, Read, SpillWriter};
+use crate::runs::{Attachment, Claim, ClaimError, NamedRun, Read, RunInput, SpillWriter};
 
-/// The run `id` names for `job`: attached to, or claimed and started. The caller reads it while holding the
-/// attachment.
-pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<NamedRun>, Attachment), AppError> {
+/// The run `id` names for `job`: attached to, or claimed and started (with `input` as its streamed stdin, when the
+/// request asked for one). The caller reads it while holding the attachment.
+pub fn claim_and_attach(
+    state: &AppState,
+    id: &RunId,
+    job: Job,
+    input: Option<StdinFeed>,
+) -> Result<(Arc<NamedRun>, Attachment), AppError> {
     let argv: Vec<String> = job.argv.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
     let window = state.runs.settings().reattach_window;
     match state.runs.claim(id, &argv, job.cwd.path()) {
@@ -37,6 +43,9 @@ pub fn claim_and_attach(state: &AppState, id: &RunId, job: Job) -> Result<(Arc<N
                 }
             };
             let attachment = run.attach(window);
+            if let Some(feed) = input {
+                run.open_input(RunInput::new(feed, false));
+            }
             start(state.engine.clone(), run.clone(), job, permit);
             Ok((run, attachment))
         }
@@ -75,15 +84,32 @@ fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedS
 
 /// `POST /exec/stream` of a named run: its frames from the start, in the form this request asked for (`b64_only`
 /// belongs to the reader, not the run: a re-POST or a `GET /runs/{id}/stream` chooses its own).
-pub fn stream(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Result<Response, AppError> {
-    let (run, attachment) = claim_and_attach(state, id, job)?;
-    Ok(run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive))
+pub fn stream(
+    state: &AppState,
+    id: &RunId,
+    job: Job,
+    input: Option<StdinFeed>,
+    b64_only: bool,
+) -> Result<Response, AppError> {
+    let (run, attachment) = claim_and_attach(state, id, job, input)?;
+    let opened = run.input().is_some();
+    let mut response = run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive);
+    if opened {
+        response.headers_mut().insert(protocol::STDIN_STREAM_HEADER, axum::http::HeaderValue::from_static("1"));
+    }
+    Ok(response)
 }
 
 /// `POST /exec` of a named run: waits for its end (attached meanwhile), then replies with what its log holds,
 /// cut to `--max-output` like any reply, in the form this request asked for (`b64_only`).
-pub async fn exec(state: &AppState, id: &RunId, job: Job, b64_only: bool) -> Result<Response, AppError> {
-    let (run, attachment) = claim_and_attach(state, id, job)?;
+pub async fn exec(
+    state: &AppState,
+    id: &RunId,
+    job: Job,
+    input: Option<StdinFeed>,
+    b64_only: bool,
+) -> Result<Response, AppError> {
+    let (run, attachment) = claim_and_attach(state, id, job, input)?;
     let end = wait_for_end(&run).await;
     drop(attachment);
     let (stdout, stderr) = (

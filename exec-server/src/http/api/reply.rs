@@ -49,7 +49,12 @@ pub fn ran(
 
 /// The reply of a command that never started: its exit code and message, and nothing else.
 pub fn never_ran(ending: &Ending) -> Response {
-    let reply = ExecReply { exit_code: ending.exit_code, error: ending.error.clone(), ..Default::default() };
+    let reply = ExecReply {
+        exit_code: ending.exit_code,
+        error: ending.error.clone(),
+        start_error: ending.start_error,
+        ..Default::default()
+    };
     ([(header::CONTENT_TYPE, "application/json")], reply.to_json()).into_response()
 }
 
@@ -101,6 +106,7 @@ impl ReplyBody {
             stderr_truncated: stderr.truncated,
             output_b64: std::str::from_utf8(&stdout.bytes).is_err().then(String::new),
             stderr_b64: std::str::from_utf8(&stderr.bytes).is_err().then(String::new),
+            start_error: ending.start_error,
             ..Default::default()
         };
         let text = |which, b64: &Option<String>| match b64 {
@@ -203,6 +209,8 @@ mod tests {
             error,
             stopped_by: None,
             duration: Duration::from_millis(42),
+            stdin_consumed: None,
+            start_error: None,
         };
         let stdout = ReplyOutput { bytes: stdout, truncated: true, head: None };
         let stderr = ReplyOutput { bytes: stderr, truncated: false, head: None };
@@ -236,6 +244,7 @@ mod tests {
                 stderr_truncated: false,
                 output_b64,
                 stderr_b64,
+                start_error: None,
             };
             let streamed = collect(reply_body(stdout.clone(), stderr.clone(), signal, error.clone(), None, false));
             assert!(

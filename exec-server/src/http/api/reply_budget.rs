@@ -9,9 +9,10 @@
 
 use std::collections::VecDeque;
 
-use protocol::reply_text::{encoded_len, BudgetedBytes};
+use protocol::reply_text::BudgetedBytes;
 use protocol::StreamKind;
 
+use super::cut_cost::CutCost;
 use crate::engine::{Capture, Sink};
 
 /// Keep, of each of stdout and stderr, what its encoding in a JSON reply (escaped text, plus base64 when not UTF-8:
@@ -192,20 +193,20 @@ impl HeadTail {
             Phase::Whole(prefix) => return prefix.finish(),
             Phase::Cut { head, tail, .. } => (head, tail),
         };
-        let tail: Vec<u8> = tail.into_iter().flat_map(|(bytes, _)| bytes).collect();
+        let tail: Vec<u8> = tail.into_iter().map(|(bytes, _)| bytes).collect::<Vec<_>>().concat();
         // The tail never reaches back into the head.
         let after_head = usize::try_from(self.total - head.len() as u64).unwrap_or(usize::MAX);
         let first = tail.len().saturating_sub(after_head);
         let total = self.total;
-        let cut = |start: usize| {
-            let dropped = total - head.len() as u64 - (tail.len() - start) as u64;
-            [&head[..], marker(dropped).as_bytes(), &tail[start..]].concat()
-        };
-        // The longest suffix that fits with the head and the marker: the cost falls as the suffix shrinks.
+        let marker_at = |start: usize| marker(total - head.len() as u64 - (tail.len() - start) as u64);
+        let cut = |start: usize| [&head[..], marker_at(start).as_bytes(), &tail[start..]].concat();
+        // The longest suffix that fits with the head and the marker: the cost falls as the suffix shrinks. Each step
+        // asks what the cut would cost, measured without building it (one pass over the tail in all).
+        let cost = CutCost::new(&head, &tail, first);
         let (mut low, mut high) = (first, tail.len());
         while low < high {
             let mid = low + (high - low) / 2;
-            if encoded_len(&cut(mid)) <= self.budget {
+            if cost.of(mid, &marker_at(mid)) <= self.budget {
                 high = mid;
             } else {
                 low = mid + 1;
@@ -222,6 +223,8 @@ impl HeadTail {
 
 #[cfg(test)]
 mod tests {
+    use protocol::reply_text::encoded_len;
+
     use super::*;
 
     fn keep(budget: usize, input: &[u8], piece: usize) -> (Vec<u8>, bool) {

@@ -12,6 +12,7 @@ use protocol::{ExecRequest, RunId};
 
 use super::trace::RequestContext;
 use super::{AppError, AppState};
+use crate::engine::stdin::{stdin_stream, StdinFeed};
 use crate::engine::{Job, StartError};
 use crate::http::server::BodyTimeout;
 use crate::workspace::{resolve_cwd, CwdError};
@@ -27,6 +28,8 @@ pub struct RequestedJob {
     /// The request's `b64_only`: how the reply or frames carry output that is not UTF-8 (a wire matter, not the
     /// job's).
     pub b64_only: bool,
+    /// With `stdin_stream`: the feed of the job's stdin, for the named run to hold (its `POST /runs/{id}/stdin`).
+    pub input: Option<StdinFeed>,
 }
 
 impl FromRequest<AppState> for RequestedJob {
@@ -78,6 +81,9 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         ))
     })?;
     validate_cmd(&request.cmd)?;
+    if request.stdin_stream && request.run_id.is_none() {
+        return Err(AppError::bad_request("stdin_stream needs a run_id: input is sent to /runs/{id}/stdin"));
+    }
     let timeout_secs = grant_timeout(request.timeout, state.settings.max_timeout);
     let stdin = match (&request.stdin_b64, &request.stdin) {
         (Some(b64), _) => Some(
@@ -100,15 +106,25 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
                 job: Err(StartError::WorkingDirectory { path, problem }),
                 run_id: request.run_id,
                 b64_only: request.b64_only,
+                input: None,
             })
         }
         Err(err) => return Err(AppError::bad_request(err.to_string())),
+    };
+    let (input, stdin_stream) = match request.stdin_stream {
+        true => {
+            let (feed, stream) = stdin_stream();
+            (Some(feed), Some(stream))
+        }
+        false => (None, None),
     };
     let job = Job {
         argv: request.cmd.into_iter().map(OsString::from).collect(),
         cwd,
         env,
-        stdin,
+        // A streamed stdin wins: `stdin` and `stdin_b64` are then ignored.
+        stdin: if stdin_stream.is_some() { None } else { stdin },
+        stdin_stream,
         timeout: Duration::from_secs(timeout_secs),
         // Like `timeout`: ≤ 0 means none; beyond the granted timeout it could never fire, so it is cut to that.
         idle_timeout: request
@@ -118,7 +134,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
             .map(|secs| Duration::from_secs(secs.min(timeout_secs))),
         group: None,
     };
-    Ok(RequestedJob { job: Ok(job), run_id: request.run_id, b64_only: request.b64_only })
+    Ok(RequestedJob { job: Ok(job), run_id: request.run_id, b64_only: request.b64_only, input })
 }
 
 fn validate_cmd(cmd: &[String]) -> Result<(), AppError> {

@@ -4,18 +4,19 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use protocol::{RunId, RunList, SignalRequest, StoppedBy};
 
 use super::named::wait_for_end;
+use super::query::Query;
 use super::{run_stream, AppError, AppState};
 use crate::runs::{signals, NamedRun};
 
 /// The run a path names, or 404 (400 for a name no run can have).
-fn find(state: &AppState, id: &str) -> Result<(RunId, Arc<NamedRun>), AppError> {
+pub(super) fn find(state: &AppState, id: &str) -> Result<(RunId, Arc<NamedRun>), AppError> {
     let id: RunId = id.parse().map_err(|err: protocol::RunIdError| AppError::bad_request(err.to_string()))?;
     match state.runs.get(&id) {
         Some(run) => Ok((id, run)),
@@ -37,31 +38,10 @@ pub async fn show(State(state): State<AppState>, Path(id): Path<String>) -> Resu
 /// `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`: replay from those offsets, then follow to the exit
 /// frame. `b64_only` (default false) is this reader's, like the request field of the POSTs: a client that resumes
 /// reads the frames it asked for the first time, whoever started the run.
-pub async fn stream(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Result<Response, AppError> {
+pub async fn stream(State(state): State<AppState>, Path(id): Path<String>, query: Query) -> Result<Response, AppError> {
     let (_, run) = find(&state, &id)?;
-    // Two plain numbers: no decoding needed, and anything else is refused by the parse.
-    let pairs: Vec<(&str, &str)> =
-        query.as_deref().unwrap_or("").split('&').filter_map(|pair| pair.split_once('=')).collect();
-    let offset = |name: &str| -> Result<u64, AppError> {
-        match pairs.iter().rev().find(|(key, _)| *key == name) {
-            None => Ok(0),
-            Some((_, text)) => text.parse().map_err(|_| {
-                AppError::bad_request(format!("{name}={text:?} is not a byte offset: give a whole number ≥ 0"))
-            }),
-        }
-    };
-    let offsets = [offset("stdout")?, offset("stderr")?];
-    let b64_only = match pairs.iter().rev().find(|(key, _)| *key == "b64_only") {
-        None | Some((_, "false")) => false,
-        Some((_, "true")) => true,
-        Some((_, text)) => {
-            return Err(AppError::bad_request(format!("b64_only={text:?} is not a boolean: give true or false")))
-        }
-    };
+    let offsets = [query.offset("stdout")?.unwrap_or(0), query.offset("stderr")?.unwrap_or(0)];
+    let b64_only = query.boolean("b64_only")?;
     // Attach before checking, so that a run reaching its window's end meanwhile is not stopped under us.
     let attachment = run.attach(state.runs.settings().reattach_window);
     let (totals, _) = run.progress();

@@ -60,7 +60,11 @@ mod tests {
 
     #[test]
     fn both_ways_of_writing_a_reply_carry_the_code() {
-        let body = ErrorBody { error: "run r1 is not known".into(), code: Some(protocol::ErrorCode::RunNotKnown) };
+        let body = ErrorBody {
+            error: "run r1 is not known".into(),
+            code: Some(protocol::ErrorCode::RunNotKnown),
+            received: None,
+        };
         let refusal = Refusal { status: StatusCode::NOT_FOUND, body };
         let raw = refusal.to_http1_bytes();
         let raw = String::from_utf8_lossy(&raw);

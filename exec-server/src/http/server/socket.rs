@@ -2,9 +2,9 @@
 //! a volume and should reach the builder without any TCP exposure. Both are served by the same connection loop,
 //! with the same limits.
 //!
-//! A UNIX socket is created with `--socket-mode` (0660 by default: the owner and its group), replaces a stale
-//! socket file left by a server that died (but never a live one, nor a file that is not a socket), and is removed
-//! when the server stops.
+//! A UNIX socket is created with `--socket-mode` (0660 by default: the owner and its group) in a private folder and
+//! renamed into place, replaces a stale socket file left by a server that died (but never a live one, nor a file
+//! that is not a socket), and is removed when the server stops.
 
 use std::io::IoSlice;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -55,6 +55,9 @@ impl Listener {
     }
 }
 
+/// The longest path a UNIX socket address holds (`sun_path` is 108 bytes, with its NUL).
+const MAX_PATH: usize = 107;
+
 /// A UNIX socket this server created; its file is removed when this is dropped (if it is still ours).
 #[derive(Debug)]
 pub struct UnixSocket {
@@ -72,6 +75,8 @@ pub enum SocketError {
     Relative { given: String },
     /// Something that is not a socket is at the path.
     NotASocket { path: PathBuf },
+    /// Longer than a socket address holds: clients could not connect to it.
+    TooLong { path: PathBuf },
     /// A live server answers on the socket there.
     InUse { path: PathBuf },
     /// A step of making the socket failed (`step`: what was being done).
@@ -92,6 +97,13 @@ impl std::fmt::Display for SocketError {
                 write!(f, "{} exists and is not a socket: remove it or choose another path", path.display())
             }
             SocketError::InUse { path } => write!(f, "{} is in use by a running server", path.display()),
+            SocketError::TooLong { path } => write!(
+                f,
+                "{} is {} bytes long; a UNIX socket path holds at most {MAX_PATH} (the kernel's limit): choose a \
+                 shorter one",
+                path.display(),
+                path.as_os_str().len()
+            ),
             SocketError::Io { step, path, source } => {
                 write!(f, "cannot {step} UNIX socket {}: {source}", path.display())
             }
@@ -109,9 +121,16 @@ impl std::error::Error for SocketError {
 }
 
 impl UnixSocket {
-    /// Binds `path` with `mode`, replacing a stale socket file.
+    /// Binds `path` with `mode`, replacing a stale socket file. The socket is made in a private folder (mode 0700,
+    /// created beside `path`, so on the same file system), given `mode` there, and renamed into place: at `path` it
+    /// is never reachable with another mode, and no step acts on `path` but the rename (a chmod by path would follow
+    /// a symlink put there meanwhile). The rename also replaces a stale socket in one step.
     pub fn bind(path: &Path, mode: u32) -> Result<Self, SocketError> {
         let io = |step: &'static str| move |source| SocketError::Io { step, path: path.to_path_buf(), source };
+        // Made elsewhere and renamed, the socket could take any path; only one a client can connect to will do.
+        if path.as_os_str().len() > MAX_PATH {
+            return Err(SocketError::TooLong { path: path.to_path_buf() });
+        }
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             if !meta.file_type().is_socket() {
                 return Err(SocketError::NotASocket { path: path.to_path_buf() });
@@ -119,12 +138,60 @@ impl UnixSocket {
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
                 return Err(SocketError::InUse { path: path.to_path_buf() });
             }
-            std::fs::remove_file(path).map_err(io("replace the stale"))?;
         }
-        let listener = UnixListener::bind(path).map_err(io("create"))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io("set the mode of"))?;
-        let inode = std::fs::metadata(path).map_err(io("look at"))?.ino();
+        let staging =
+            Staging::create(path.parent().unwrap_or(Path::new("/"))).map_err(io("make a private folder for the"))?;
+        let staged = staging.socket();
+        let listener = UnixListener::bind(&staged).map_err(io("create"))?;
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(mode)).map_err(io("set the mode of"))?;
+        let inode = std::fs::symlink_metadata(&staged).map_err(io("look at"))?.ino();
+        std::fs::rename(&staged, path).map_err(io("move into place the"))?;
         Ok(UnixSocket { listener, path: path.to_owned(), inode })
+    }
+}
+
+/// The private folder a socket is made in before it is moved into place: mode 0700, named
+/// `.exec-server-PID-RANDOM` beside the socket's path, removed with whatever is left in it when dropped.
+struct Staging {
+    dir: PathBuf,
+    /// Held open so the socket can be named through `/proc/self/fd`: a path as short as the kernel's limit on socket
+    /// paths (108 bytes) allows, whatever the folder's own path.
+    handle: std::fs::File,
+}
+
+impl Staging {
+    fn create(parent: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        for attempt in 0..100u32 {
+            // Unguessable, like the state folder's name, so no other user can take it first.
+            let random = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), attempt);
+            let dir = parent.join(format!(".exec-server-{}-{random:016x}", std::process::id()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => {
+                    let handle = std::fs::File::open(&dir).inspect_err(|_| {
+                        let _ = std::fs::remove_dir(&dir);
+                    })?;
+                    return Ok(Staging { dir, handle });
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        Err(std::io::Error::other("no free name for a private folder beside the socket"))
+    }
+
+    /// Where the socket is made.
+    fn socket(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}/socket", self.handle.as_raw_fd()))
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // The socket when it was not moved into place (a step failed), then the folder.
+        let _ = std::fs::remove_file(self.socket());
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
@@ -235,5 +302,18 @@ mod tests {
         let not_a_socket = UnixSocket::bind(&plain, 0o660).unwrap_err();
         assert!(matches!(not_a_socket, SocketError::NotASocket { .. }));
         assert!(not_a_socket.to_string().contains("not a socket"));
+        // Made in a private folder and renamed, the socket could take a path no client can connect to: refused.
+        let long = dir.path().join("s".repeat(MAX_PATH - dir.path().as_os_str().len()));
+        let too_long = UnixSocket::bind(&long, 0o660).unwrap_err();
+        assert!(matches!(too_long, SocketError::TooLong { .. }) && !long.exists(), "{too_long}");
+        let longest = dir.path().join("s".repeat(MAX_PATH - 1 - dir.path().as_os_str().len()));
+        let at_the_limit = UnixSocket::bind(&longest, 0o660).unwrap();
+        assert!(std::os::unix::net::UnixStream::connect(&longest).is_ok(), "a client reaches it");
+        drop(at_the_limit);
+        assert!(std::fs::read_dir(dir.path()).unwrap().all(|entry| !entry
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".exec-server")));
     }
 }

@@ -1,0 +1,81 @@
+//! sidecar-exec's own configuration mistakes; the kinds both programs share are
+//! [`crate::config_error::ConfigError`]'s.
+
+use std::fmt;
+
+use crate::config_error::ConfigError;
+use crate::sidecar::request::RequestError;
+use crate::sidecar::settings::CwdError;
+use crate::sidecar::sidecars::SidecarsError;
+use crate::sidecar::stdin_body::StdinError;
+
+/// A mistake only sidecar-exec can find.
+#[derive(Debug)]
+pub enum SidecarConfigError {
+    /// BUILD_SIDECARS, an entry's URL or token.
+    Sidecars(SidecarsError),
+    /// The working directory to send.
+    Cwd(CwdError),
+    /// stdin could not be read, or holds more than one request can carry.
+    Stdin(StdinError),
+    /// The request would not fit the server's body limit.
+    Request(RequestError),
+    /// /dev/urandom could not be read to name the run.
+    NoRunId(std::io::Error),
+    /// `--attach`'s run id is not one.
+    RunId(protocol::RunIdError),
+}
+
+impl fmt::Display for SidecarConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SidecarConfigError::Sidecars(err) => err.fmt(f),
+            SidecarConfigError::Cwd(err) => err.fmt(f),
+            SidecarConfigError::Stdin(err) => err.fmt(f),
+            SidecarConfigError::Request(err) => err.fmt(f),
+            SidecarConfigError::NoRunId(err) => write!(
+                f,
+                "cannot read /dev/urandom to name the run ({err}); set SIDECAR_RESUME=0 to run without a name"
+            ),
+            SidecarConfigError::RunId(err) => err.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SidecarConfigError {}
+
+impl From<SidecarConfigError> for ConfigError<SidecarConfigError> {
+    fn from(err: SidecarConfigError) -> Self {
+        ConfigError::Program(err)
+    }
+}
+
+impl From<SidecarsError> for ConfigError<SidecarConfigError> {
+    fn from(err: SidecarsError) -> Self {
+        ConfigError::Program(SidecarConfigError::Sidecars(err))
+    }
+}
+
+impl From<CwdError> for ConfigError<SidecarConfigError> {
+    fn from(err: CwdError) -> Self {
+        ConfigError::Program(SidecarConfigError::Cwd(err))
+    }
+}
+
+impl From<StdinError> for ConfigError<SidecarConfigError> {
+    fn from(err: StdinError) -> Self {
+        ConfigError::Program(SidecarConfigError::Stdin(err))
+    }
+}
+
+impl From<RequestError> for ConfigError<SidecarConfigError> {
+    fn from(err: RequestError) -> Self {
+        ConfigError::Program(SidecarConfigError::Request(err))
+    }
+}
+
+impl From<protocol::RunIdError> for ConfigError<SidecarConfigError> {
+    fn from(err: protocol::RunIdError) -> Self {
+        ConfigError::Program(SidecarConfigError::RunId(err))
+    }
+}

@@ -1,0 +1,27 @@
+//! sidecar-exec: runs a command in a build sidecar over the build-sidecar contract's HTTP API, as if it ran here.
+//! [`program`] is the program. Its configuration: [`sidecars`] (BUILD_SIDECARS), [`token`], [`settings`]
+//! (SIDECAR_*). A call: [`stdin_body`] and [`request`] build it, [`forward`] sends it blocking or streaming, [`resume`] follows a named
+//! run across lost connections into [`output`], [`reported_code`] gives the exit code. On the wire: [`http`] (the
+//! client and its messages), [`body`], [`reply_reader`] and [`json_string`] (a blocking reply), [`sse`] and
+//! [`stream`] (an event stream). The other modes: [`runs`] (`--runs`, `--attach`, cancelling), [`status`].
+
+pub mod body;
+pub mod config_error;
+pub mod forward;
+pub mod http;
+pub mod json_string;
+pub mod output;
+pub mod program;
+pub mod reply_reader;
+pub mod reported_code;
+pub mod request;
+pub mod resume;
+pub mod run_id;
+pub mod runs;
+pub mod settings;
+pub mod sidecars;
+pub mod sse;
+pub mod status;
+pub mod stdin_body;
+pub mod stream;
+pub mod token;

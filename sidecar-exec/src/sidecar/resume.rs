@@ -1,0 +1,408 @@
+//! Transparent resume (issue 12): a named run's stream followed across lost connections until its exit frame.
+//!
+//! The policy, in order:
+//! - The client names every run (`run_id`, [`crate::sidecar::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
+//!   connection on the server for the server's reattach window.
+//! - When the connection fails before the exit frame (reset, EOF, read timeout), the client reconnects with
+//!   [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`, N and M
+//!   being what it has ([`RunOutput::position`]); replayed bytes below them are trimmed, so nothing is doubled or
+//!   missing. Blocking mode counts what it wrote of a reply before it was lost the same way.
+//! - It resumes only a server that showed it keeps runs: a frame carried an `offset`, or the runs endpoint
+//!   answered (200, or 404 with `"code": "run_not_known"`). Output frames without offsets, or a server without the
+//!   endpoint, mean the run id was ignored: the client fails as it always did (cancel on disconnect).
+//! - A 404 with `"code": "run_not_known"` before the server ever acknowledged the run (the POST was lost on the way):
+//!   the very same body is POSTed again; the id makes that idempotent (a run already started is attached to, never
+//!   started twice). The same 404 after the run was acknowledged means it is gone: the window passed (or the server
+//!   restarted), exit 1 saying so. So does a replay whose exit frame says `"stopped_by": "reattach_window"`.
+//! - The decisions read the server's codes, never its messages: a 404 without the code is "no runs endpoint"
+//!   whatever its text says (a re-POST is safe only on the code's word), and a run's end without `stopped_by` is
+//!   reported as the command's own end, with the server's message shown. No text fallback: every exec-server that
+//!   keeps runs sends both fields, and a message is prose that any proxy's 404 may happen to contain.
+//! - Reconnecting stops after [`RECONNECT_FOR`] without an answer: the server is unreachable, and it stops the run
+//!   itself when its window passes.
+
+use std::time::{Duration, Instant};
+
+use protocol::{ErrorCode, RunId, StoppedBy};
+
+use crate::exit::ClientExit;
+use crate::sidecar::http::{authorized, location, refusal, transport_error};
+use crate::sidecar::output::{RunOutput, RunOutputError};
+use crate::sidecar::reported_code;
+use crate::sidecar::settings::CallSettings;
+use crate::sidecar::sidecars::Target;
+use crate::sidecar::stream::{self, ErrorFrames, ExitFrame, StreamEnd, StreamFailure};
+use crate::terminal_safe::terminal_safe;
+
+/// How long the client keeps reconnecting after a loss before it gives up: twice exec-server's default reattach
+/// window (30 s), so that a server reachable again within its window is always reached, and a client whose server is
+/// gone does not hang for long.
+pub const RECONNECT_FOR: Duration = Duration::from_secs(60);
+
+/// A run whose output (both streams) was larger than this is forgotten on the server (`DELETE /runs/{id}`) once
+/// this client has read and written all of it: the sidecar would otherwise keep its log, in the state folder and the
+/// page cache, for its whole `--retain` (5 minutes by default) although only this client knows the id and it needs
+/// nothing more. Smaller runs stay kept in the server's memory (a few hundred KiB at most) and listed by `--runs`
+/// until then: forgetting them would cost every short command one more request.
+pub const FORGET_ABOVE: u64 = 1024 * 1024;
+
+/// Whether a 404 body is exec-server's "this run is not kept here" (`code: run_not_known`). Telling it from any
+/// other 404 (a server without the runs endpoint, a proxy) is what makes a re-POST safe, so only the code counts.
+fn run_not_known(body: &str) -> bool {
+    serde_json::from_str::<protocol::ErrorBody>(body).is_ok_and(|body| body.code == Some(ErrorCode::RunNotKnown))
+}
+
+/// Waits between reconnects: 50 ms doubling to 2 s, back to 50 ms after a connection that worked.
+#[derive(Debug)]
+pub struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(50);
+    const MAX: Duration = Duration::from_secs(2);
+
+    pub fn new() -> Self {
+        Backoff { next: Self::FIRST }
+    }
+
+    /// The wait before the next attempt.
+    pub fn next_wait(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        wait
+    }
+
+    pub fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The run this client forwards or attached to, and what it knows of it. The client owns it: one that stops while
+/// the run may still be going cancels it ([`OwnedRun::needs_cancel`]).
+#[derive(Debug)]
+pub struct OwnedRun {
+    /// Its name; none when SIDECAR_RESUME=0 (the run then ends with its connection, as before issue 12).
+    pub id: Option<RunId>,
+    /// A request that may have started it went out and its end was not seen: a client that stops now must cancel
+    /// it (`DELETE /runs/{id}`) rather than leave it running until the window passes.
+    pub live: bool,
+    /// The server acknowledged the run (a 200 to its POST or to a reattach): a later "not known" means it is gone.
+    acknowledged: bool,
+    /// Whether the server keeps runs, once it has shown it (see the module's policy).
+    supported: Option<bool>,
+    /// Reconnects that worked.
+    pub resumes: u32,
+    /// The output's size (both streams), once the run ended and this client has all of it written.
+    pub ended_with: Option<u64>,
+}
+
+impl OwnedRun {
+    /// A named run this client is about to start.
+    pub fn named(id: RunId) -> Self {
+        OwnedRun { id: Some(id), live: false, acknowledged: false, supported: None, resumes: 0, ended_with: None }
+    }
+
+    /// A run without a name: never resumed, never cancelled explicitly (its connection's end cancels it).
+    pub fn unnamed() -> Self {
+        OwnedRun { id: None, live: false, acknowledged: false, supported: Some(false), resumes: 0, ended_with: None }
+    }
+
+    /// A run started elsewhere that this client reattaches to (`--attach`): it owns it from now on.
+    pub fn attach(id: RunId) -> Self {
+        OwnedRun { id: Some(id), live: true, acknowledged: false, supported: Some(true), resumes: 0, ended_with: None }
+    }
+
+    /// The id, for messages.
+    fn name(&self) -> &str {
+        self.id.as_ref().map_or("(unnamed)", RunId::as_str)
+    }
+
+    /// Whether the client must cancel the run before it exits: it may still run, and the server may keep it.
+    pub fn needs_cancel(&self) -> bool {
+        self.id.is_some() && self.live && self.supported != Some(false)
+    }
+
+    /// The server said it keeps the run (a blocking reply's [`protocol::RUN_KEPT_HEADER`]).
+    pub fn kept(&mut self) {
+        self.supported = Some(true);
+    }
+
+    /// Whether the client should forget the run on the server before it exits (see [`FORGET_ABOVE`]): only a run
+    /// the server showed it keeps (frames with offsets, or [`protocol::RUN_KEPT_HEADER`]).
+    pub fn should_forget(&self) -> bool {
+        self.id.is_some()
+            && !self.live
+            && self.supported == Some(true)
+            && self.ended_with.is_some_and(|bytes| bytes > FORGET_ABOVE)
+    }
+
+    /// Whether a lost connection may be resumed: named, and the server has not shown it ignores names.
+    pub fn resumable(&self) -> bool {
+        self.id.is_some() && self.supported != Some(false)
+    }
+}
+
+/// What [`follow`] sends first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextRequest {
+    /// `POST /exec/stream` with the body (start or attach, by the id).
+    Post,
+    /// `GET /runs/{id}/stream` from the output's position.
+    Reattach,
+}
+
+/// The plan [`follow`] works to: where and how to connect, and what to send (everything besides the run and its
+/// output).
+pub struct Follow<'a> {
+    pub target: &'a Target,
+    /// A client with the stream read timeout.
+    pub client: &'a reqwest::Client,
+    pub settings: Option<&'a CallSettings>,
+    /// The request body, for `Post` (none when attaching: nothing to start).
+    pub body: Option<&'a [u8]>,
+    pub verbose: bool,
+}
+
+/// Follows `run` from `first` to its end across lost connections; `lost` is why the connection before this call was
+/// lost, when it was (blocking mode resumes here after its `POST /exec` failed).
+pub async fn follow(
+    plan: &Follow<'_>,
+    run: &mut OwnedRun,
+    output: &mut RunOutput,
+    errors: &mut ErrorFrames,
+    first: NextRequest,
+    mut lost: Option<String>,
+) -> ClientExit {
+    let target = plan.target;
+    let mut step = first;
+    let mut backoff = Backoff::new();
+    let mut lost_since = lost.as_ref().map(|_| Instant::now());
+    let mut first_request = lost.is_none();
+    loop {
+        if let Some(why) = &lost {
+            if !run.resumable() {
+                return ClientExit::fail(why.clone());
+            }
+            if lost_since.get_or_insert_with(Instant::now).elapsed() >= RECONNECT_FOR {
+                return ClientExit::fail(format!(
+                    "{why}; reconnecting for {} s did not work, so sidecar-exec gives up (the sidecar stops the \
+                     command when its reattach window passes)",
+                    RECONNECT_FOR.as_secs()
+                ));
+            }
+            tokio::time::sleep(backoff.next_wait()).await;
+        }
+        let (stdout_at, stderr_at) = output.position();
+        let request = match (step, plan.body, &run.id) {
+            (NextRequest::Post, Some(body), _) => {
+                run.live = true;
+                authorized(plan.client.post(target.endpoint("/exec/stream")), target, plan.settings)
+                    .header("content-type", "application/json")
+                    .body(body.to_vec())
+            }
+            (_, _, Some(id)) => authorized(
+                // b64_only as the POST asked: binary output without its lossy twin (the server's choice is per reader).
+                plan.client.get(
+                    target.endpoint(&format!("/runs/{id}/stream?stdout={stdout_at}&stderr={stderr_at}&b64_only=true")),
+                ),
+                target,
+                plan.settings,
+            ),
+            (_, _, None) => return ClientExit::fail(lost.unwrap_or_default()),
+        };
+        let was_first = std::mem::replace(&mut first_request, false);
+        let response = match request.send().await {
+            Ok(response) => response,
+            // Nothing reached the server: the command was never started, as without resume.
+            Err(err) if was_first && err.is_connect() => return ClientExit::fail(transport_error(target, &err)),
+            Err(err) => {
+                lost = Some(transport_error(target, &err));
+                step = NextRequest::Reattach;
+                continue;
+            }
+        };
+        let status = response.status();
+        if status.is_success() {
+            if lost.take().is_some() {
+                run.resumes += 1;
+                if plan.verbose {
+                    eprintln!("sidecar-exec: connection lost, resumed at stdout {stdout_at}, stderr {stderr_at}");
+                }
+            }
+            if step == NextRequest::Reattach {
+                run.supported = Some(true);
+            }
+            run.acknowledged = true;
+            let end = stream::read(target, response, output, errors).await;
+            if let Some(resumable) = output.resumable() {
+                run.supported = Some(resumable);
+            }
+            // Only a connection that brought output counts as a recovery: one cut before its first frame again and
+            // again must not keep the client at the shortest wait, nor past RECONNECT_FOR.
+            if output.position() != (stdout_at, stderr_at) {
+                lost_since = None;
+                backoff.reset();
+            }
+            match end {
+                StreamEnd::Exit(exit) => {
+                    run.live = false;
+                    return finish(plan, run, output, errors, &exit);
+                }
+                StreamEnd::Failed(failure) => return failed(failure),
+                StreamEnd::Lost { why } => {
+                    lost = Some(why);
+                    step = NextRequest::Reattach;
+                    continue;
+                }
+            }
+        }
+        let location = location(&response);
+        let body = crate::sidecar::body::small_text(response).await;
+        let message = refusal(target, plan.settings, status, location.as_deref(), &body);
+        if step == NextRequest::Reattach && status == reqwest::StatusCode::NOT_FOUND {
+            if !run_not_known(&body) {
+                // No runs endpoint: the server ignored the id, and the run ended with its connection.
+                run.supported = Some(false);
+                return ClientExit::fail(lost.unwrap_or(message));
+            }
+            run.supported = Some(true);
+            if run.acknowledged {
+                run.live = false;
+                return window_passed(target, run);
+            }
+            if plan.body.is_some() {
+                // The POST never arrived: send it again (the id makes it start the run at most once).
+                step = NextRequest::Post;
+                continue;
+            }
+            return ClientExit::fail(message);
+        }
+        // Overloaded or restarting (503, or a proxy's 502/504): worth another try while reconnecting.
+        if !was_first && status.is_server_error() {
+            lost = Some(message);
+            continue;
+        }
+        return ClientExit::fail(message);
+    }
+}
+
+/// The exit frame: checked against what arrived, kept output written (blocking mode), the code worked out.
+fn finish(
+    plan: &Follow<'_>,
+    run: &mut OwnedRun,
+    output: &mut RunOutput,
+    errors: &ErrorFrames,
+    exit: &ExitFrame,
+) -> ClientExit {
+    let target = plan.target;
+    // Stopped for lack of a client while this one (or, for `--attach`, the one that started it) was away.
+    let was_away = run.resumes > 0 || plan.body.is_none();
+    if was_away && exit.stopped_by == Some(StoppedBy::ReattachWindow) {
+        return window_passed(target, run);
+    }
+    if let Err((stream, got, total)) = output.complete(exit.stdout_bytes, exit.stderr_bytes) {
+        return ClientExit::fail(format!(
+            "sidecar at {} reported {total} bytes of {} for run {}, but {got} arrived: the output is incomplete",
+            target.url,
+            stream.as_str(),
+            run.name()
+        ));
+    }
+    if let Err(err) = output.finish() {
+        return failed(StreamFailure::Output(err));
+    }
+    run.ended_with = Some(exit.stdout_bytes.unwrap_or(0) + exit.stderr_bytes.unwrap_or(0));
+    // Streaming mode printed each error frame already; blocking mode tells it once at the end, as its reply does.
+    let notes = if errors.print { Vec::new() } else { errors.last.as_deref().map(terminal_safe).into_iter().collect() };
+    reported_code::finished(target, exit.code, exit.timed_out, errors.last.as_deref(), notes)
+}
+
+fn window_passed(target: &Target, run: &OwnedRun) -> ClientExit {
+    ClientExit::fail(format!(
+        "the connection to the sidecar at {} was lost for longer than its reattach window, so the sidecar stopped \
+         the command (run {}); run it again",
+        target.url,
+        run.name()
+    ))
+}
+
+fn failed(failure: StreamFailure) -> ClientExit {
+    match failure {
+        StreamFailure::Output(RunOutputError::BrokenPipe) => ClientExit::code(crate::exit::EXIT_BROKEN_PIPE),
+        StreamFailure::Output(RunOutputError::BadBase64) => ClientExit::fail("the sidecar sent invalid base64 output"),
+        StreamFailure::Output(RunOutputError::Gap { stream, at, expected }) => ClientExit::fail(format!(
+            "the sidecar sent {} from byte {at} on, but only {expected} bytes of it had arrived: giving up rather \
+             than leave a hole in the output",
+            stream.as_str()
+        )),
+        StreamFailure::Output(RunOutputError::TooLarge) => ClientExit::fail(format!(
+            "the command's output is larger than {} for one stream, more than blocking mode holds: set \
+             SIDECAR_STREAM=1 for output this large",
+            crate::sidecar::body::mib(crate::sidecar::body::MAX_REPLY_BYTES)
+        )),
+        StreamFailure::Oversized { url, err } => ClientExit::fail(format!(
+            "sidecar at {url} sent {err} in its event stream, far more than any exec-server event (under 1 MiB): \
+             giving up on it"
+        )),
+        StreamFailure::BadFrame { url, err } => {
+            ClientExit::fail(format!("sidecar at {url} sent an unreadable frame ({err})"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_two_seconds_and_resets() {
+        let mut backoff = Backoff::new();
+        let waits: Vec<u64> = (0..8).map(|_| backoff.next_wait().as_millis() as u64).collect();
+        assert_eq!(waits, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
+        backoff.reset();
+        assert_eq!(backoff.next_wait(), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn only_a_run_the_server_may_keep_is_cancelled() {
+        assert!(!OwnedRun::unnamed().needs_cancel() && !OwnedRun::unnamed().resumable());
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
+        assert!(!run.needs_cancel(), "nothing sent yet");
+        run.live = true;
+        assert!(run.needs_cancel());
+        run.supported = Some(false);
+        assert!(!run.needs_cancel(), "the server ignored the id: the closed connection cancels it");
+        assert!(OwnedRun::attach(RunId::new("r").unwrap()).needs_cancel());
+    }
+
+    #[test]
+    fn only_a_large_run_read_to_its_end_is_forgotten() {
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
+        run.ended_with = Some(FORGET_ABOVE + 1);
+        assert!(!run.should_forget(), "the server has not shown that it keeps runs");
+        run.kept();
+        assert!(run.should_forget());
+        run.ended_with = Some(FORGET_ABOVE);
+        assert!(!run.should_forget(), "small output stays kept (and listed)");
+        run.ended_with = None;
+        assert!(!run.should_forget(), "not read to its end: kept for --attach");
+        let mut unnamed = OwnedRun::unnamed();
+        unnamed.ended_with = Some(FORGET_ABOVE + 1);
+        assert!(!unnamed.should_forget());
+    }
+
+    #[test]
+    fn only_the_code_says_a_run_is_not_known() {
+        assert!(run_not_known(r#"{"error":"run x is not known","code":"run_not_known"}"#));
+        assert!(!run_not_known(r#"{"error":"run x is not known: it never existed"}"#), "text is not a code");
+        assert!(!run_not_known(r#"{"error":"gone","code":"quota_spent"}"#));
+        assert!(!run_not_known("404 page not found"));
+    }
+}

@@ -1,0 +1,135 @@
+//! The runs a sidecar keeps (issue 12), from this side: cancelling ours, `--runs`, `--attach RUNTIME ID`.
+
+use std::time::Duration;
+
+use protocol::{RunId, RunInfo, RunList, RunState};
+
+use crate::exit::ClientExit;
+use crate::sidecar::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
+use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error, ClientSetupError};
+use crate::sidecar::output::RunOutput;
+use crate::sidecar::resume::{self, Follow, NextRequest, OwnedRun};
+use crate::sidecar::sidecars::{Sidecars, SidecarsError, Target};
+use crate::sidecar::stream::ErrorFrames;
+use crate::terminal_safe::terminal_safe;
+
+/// How long cancelling a run may take: the client is on its way out (a signal, a closed stdout), and a sidecar that
+/// does not answer soon stops the run itself when its reattach window passes.
+pub const CANCEL_WITHIN: Duration = Duration::from_secs(3);
+
+/// The largest `GET /runs` reply read: the server keeps at most `--max-runs` runs (256 by default), each a few
+/// hundred bytes plus its argv.
+const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
+
+/// `DELETE /runs/{id}`: a run that may still be running is ended by the server's policy now rather than when the
+/// window passes; one that ended, and whose output this client has, is forgotten (see
+/// [`crate::sidecar::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
+/// whatever the answer, and a run not reached is stopped by the window or forgotten after `--retain`.
+pub async fn delete(target: &Target, id: &RunId) {
+    let Ok(client) = http_client(false, target.socket.as_deref()) else { return };
+    let request = authorized(client.delete(target.endpoint(&format!("/runs/{id}"))), target, None);
+    let _ = tokio::time::timeout(CANCEL_WITHIN, request.send()).await;
+}
+
+/// `--runs`: each configured sidecar's runs, newest first; true when every sidecar answered.
+pub async fn list(sidecars: &Sidecars) -> bool {
+    let mut all_answered = true;
+    for runtime in sidecars.runtimes() {
+        match list_one(sidecars, runtime).await {
+            Ok(runs) if runs.is_empty() => println!("{runtime:<8} no runs"),
+            Ok(runs) => {
+                for run in runs {
+                    println!("{runtime:<8} {}", line(&run));
+                }
+            }
+            Err(message) => {
+                all_answered = false;
+                println!("{runtime:<8} {message}");
+            }
+        }
+    }
+    all_answered
+}
+
+async fn list_one(sidecars: &Sidecars, runtime: &str) -> Result<Vec<RunInfo>, RunListError> {
+    let target = sidecars.target(runtime).map_err(RunListError::Misconfigured)?;
+    let client = http_client(false, target.socket.as_deref()).map_err(RunListError::Setup)?;
+    let request = authorized(client.get(target.endpoint("/runs")), &target, None).timeout(Duration::from_secs(10));
+    let response = request.send().await.map_err(|err| RunListError::Unreachable(transport_error(&target, &err)))?;
+    let status = response.status();
+    if !status.is_success() {
+        let location = location(&response);
+        let body = small_text(response).await;
+        return Err(RunListError::Refused(refusal(&target, None, status, location.as_deref(), &body)));
+    }
+    let unreadable = |why| RunListError::Unreadable { url: target.url.clone(), why };
+    let body = read_bounded(response, MAX_LIST_BYTES.max(MAX_SMALL_BODY_BYTES)).await.map_err(|_| unreadable(None))?;
+    serde_json::from_slice::<RunList>(&body).map(|list| list.runs).map_err(|err| unreadable(Some(err)))
+}
+
+/// Why one sidecar's runs could not be listed: the line `--runs` prints for it.
+#[derive(Debug)]
+enum RunListError {
+    Misconfigured(SidecarsError),
+    Setup(ClientSetupError),
+    /// No answer: why (the transport's message).
+    Unreachable(String),
+    /// An answer that is not 2xx: what it says.
+    Refused(String),
+    /// A body that is not a run list (too large or cut: no `why`).
+    Unreadable {
+        url: String,
+        why: Option<serde_json::Error>,
+    },
+}
+
+impl std::fmt::Display for RunListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunListError::Misconfigured(err) => write!(f, "misconfigured: {err}"),
+            RunListError::Setup(err) => err.fmt(f),
+            RunListError::Unreachable(why) => write!(f, "unreachable: {why}"),
+            RunListError::Refused(what) => f.write_str(what),
+            RunListError::Unreadable { url, why: None } => {
+                write!(f, "sidecar at {url} sent a run list that could not be read")
+            }
+            RunListError::Unreadable { url, why: Some(err) } => {
+                write!(f, "sidecar at {url} sent an unreadable run list: {err}")
+            }
+        }
+    }
+}
+
+/// One run on one line: id, state, exit code, output so far, clients attached, age, then the command.
+fn line(run: &RunInfo) -> String {
+    let state = match run.state {
+        RunState::Running => "running",
+        RunState::Exited => "exited",
+        RunState::TimedOut => "timed_out",
+        RunState::Cancelled => "cancelled",
+    };
+    let exit = run.exit_code.map_or_else(|| "-".to_owned(), |code| code.to_string());
+    format!(
+        "{} {state:<9} exit={exit:<4} stdout={} stderr={} attached={} {:.1}s {}{}",
+        run.id,
+        run.stdout_bytes,
+        run.stderr_bytes,
+        run.attached,
+        run.duration_ms as f64 / 1000.0,
+        terminal_safe(&protocol::shell::join(&run.argv)),
+        run.error.as_deref().map(|error| format!(" ({})", terminal_safe(error))).unwrap_or_default()
+    )
+}
+
+/// `--attach RUNTIME ID`: prints the run's output kept so far, follows it live across lost connections as a
+/// forwarded command does, and ends with its exit code. The attached client owns the run: a signal or a closed
+/// stdout cancels it, as for a command it started (`run` says whether that is still due).
+pub async fn attach(target: &Target, run: &mut OwnedRun, verbose: bool) -> ClientExit {
+    let client = match http_client(true, target.socket.as_deref()) {
+        Ok(client) => client,
+        Err(err) => return ClientExit::fail(err.to_string()),
+    };
+    let plan = Follow { target, client: &client, settings: None, body: None, verbose };
+    let mut errors = ErrorFrames { last: None, print: true };
+    resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, NextRequest::Reattach, None).await
+}

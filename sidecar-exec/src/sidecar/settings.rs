@@ -1,0 +1,107 @@
+//! sidecar-exec's per-call settings, from its SIDECAR_* variables, parsed once with a message for every mistake.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use std::fmt;
+
+use protocol::vars;
+
+use crate::config_error::ConfigError;
+use crate::env::{self, Entry, Resolution};
+use crate::sidecar::config_error::SidecarConfigError;
+
+/// The environment variables the client reads, for `--help` and error messages.
+pub const VARIABLES: &[(&str, &str)] = &[
+    (vars::BUILD_SIDECARS, "required: {\"<runtime>\": {\"internal_url\": \"http://builder-<runtime>:8080\"}, …}; an entry may add \"token\" or \"token_file\""),
+    ("SIDECAR_TIMEOUT", "seconds the command may run (default 600); blocking calls give up 30 s after it"),
+    ("SIDECAR_CWD", "working directory sent to the server (default: the current directory)"),
+    ("SIDECAR_STREAM", "1: stream output as it is produced (server-sent events) instead of one reply at the end"),
+    (vars::SIDECAR_ENV_PASSTHROUGH, "names of variables forwarded to the command, separated by commas or spaces (nothing else is)"),
+    (vars::SIDECAR_TOKEN, "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
+    (vars::SIDECAR_TOKEN_FILE, "file holding the bearer token (for mounted secrets)"),
+    ("TRACEPARENT", "W3C trace context sent as the traceparent header: the command gets it as TRACEPARENT"),
+    ("SIDECAR_REQUEST_ID", "sent as X-Request-Id: the server's log lines of this call carry it"),
+    ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded); at most 768 KiB"),
+    ("SIDECAR_IDLE_TIMEOUT", "seconds the command may go without printing anything before it is stopped as timed out (124); default none"),
+    ("SIDECAR_RESUME", "0: do not name runs, so a lost connection ends the command (default: named, resumed transparently)"),
+    ("SIDECAR_VERBOSE", "1: one stderr line for each resume after a lost connection"),
+];
+
+/// Per-call settings from SIDECAR_* variables.
+#[derive(Debug, Clone)]
+pub struct CallSettings {
+    pub timeout_secs: u64,
+    pub cwd: String,
+    /// Whether `cwd` came from SIDECAR_CWD (else from the current directory): the fix for a refused cwd differs.
+    pub cwd_from_env: bool,
+    pub stream: bool,
+    pub env: BTreeMap<String, String>,
+    pub forward_stdin_pipe: bool,
+    /// `traceparent` and `X-Request-Id` from TRACEPARENT and SIDECAR_REQUEST_ID, when set: the server checks them
+    /// (and replaces or ignores what it does not accept), so they are sent as they are.
+    pub trace_headers: Vec<(&'static str, String)>,
+    /// SIDECAR_IDLE_TIMEOUT: seconds without output after which the server stops the command; none when unset or 0.
+    pub idle_timeout_secs: Option<u64>,
+    /// Whether runs are named and resumed (everything but SIDECAR_RESUME=0; see [`crate::sidecar::resume`]).
+    pub resume: bool,
+    /// SIDECAR_VERBOSE=1: a line on stderr for each resume.
+    pub verbose: bool,
+}
+
+impl CallSettings {
+    pub fn from_env() -> Result<Self, ConfigError<SidecarConfigError>> {
+        let timeout = env::seconds("SIDECAR_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
+        let idle_timeout = env::seconds("SIDECAR_IDLE_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
+        let from_env = std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty());
+        let cwd_from_env = from_env.is_some();
+        let cwd = match from_env {
+            Some(cwd) => PathBuf::from(cwd),
+            None => std::env::current_dir().map_err(CwdError::Unreadable)?,
+        };
+        let cwd = cwd.into_os_string().into_string().map_err(CwdError::NotUtf8)?;
+        Ok(CallSettings {
+            timeout_secs: timeout.map_or(protocol::DEFAULT_TIMEOUT_SECS, |timeout| timeout.as_secs()),
+            cwd,
+            cwd_from_env,
+            stream: env::switched_on("SIDECAR_STREAM"),
+            env: env::passthrough(vars::SIDECAR_ENV_PASSTHROUGH, Entry::AnyVariable)?.into_iter().collect(),
+            forward_stdin_pipe: env::switched_on("SIDECAR_STDIN"),
+            trace_headers: trace_headers(),
+            idle_timeout_secs: idle_timeout.map(|idle| idle.as_secs()).filter(|&secs| secs > 0),
+            resume: !env::switched_off("SIDECAR_RESUME"),
+            verbose: env::switched_on("SIDECAR_VERBOSE"),
+        })
+    }
+
+    /// How long a blocking call waits for its reply: the command's own timeout plus 30 s (the contract's rule).
+    pub fn blocking_deadline(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs.saturating_add(30))
+    }
+}
+
+fn trace_headers() -> Vec<(&'static str, String)> {
+    [("traceparent", "TRACEPARENT"), ("x-request-id", "SIDECAR_REQUEST_ID")]
+        .into_iter()
+        .filter_map(|(header, variable)| env::text(variable).map(|value| (header, value)))
+        .collect()
+}
+
+/// Why the working directory cannot be sent.
+#[derive(Debug)]
+pub enum CwdError {
+    Unreadable(std::io::Error),
+    NotUtf8(std::ffi::OsString),
+}
+
+impl fmt::Display for CwdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CwdError::Unreadable(err) => write!(f, "cannot read the current directory ({err}): set SIDECAR_CWD"),
+            CwdError::NotUtf8(cwd) => write!(f, "the working directory {cwd:?} is not valid UTF-8: set SIDECAR_CWD"),
+        }
+    }
+}
+
+impl std::error::Error for CwdError {}
