@@ -1,5 +1,6 @@
 //! The builders' cache volumes against real engines, each test on Docker and on Podman: pip's cache works for root
-//! and for the image's uid in one shared volume, the second install coming from it, with no warning.
+//! and for the image's uid in one shared volume, the second install coming from it, with no warning; and `up` and
+//! the compose file it emits (run by docker-compose) use the same volume.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -9,7 +10,7 @@ use sidecarctl::names::random_hex;
 
 use crate::engines::{on_both_engines, TestEngine};
 
-on_both_engines!(pips_cache_works_for_root_and_for_the_images_uid);
+on_both_engines!(pips_cache_works_for_root_and_for_the_images_uid, up_and_its_compose_file_share_the_cache_volume);
 
 /// An sdist whose build backend is its own (`backend-path`, no build requirements): pip builds it with no index,
 /// and keeps the wheel it built in its cache, so a second install of it either builds again or comes from there.
@@ -117,4 +118,66 @@ fn pips_cache_works_for_root_and_for_the_images_uid(engine: &TestEngine) {
     }
     assert!(engine.volume_exists(&volume), "the cache volume is kept");
     engine.remove_volume(&volume);
+}
+
+/// Issue 25, item 4: a cache volume is named as the profile names it, by `up` and in the compose file (whose
+/// `name:` keeps docker-compose from naming it `<project>_<name>`), so the two share it. `up`'s builder writes a file
+/// into the cache (the agent's `python3`, forwarded); the compose file's builder, started by docker-compose under a
+/// project name of its own, reads it back; and no `<project>_<name>` volume exists afterwards.
+fn up_and_its_compose_file_share_the_cache_volume(engine: &TestEngine) {
+    let workspace = tempfile::tempdir().unwrap();
+    let volume = format!("it-shared-{}", random_hex(4));
+    let profile = workspace.path().join("profile.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "tool_backends:\n  sidecars:\n    - {{runtime: python, image: sidecar-builder-python:latest, \
+             cache_volumes: [\"{volume}:/cache/pip\"]}}\n"
+        ),
+    )
+    .unwrap();
+    let (profile, folder) = (profile.display().to_string(), workspace.path().display().to_string());
+    let marker = random_hex(8);
+    let script = format!("python3 -c \"open('/cache/pip/from-up', 'w').write('{marker}')\"");
+    let run = format!("it-shared-{}", random_hex(4));
+    let args =
+        engine.up_args(&run, &["-p", &profile, "--workspace", &folder, "--", "sidecar-agent", "sh", "-c", &script]);
+    let output = engine.sidecarctl(&args).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    engine.assert_nothing_left(&run);
+
+    // The same run as a compose file, with the limits `up` was given (Podman needs them here), run as its header
+    // says: the builders as the caller (.env), the token in ./sidecar-token.
+    let mut emit = vec!["compose", "-p", &profile, "--workspace", &folder];
+    emit.extend(engine.limit_args());
+    emit.extend(["--", "sidecar-agent:latest", "sleep", "infinity"]);
+    let emitted = engine.sidecarctl(&emit).output().unwrap();
+    assert!(emitted.status.success(), "{}", String::from_utf8_lossy(&emitted.stderr));
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("compose.yaml"), &emitted.stdout).unwrap();
+    std::fs::write(project.path().join(".env"), "SIDECAR_UID=0\nSIDECAR_GID=0\n").unwrap();
+    std::fs::write(project.path().join("sidecar-token"), random_hex(32)).unwrap();
+    let name = format!("it-compose-{}", random_hex(4));
+    let compose = |args: &[&str]| {
+        Command::new("docker-compose")
+            .args(["-p", &name, "-f", "compose.yaml"])
+            .args(args)
+            .current_dir(project.path())
+            .env("DOCKER_HOST", engine.host())
+            .stdin(Stdio::null())
+            .output()
+            .expect("docker-compose runs (apt-get install -y docker-compose)")
+    };
+    let read = compose(&["run", "--rm", "--no-deps", "-T", "builder-python", "cat", "/cache/pip/from-up"]);
+    let down = compose(&["down"]);
+    // Whatever the verdict, the volumes go first (the project's own, if compose made one).
+    let project_volume = format!("{name}_{volume}");
+    let made_its_own = engine.volume_exists(&project_volume);
+    engine.remove_volume(&project_volume);
+    engine.remove_volume(&volume);
+    let (stdout, stderr) = (String::from_utf8_lossy(&read.stdout), String::from_utf8_lossy(&read.stderr));
+    assert_eq!(read.status.code(), Some(0), "docker-compose run: stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(stdout, marker, "compose's builder does not see what up's wrote in {volume}:\n{stderr}");
+    assert!(down.status.success(), "docker-compose down: {}", String::from_utf8_lossy(&down.stderr));
+    assert!(!made_its_own, "docker-compose made a volume of its own project, {project_volume}");
 }

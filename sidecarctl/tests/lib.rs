@@ -5,6 +5,7 @@
 
 mod agent;
 mod caches;
+mod discovery;
 mod emitters;
 mod engines;
 mod kube_schemas;
