@@ -68,7 +68,8 @@ pub async fn run(
         ));
     }
     let metrics = Arc::new(Metrics::default());
-    let engine = ProcessEngine::new(Policy { grace: config.grace, drain: config.drain }, metrics.commands().clone());
+    let policy = Policy { grace: config.grace, drain: config.drain, daemons: config.daemon_policy() };
+    let engine = ProcessEngine::new(policy, metrics.commands().clone());
     let base_env = Arc::new(environment::inherited());
     let stop = CancellationToken::new();
 
