@@ -395,6 +395,107 @@ async fn a_follower_that_pauses_loses_nothing_the_command_waits_for_it() {
     server.stop().await;
 }
 
+/// Starts `body` (a command that writes without pause) as a named run, drops its connection, and once the log holds
+/// 16 MiB more than any reader took, attaches a follower from offset 0 that reads its first line and never again:
+/// it is behind at once, so the command waits for it from then on. Returns that follower and a reader from where
+/// the stream is now, which reads all it is given.
+async fn hold_back(
+    server: &TestServer,
+    id: &str,
+    body: serde_json::Value,
+) -> (std::io::BufReader<std::net::TcpStream>, Frames) {
+    let mut owner = server.open_stream(body).await;
+    owner.next().await.unwrap();
+    drop(owner);
+    let info = server.wait_for_run(id, "16 MiB of output", |info| info.stdout_bytes > 16 << 20).await;
+    let mut stuck = raw_get(server.addr, &format!("/runs/{id}/stream"));
+    read_until(&mut stuck, "data:");
+    let reader =
+        Frames::new(server.get(&format!("/runs/{id}/stream?stdout={}", info.stdout_bytes)).send().await.unwrap());
+    (stuck, reader)
+}
+
+/// `future`'s output, or a panic naming `what` after a minute: for an end that, broken, would never come.
+async fn within_a_minute<T>(future: impl std::future::Future<Output = T>, what: &str) -> T {
+    tokio::time::timeout(Duration::from_secs(60), future).await.unwrap_or_else(|_| panic!("{what} never came"))
+}
+
+/// A follower that stops reading, without leaving, holds a run back only while its command runs on: the timeout
+/// ends the run for everyone, its state and its `--max-concurrent` slot with it, and a reader that does read gets
+/// the end. Before, the processes were killed at the timeout but the run stayed `running`, kept its slot (the next
+/// command got 503) and gave a blocking re-POST its reply only once the stuck reader left.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_that_stops_reading_does_not_hold_a_run_past_its_timeout() {
+    let server = server().arg("--max-concurrent", "1").start().await;
+    let marker = marker();
+    let body = json!({"cmd": ["yes", marker], "timeout": 4, "run_id": "stuck"});
+    let (stuck, mut reader) = hold_back(&server, "stuck", body.clone()).await;
+    let frames = within_a_minute(reader.rest(), "the reader's end").await;
+    assert!(
+        matches!(frames.last(), Some(Frame::Exit { data: 124, stopped_by: Some(StoppedBy::Timeout), .. })),
+        "the reader got no end: {:?}",
+        frames.last()
+    );
+    let info = server.wait_for_run("stuck", "its end", |info| info.state != RunState::Running).await;
+    assert_eq!(info.state, RunState::TimedOut);
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    // The slot is free (--max-concurrent 1), and the same request again gets the stored end, while the stuck
+    // follower is still connected.
+    assert_eq!(server.exec(json!({"cmd": ["true"]})).await.exit_code, 0);
+    let again = server.exec(body).await;
+    assert_eq!((again.exit_code, again.timed_out), (124, true));
+    drop(stuck);
+    server.stop().await;
+}
+
+/// And when the leader exited by itself while a descendant in its group writes on: what it wrote is drained within
+/// the run's timeout, whatever the stuck follower does, and the run ends as the leader did.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_that_stops_reading_does_not_hold_a_drain_past_the_timeout() {
+    let server = server().start().await;
+    let marker = marker();
+    let script = format!("yes {marker} & while [ ! -e go ]; do sleep 0.05; done");
+    let body = json!({"cmd": ["sh", "-c", script], "timeout": 5, "run_id": "drained"});
+    let (stuck, mut reader) = hold_back(&server, "drained", body).await;
+    // The leader exits now; `yes` holds the pipe, and the stuck follower the run's reading of it.
+    std::fs::write(server.workspace.path().join("go"), "").unwrap();
+    let frames = within_a_minute(reader.rest(), "the reader's end").await;
+    assert!(matches!(frames.last(), Some(Frame::Exit { data: 0, stopped_by: None, .. })), "{:?}", frames.last());
+    assert_eq!(server.run_info("drained").await.1.unwrap().state, RunState::Exited);
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    drop(stuck);
+    server.stop().await;
+}
+
+/// The same for DELETE and at shutdown: a reader gets the end although another follower of the run stopped reading.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_that_stops_reading_does_not_hold_a_run_past_a_delete_or_the_shutdown() {
+    let server = server().start().await;
+    let marker = marker();
+    let (stuck, mut reader) = hold_back(&server, "deleted", json!({"cmd": ["yes", marker], "run_id": "deleted"})).await;
+    let response = server.delete("/runs/deleted").send().await.unwrap();
+    assert_eq!(json_of::<RunInfo>(response).await.state, RunState::Cancelled);
+    let frames = within_a_minute(reader.rest(), "the reader's end after DELETE").await;
+    assert!(
+        matches!(frames.last(), Some(Frame::Exit { stopped_by: Some(StoppedBy::Delete), .. })),
+        "{:?}",
+        frames.last()
+    );
+    drop(stuck);
+
+    let (stuck, mut reader) = hold_back(&server, "at-exit", json!({"cmd": ["yes", marker], "run_id": "at-exit"})).await;
+    let stopping = tokio::spawn(server.stop());
+    let frames = within_a_minute(reader.rest(), "the reader's end at shutdown").await;
+    assert!(
+        matches!(frames.last(), Some(Frame::Exit { stopped_by: Some(StoppedBy::Shutdown), .. })),
+        "{:?}",
+        frames.last()
+    );
+    stopping.await.unwrap();
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    drop(stuck);
+}
+
 /// Replaying from any offsets gives exactly the rest of each stream, binary included, and the frames say where
 /// they are.
 #[tokio::test(flavor = "multi_thread")]

@@ -142,9 +142,13 @@ impl NamedRun {
 
     /// Waits while a reader following the run's stream is more than [`PACE_LAG`] behind it on either stream, so
     /// that the command goes at the pace of its live readers, as an unnamed stream does (and none of them ever
-    /// loses bytes to the log's cap). Not once the run is cancelled (it must be able to drain and end), and not
-    /// while nobody follows it: then the log takes the output as fast as it comes.
-    pub async fn paced(&self, progress: &mut watch::Receiver<u64>) {
+    /// loses bytes to the log's cap). Not once the run is cancelled, nor once `drain_now` says the output must be
+    /// taken at once (a stop began: timeout, idle timeout, cancellation, shutdown; or the command's leader exited
+    /// and its deadline or the shutdown came while its pipes drained, see [`crate::engine::Job::drain_now`]): the
+    /// command must then drain and end whatever a follower does, so that one which stops reading cannot keep the
+    /// run, its slot or its other readers waiting past its timeout. And not while nobody follows it: then the log
+    /// takes the output as fast as it comes.
+    pub async fn paced(&self, progress: &mut watch::Receiver<u64>, drain_now: &CancellationToken) {
         loop {
             progress.borrow_and_update();
             let behind = {
@@ -152,12 +156,13 @@ impl NamedRun {
                 let totals = [inner.stdout.total(), inner.stderr.total()];
                 inner.followers.iter().any(|(_, at)| (0..2).any(|i| totals[i].saturating_sub(at[i]) > PACE_LAG))
             };
-            if !behind || self.cancel.is_cancelled() {
+            if !behind || self.cancel.is_cancelled() || drain_now.is_cancelled() {
                 return;
             }
             tokio::select! {
                 _ = progress.changed() => {}
                 () = self.cancel.cancelled() => return,
+                () = drain_now.cancelled() => return,
             }
         }
     }

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::{RunId, StreamKind};
 use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::reply_budget::{HeadTail, ReplyOutput};
@@ -55,10 +56,15 @@ pub fn claim_and_attach(
 }
 
 /// Runs `job` for `run` in its own task: its output goes to the run's log at the pace of the readers following it
-/// (as an unnamed stream goes at its client's), or as fast as it comes while none does (see [`NamedRun::paced`]), and
-/// its end is recorded. The slot is held until the command has ended.
+/// (as an unnamed stream goes at its client's), or as fast as it comes while none does or once the engine says it
+/// must (see [`NamedRun::paced`]), and its end is recorded. The slot is held until the command has ended, which no
+/// follower can hold up: a timeout, DELETE or shutdown ends the run for everyone.
 fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedSemaphorePermit) {
     job.group = Some(run.group.clone());
+    // Once the engine says so (a stop began, or the command is past its deadline or the shutdown while its pipes
+    // drain), its followers no longer pace it: whatever they do, the end comes.
+    let drain_now = CancellationToken::new();
+    job.drain_now = Some(drain_now.clone());
     let timeout = job.timeout;
     let task = async move {
         let _permit = permit;
@@ -68,7 +74,7 @@ fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedS
         let mut progress = run.follower_progress();
         let mut writer: Option<SpillWriter> = None;
         while let Some(chunk) = chunks.recv().await {
-            run.paced(&mut progress).await;
+            run.paced(&mut progress, &drain_now).await;
             if let Some(pending) = run.append(chunk.kind, chunk.bytes.into()) {
                 writer.get_or_insert_with(|| SpillWriter::start(run.clone())).write(chunk.kind, pending).await;
             }

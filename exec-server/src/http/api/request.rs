@@ -133,6 +133,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
             .filter(|secs| *secs > 0)
             .map(|secs| Duration::from_secs(secs.min(timeout_secs))),
         group: None,
+        drain_now: None,
     };
     Ok(RequestedJob { job: Ok(job), run_id: request.run_id, b64_only: request.b64_only, input })
 }
