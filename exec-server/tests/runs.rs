@@ -239,6 +239,38 @@ async fn a_post_after_the_end_returns_the_stored_result() {
     server.stop().await;
 }
 
+/// A kept id is never another command's, even when the request's cwd does not exist (it was answered "never
+/// started" before, as if the id were free): 409, on both endpoints. The same command in a folder removed since it
+/// ran is the same run: it gets the stored result, as any re-POST does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_id_is_refused_for_another_command_even_in_a_missing_cwd() {
+    let server = server().start().await;
+    std::fs::create_dir(server.workspace.path().join("app")).unwrap();
+    let body = json!({"cmd": ["sh", "-c", "echo kept; exit 5"], "cwd": "app", "run_id": "kept"});
+    assert_eq!(server.exec(body.clone()).await.exit_code, 5);
+    for path in ["/exec", "/exec/stream"] {
+        for other in [
+            json!({"cmd": ["sh", "-c", "echo other"], "cwd": "missing", "run_id": "kept"}),
+            json!({"cmd": ["sh", "-c", "echo kept; exit 5"], "cwd": "missing", "run_id": "kept"}),
+        ] {
+            let response = server.post(path, other.to_string()).send().await.unwrap();
+            assert_eq!(response.status(), 409, "{path} {other}");
+            let error: protocol::ErrorBody = json_of(response).await;
+            assert!(error.error.contains("run_id kept already names another command"), "{}", error.error);
+        }
+    }
+    std::fs::remove_dir(server.workspace.path().join("app")).unwrap();
+    let again = server.exec(body.clone()).await;
+    assert_eq!((again.exit_code, again.output.as_str(), again.error.as_deref()), (5, "kept\n", None));
+    let frames = server.open_stream(body).await.rest().await;
+    assert_eq!(exit_totals(&frames), (5, Some(5), Some(0)));
+    // An id nothing keeps: the start failure, as before, and nothing kept.
+    let fresh = json!({"cmd": ["true"], "cwd": "missing", "run_id": "fresh"});
+    assert_eq!(server.exec(fresh).await.exit_code, -1);
+    assert!(server.run_info("fresh").await.1.is_none());
+    server.stop().await;
+}
+
 /// --retain: an ended run is forgotten once it has been kept that long, its spill file with it; a 404 with the
 /// code then says so. (That it is kept until then is `a_post_after_the_end_returns_the_stored_result`'s part.)
 #[tokio::test(flavor = "multi_thread")]

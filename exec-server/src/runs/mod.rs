@@ -125,10 +125,7 @@ impl Runs {
         let mut runs = self.inner.runs.lock().unwrap();
         retention::forget_expired(&mut runs, settings.retain, Instant::now());
         if let Some(run) = runs.get(id) {
-            if run.argv != argv || run.cwd != cwd {
-                return Err(ClaimError::Conflict { id: id.clone(), argv: run.argv.clone(), cwd: run.cwd.clone() });
-            }
-            return Ok(Claim::Existing(run.clone()));
+            return same_command(run, argv, cwd).map(Claim::Existing);
         }
         if !retention::make_room(&mut runs, settings.max_runs) {
             return Err(ClaimError::Full { max_runs: settings.max_runs });
@@ -141,6 +138,13 @@ impl Runs {
         let run = Arc::new(NamedRun::new(id.clone(), argv.to_vec(), cwd.to_path_buf(), log("stdout"), log("stderr")));
         runs.insert(id.clone(), run.clone());
         Ok(Claim::New(run))
+    }
+
+    /// The run `id` names if it is kept and is that of `argv` in `cwd`; [`ClaimError::Conflict`] if it is another's;
+    /// `None` if none is kept. For a request that can start nothing (its cwd is missing), which must still not take
+    /// a kept id for another command.
+    pub fn kept_as(&self, id: &RunId, argv: &[String], cwd: &Path) -> Result<Option<Arc<NamedRun>>, ClaimError> {
+        self.get(id).map(|run| same_command(&run, argv, cwd)).transpose()
     }
 
     /// The run `id` names, if kept.
@@ -178,6 +182,14 @@ impl Runs {
         self.inner.runs.lock().unwrap().clear();
         self.inner.state_dir.lock().unwrap().take();
     }
+}
+
+/// `run`, if it is that of `argv` in `cwd` (an id always names one command in one folder), else the conflict.
+fn same_command(run: &Arc<NamedRun>, argv: &[String], cwd: &Path) -> Result<Arc<NamedRun>, ClaimError> {
+    if run.argv != argv || run.cwd != cwd {
+        return Err(ClaimError::Conflict { id: run.id.clone(), argv: run.argv.clone(), cwd: run.cwd.clone() });
+    }
+    Ok(run.clone())
 }
 
 /// Forgets expired runs once a second, until the registry is gone.

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::reply_budget::{HeadTail, ReplyOutput};
+use super::request::Unstarted;
 use super::{reply, run_stream, AppError, AppState};
 use crate::ending::Ending;
 use crate::engine::stdin::StdinFeed;
@@ -50,9 +51,32 @@ pub fn claim_and_attach(
             start(state.engine.clone(), run.clone(), job, permit);
             Ok((run, attachment))
         }
-        Err(err @ ClaimError::Conflict { .. }) => Err(AppError::new(StatusCode::CONFLICT, err.to_string())),
-        Err(err @ ClaimError::Full { .. }) => Err(AppError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())),
+        Err(err) => Err(claim_error(err)),
     }
+}
+
+/// A named request whose command cannot start (its cwd is missing): the kept run of that id, attached to, if it is
+/// this command (a retry after its folder went gets that run, as any re-POST does); 409 if the id names another
+/// command; `None` if the id names no kept run (the caller reports the start failure, and nothing is kept).
+pub fn attach_unstarted(
+    state: &AppState,
+    id: &RunId,
+    unstarted: &Unstarted,
+) -> Result<Option<(Arc<NamedRun>, Attachment)>, AppError> {
+    let run = state.runs.kept_as(id, &unstarted.argv, &unstarted.cwd).map_err(claim_error)?;
+    Ok(run.map(|run| {
+        let attachment = run.attach(state.runs.settings().reattach_window);
+        (run, attachment)
+    }))
+}
+
+/// 409 for an id of another command, 503 when every kept run still runs.
+fn claim_error(err: ClaimError) -> AppError {
+    let status = match err {
+        ClaimError::Conflict { .. } => StatusCode::CONFLICT,
+        ClaimError::Full { .. } => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    AppError::new(status, err.to_string())
 }
 
 /// Runs `job` for `run` in its own task: its output goes to the run's log at the pace of the readers following it
@@ -98,12 +122,17 @@ pub fn stream(
     b64_only: bool,
 ) -> Result<Response, AppError> {
     let (run, attachment) = claim_and_attach(state, id, job, input)?;
+    Ok(stream_attached(state, run, attachment, b64_only))
+}
+
+/// The frames of `run`, claimed and attached to, from the start.
+pub fn stream_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
     let opened = run.input().is_some();
     let mut response = run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive);
     if opened {
         response.headers_mut().insert(protocol::STDIN_STREAM_HEADER, axum::http::HeaderValue::from_static("1"));
     }
-    Ok(response)
+    response
 }
 
 /// `POST /exec` of a named run: waits for its end (attached meanwhile), then replies with what its log holds,
@@ -116,6 +145,11 @@ pub async fn exec(
     b64_only: bool,
 ) -> Result<Response, AppError> {
     let (run, attachment) = claim_and_attach(state, id, job, input)?;
+    Ok(exec_attached(state, run, attachment, b64_only).await)
+}
+
+/// The reply of `run`, claimed and attached to, once it has ended.
+pub async fn exec_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
     let end = wait_for_end(&run).await;
     drop(attachment);
     let (stdout, stderr) = (
@@ -124,7 +158,7 @@ pub async fn exec(
     );
     let mut reply = reply::ran(&end, stdout, stderr, None, b64_only);
     reply.headers_mut().insert(protocol::RUN_KEPT_HEADER, axum::http::HeaderValue::from_static("1"));
-    Ok(reply)
+    reply
 }
 
 /// The run's end, once it has one.
