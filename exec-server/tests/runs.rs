@@ -563,9 +563,24 @@ async fn replay_from_offsets_is_the_exact_rest_of_each_stream() {
         let first_out = frames.iter().find(|f| matches!(f, Frame::Stdout(_))).and_then(offset_of);
         assert!(first_out.is_none_or(|offset| offset == from_out as u64));
     }
+    // Query values are percent-decoded, as the path's id is (`%31%32…` is 123457; `tru%65` is true).
+    let encoded =
+        Frames::new(server.get("/runs/replay/stream?stdout=%31%32%33%34%35%37&stderr=%37").send().await.unwrap())
+            .rest()
+            .await;
+    assert!(rebuild(&encoded, true) == out[123_457..] && rebuild(&encoded, false) == err[7..], "decoded offsets");
+    let response = server.get("/runs/replay/stream?stdout=700000&stderr=0&b64_only=tru%65").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let bad = server.get("/runs/replay/stream?stdout=1%2B1").send().await.unwrap();
+    assert_eq!(bad.status(), 400);
+    let text = bad.text().await.unwrap();
+    assert!(text.contains(r#"stdout=\"1+1\" is not a byte offset"#), "{text}");
+    // Past the end: 416 with its code (openapi.json lists it), not a 400 for a request the schema calls valid.
     let response = server.get(&format!("/runs/replay/stream?stdout={}", out.len() + 1)).send().await.unwrap();
-    assert_eq!(response.status(), 400);
-    assert!(response.text().await.unwrap().contains("beyond the 700000 bytes"));
+    assert_eq!(response.status(), 416);
+    let error: protocol::ErrorBody = json_of(response).await;
+    assert_eq!(error.code, Some(protocol::ErrorCode::OffsetBeyondEnd));
+    assert!(error.error.contains("beyond the 700000 bytes"), "{}", error.error);
     server.stop().await;
 }
 
@@ -623,6 +638,73 @@ async fn large_output_spills_to_disk_and_is_cleaned_up() {
     assert!(!files().is_empty());
     server.stop().await;
     assert!(!state_dir.exists(), "the state folder is removed at exit");
+}
+
+/// A run that ended while its client was away, then was forgotten to make room (`--max-runs 3`, three newer runs)
+/// before its `--retain` was up, is not "unknown" (which a client reads as "run it again"): every request for it gets
+/// 410 with `run_forgotten` and how it ended, a re-POST of the same command starts nothing, another command under
+/// the id is a conflict. Before, it was 404 `run_not_known`, and the re-POST ran the command a second time.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_forgotten_for_room_is_gone_with_its_end_never_unknown() {
+    let server = server().arg("--max-runs", "3").start().await;
+    let workspace = server.workspace.path();
+    let body = json!({"cmd": ["sh", "-c", "echo ran >> counter; while [ ! -e go ]; do sleep 0.05; done"],
+                      "run_id": "away"});
+    // The client goes while its run goes on (it is back within the window, below, but too late for the result).
+    let owner = server.open_stream(body.clone()).await;
+    wait_until("the command to start", || workspace.join("counter").exists());
+    drop(owner);
+    std::fs::write(workspace.join("go"), "").unwrap();
+    server.wait_for_run("away", "its end", |info| info.state == RunState::Exited).await;
+    for id in ["one", "two", "three"] {
+        assert_eq!(server.exec(json!({"cmd": ["true"], "run_id": id})).await.exit_code, 0);
+    }
+    let gone = |response: reqwest::Response| async move {
+        assert_eq!(response.status(), 410);
+        let error: protocol::ErrorBody = json_of(response).await;
+        assert_eq!(error.code, Some(protocol::ErrorCode::RunForgotten), "{}", error.error);
+        assert!(
+            error.error.contains("exited with exit code 0") && error.error.contains("no longer kept"),
+            "{}",
+            error.error
+        );
+        assert!(!error.error.contains("again") || error.error.contains("not started again"), "{}", error.error);
+    };
+    gone(server.get("/runs/away").send().await.unwrap()).await;
+    gone(server.get("/runs/away/stream?stdout=4").send().await.unwrap()).await;
+    gone(server.post("/exec/stream", body.to_string()).send().await.unwrap()).await;
+    gone(server.post("/exec", body.to_string()).send().await.unwrap()).await;
+    assert_eq!(lines_in(&workspace.join("counter")), 1, "the command ran once");
+    let other = json!({"cmd": ["true"], "run_id": "away"});
+    let response = server.post("/exec", other.to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 409);
+    let error: protocol::ErrorBody = json_of(response).await;
+    assert!(error.error.contains("run_id away already names another command") && error.error.contains("new id"));
+    // The newer runs are kept as before, and the list holds only kept runs.
+    assert_eq!(server.run_info("three").await.0, 200);
+    let list: RunList = json_of(server.get("/runs").send().await.unwrap()).await;
+    assert_eq!(list.runs.len(), 3);
+    server.stop().await;
+}
+
+/// After `--retain` a forgotten run's id is free again, as a kept run's is: unknown, and a POST starts it anew.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forgotten_runs_id_is_free_once_its_retention_ended() {
+    let server = server().arg("--max-runs", "1").arg("--retain", "1").start().await;
+    let body = json!({"cmd": ["sh", "-c", "echo ran >> counter"], "run_id": "old"});
+    server.exec(body.clone()).await;
+    server.exec(json!({"cmd": ["true"], "run_id": "new"})).await;
+    assert_eq!(server.get("/runs/old").send().await.unwrap().status(), 410);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server.get("/runs/old").send().await.unwrap().status() == 410 {
+        assert!(std::time::Instant::now() < deadline, "the tombstone outlived --retain");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let response = server.get("/runs/old").send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    server.exec(body).await;
+    assert_eq!(lines_in(&server.workspace.path().join("counter")), 2);
+    server.stop().await;
 }
 
 /// 1000 short named runs, a tenth of them spilling: the registry and the state folder stay within --max-runs.

@@ -70,11 +70,13 @@ pub fn attach_unstarted(
     }))
 }
 
-/// 409 for an id of another command, 503 when every kept run still runs.
+/// 409 for an id of another command, 503 when every kept run still runs, 410 for the same command as a run
+/// forgotten for room (it ended: the message says how).
 fn claim_error(err: ClaimError) -> AppError {
     let status = match err {
-        ClaimError::Conflict { .. } => StatusCode::CONFLICT,
+        ClaimError::Conflict { .. } | ClaimError::Forgotten { same_command: false, .. } => StatusCode::CONFLICT,
         ClaimError::Full { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        ClaimError::Forgotten { same_command: true, .. } => return AppError::run_forgotten(err.to_string()),
     };
     AppError::new(status, err.to_string())
 }
