@@ -18,6 +18,7 @@ pub mod http;
 pub mod in_process;
 pub mod ipc;
 pub mod metrics;
+pub mod privacy;
 pub mod runs;
 pub mod token;
 pub mod workspace;

@@ -7,6 +7,7 @@ mod log;
 mod named_run;
 mod retention;
 pub mod signals;
+mod spill_file;
 mod state_dir;
 mod tombstone;
 mod writer;

@@ -152,13 +152,18 @@ pub async fn exec(
 
 /// The reply of `run`, claimed and attached to, once it has ended.
 pub async fn exec_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
-    let end = wait_for_end(&run).await;
+    let mut end = wait_for_end(&run).await;
     drop(attachment);
     let (stdout, stderr) = (
         kept(&run, StreamKind::Stdout, state.settings.max_output),
         kept(&run, StreamKind::Stderr, state.settings.max_output),
     );
-    let mut reply = reply::ran(&end, stdout, stderr, None, b64_only);
+    // Kept output that cannot be read is a server failure, said as one (exit -1 and the error), as a replay says it.
+    let unreadable = [&stdout, &stderr].into_iter().find_map(|(_, unreadable)| unreadable.clone());
+    if let Some(message) = unreadable {
+        end = Ending { exit_code: -1, error: Some(message), ..end };
+    }
+    let mut reply = reply::ran(&end, stdout.0, stderr.0, None, b64_only);
     reply.headers_mut().insert(protocol::RUN_KEPT_HEADER, axum::http::HeaderValue::from_static("1"));
     reply
 }
@@ -179,8 +184,8 @@ pub async fn wait_for_end(run: &NamedRun) -> Ending {
 }
 
 /// What a reply keeps of a stream's log: all of it, or head and tail within `budget` (its own dropped middle
-/// counted in the cut).
-fn kept(run: &NamedRun, kind: StreamKind, budget: usize) -> ReplyOutput {
+/// counted in the cut); and the message when the kept bytes could not be read from some offset on.
+fn kept(run: &NamedRun, kind: StreamKind, budget: usize) -> (ReplyOutput, Option<String>) {
     let mut kept = HeadTail::new(budget);
     let mut offset = 0;
     loop {
@@ -193,12 +198,12 @@ fn kept(run: &NamedRun, kind: StreamKind, budget: usize) -> ReplyOutput {
                 offset += gap;
                 kept.skip(gap);
             }
-            Ok(Read::End) => break,
-            Err(_) => {
+            Ok(Read::End) => return (kept.into_reply_output(), None),
+            Err(err) => {
                 kept.skip(run.total(kind).saturating_sub(offset));
-                break;
+                let message = run_stream::unreadable(run, kind, offset, &err);
+                return (kept.into_reply_output(), Some(message));
             }
         }
     }
-    kept.into_reply_output()
 }
