@@ -742,6 +742,38 @@ async fn a_short_spill_file_ends_the_replay_with_an_error_not_a_dropped_frame() 
     server.stop().await;
 }
 
+/// A run keeps a bounded part of its argv, whatever the request held (up to the 1 MiB of a body): `GET /runs` shows
+/// it cut where it says so, and the id still names exactly that command (the same request again attaches, one that
+/// differs only in the part cut away is a conflict). Before, every kept run held its whole argv outside
+/// `--run-memory` (7 × 127 KiB here), and the list sent all of it for every run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_run_holds_a_bounded_part_of_its_argv() {
+    let server = server().start().await;
+    // Just under the kernel's 128 KiB limit on one argument.
+    let big = "a".repeat(127 << 10);
+    let mut cmd = vec!["sh".to_string(), "-c".into(), "echo ran >> counter".into()];
+    cmd.extend((0..7).map(|i| format!("{i}{big}")));
+    let body = json!({"cmd": cmd, "run_id": "long"});
+    assert_eq!(server.exec(body.clone()).await.exit_code, 0);
+    let response = server.get("/runs").send().await.unwrap();
+    let listed = response.bytes().await.unwrap();
+    assert!(listed.len() < 8 << 10, "GET /runs sent {} bytes for one run", listed.len());
+    let list: RunList = serde_json::from_slice(&listed).unwrap();
+    let argv = &list.runs[0].argv;
+    assert_eq!(argv[..3], cmd[..3]);
+    assert!(argv[3].starts_with("0aaa") && argv[3].ends_with(" bytes cut]"), "{}", &argv[3][argv[3].len() - 40..]);
+    assert_eq!(argv.last().unwrap(), "…[6 more arguments]");
+    // The same command again: the stored result, not a second run; one changed at its very end: 409.
+    assert_eq!(server.exec(body).await.exit_code, 0);
+    assert_eq!(lines_in(&server.workspace.path().join("counter")), 1);
+    cmd.last_mut().unwrap().push('b');
+    let response = server.post("/exec", json!({"cmd": cmd, "run_id": "long"}).to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 409);
+    let error: protocol::ErrorBody = json_of(response).await;
+    assert!(error.error.len() < 8 << 10 && error.error.contains("bytes cut]"), "{} bytes", error.error.len());
+    server.stop().await;
+}
+
 /// 1000 short named runs, a tenth of them spilling: the registry and the state folder stay within --max-runs.
 /// Memory is measured where it can be (this server shares its process with the other tests running beside it, so
 /// its resident set says nothing): bench/faults.py `named_runs_abuse` runs 1000 named runs against a release server

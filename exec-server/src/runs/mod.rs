@@ -3,6 +3,7 @@
 //! after they end. The registry here is transport-free; `http::api::runs` serves it.
 
 mod input;
+mod kept_argv;
 mod log;
 mod named_run;
 mod retention;
@@ -13,6 +14,7 @@ mod tombstone;
 mod writer;
 
 pub use input::{InputRefusal, RunInput, Taken, MAX_UNWRITTEN};
+pub use kept_argv::KeptArgv;
 pub use log::{Budget, Read, StreamLog};
 pub use named_run::{Attachment, Follower, NamedRun};
 pub use tombstone::Tombstone;
@@ -72,7 +74,7 @@ pub enum Claim {
 /// Why a run could not be claimed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimError {
-    /// The id names a run of another command or folder.
+    /// The id names a run of another command or folder (`argv` as the run shows it: see [`KeptArgv`]).
     Conflict { id: RunId, argv: Vec<String>, cwd: PathBuf },
     /// `--max-runs` runs are kept and all still run.
     Full { max_runs: usize },
@@ -163,7 +165,13 @@ impl Runs {
             let path = self.inner.state_path.join(format!("{id}.{number}.{stream}"));
             StreamLog::new(settings.run_log_max, self.inner.budget.clone(), path)
         };
-        let run = Arc::new(NamedRun::new(id.clone(), argv.to_vec(), cwd.to_path_buf(), log("stdout"), log("stderr")));
+        let run = Arc::new(NamedRun::new(
+            id.clone(),
+            KeptArgv::new(argv, cwd),
+            cwd.to_path_buf(),
+            log("stdout"),
+            log("stderr"),
+        ));
         runs.insert(id.clone(), run.clone());
         Ok(Claim::New(run))
     }
@@ -225,8 +233,9 @@ impl Runs {
 
 /// `run`, if it is that of `argv` in `cwd` (an id always names one command in one folder), else the conflict.
 fn same_command(run: &Arc<NamedRun>, argv: &[String], cwd: &Path) -> Result<Arc<NamedRun>, ClaimError> {
-    if run.argv != argv || run.cwd != cwd {
-        return Err(ClaimError::Conflict { id: run.id.clone(), argv: run.argv.clone(), cwd: run.cwd.clone() });
+    if !run.command.is_of(argv, cwd) {
+        let shown = run.command.shown().to_vec();
+        return Err(ClaimError::Conflict { id: run.id.clone(), argv: shown, cwd: run.cwd.clone() });
     }
     Ok(run.clone())
 }

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::input::RunInput;
+use super::kept_argv::KeptArgv;
 use super::log::{Found, Pending, Read, StreamLog, MEMORY_PER_STREAM};
 use crate::ending::Ending;
 
@@ -18,7 +19,8 @@ use crate::ending::Ending;
 #[derive(Debug)]
 pub struct NamedRun {
     pub id: RunId,
-    pub argv: Vec<String>,
+    /// Its command: a digest to compare with, and the argv cut for people.
+    pub command: KeptArgv,
     pub cwd: PathBuf,
     pub started_unix_ms: u64,
     pub started: Instant,
@@ -77,13 +79,13 @@ impl Inner {
 }
 
 impl NamedRun {
-    pub fn new(id: RunId, argv: Vec<String>, cwd: PathBuf, stdout: StreamLog, stderr: StreamLog) -> Self {
+    pub fn new(id: RunId, command: KeptArgv, cwd: PathBuf, stdout: StreamLog, stderr: StreamLog) -> Self {
         let started_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         NamedRun {
             id,
-            argv,
+            command,
             cwd,
             started_unix_ms,
             started: Instant::now(),
@@ -309,7 +311,7 @@ impl NamedRun {
         let duration = end.map_or_else(|| self.started.elapsed(), |end| end.duration);
         RunInfo {
             id: self.id.clone(),
-            argv: self.argv.clone(),
+            argv: self.command.shown().to_vec(),
             cwd: self.cwd.display().to_string(),
             started_unix_ms: self.started_unix_ms,
             state: end.map_or(RunState::Running, |end| end.state),

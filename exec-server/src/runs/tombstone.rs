@@ -4,12 +4,12 @@
 //! publish or a deploy), and a re-POST of the id starts nothing until the run's retention would have ended.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use protocol::{RunId, RunState};
 
+use super::kept_argv::command_digest;
 use super::named_run::NamedRun;
 
 /// Tombstones kept per `--max-runs` at most (about 200 bytes each, the id included); beyond that the oldest go
@@ -75,7 +75,7 @@ impl Tombstones {
             exit_code: end.exit_code,
             signal: end.signal,
             ended_at,
-            command: command_digest(&run.argv, &run.cwd),
+            command: run.command.digest(),
         };
         self.by_id.insert(run.id.clone(), stone);
     }
@@ -88,12 +88,4 @@ impl Tombstones {
     pub fn get(&self, id: &RunId) -> Option<&Tombstone> {
         self.by_id.get(id)
     }
-}
-
-/// A digest of a command and its folder.
-fn command_digest(argv: &[String], cwd: &Path) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    argv.hash(&mut hasher);
-    cwd.hash(&mut hasher);
-    hasher.finish()
 }
