@@ -30,13 +30,16 @@ def log(message):
     print(message, file=sys.stderr, flush=True)
 
 
-def spawn_wait(argv, env, cwd=None, stdout=None):
-    """Runs argv and returns its wall time in seconds (posix_spawn: the lowest-overhead way Python has)."""
+def spawn_wait(argv, env, cwd=None, stdout=None, stdin_fd=None):
+    """Runs argv and returns its wall time in seconds (posix_spawn: the lowest-overhead way Python has). `stdin_fd`
+    becomes its stdin (default: this process's)."""
     fd = None
     file_actions = []
     if stdout:
         fd = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         file_actions.append((os.POSIX_SPAWN_DUP2, fd, 1))
+    if stdin_fd is not None:
+        file_actions.append((os.POSIX_SPAWN_DUP2, stdin_fd, 0))
     old = os.getcwd()
     if cwd:
         os.chdir(cwd)

@@ -14,6 +14,10 @@ python3 bench/bench.py
 # P1 over a UNIX socket against TCP, same server (appends its own section).
 python3 bench/p1_pair.py --client "$BENCH_BIN_DIR/sidecar-exec" --runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 60 || echo 400)" \
     --section tcp="$BENCH_BIN_DIR/exec-server" unix="$BENCH_BIN_DIR/exec-server,unix"
+# The default path (issue 22): P1 in each mode against the old blocking call, and P7 (100 MiB piped in), measured in
+# the same run (appends its own section).
+python3 bench/p1_modes.py --client "$BENCH_BIN_DIR/sidecar-exec" --server "$BENCH_BIN_DIR/exec-server" \
+    --runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 60 || echo 400)" --p7-runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 2 || echo 5)" --section
 # Optional: ssh-exec against plain ssh, on a local sshd bench/ssh.sh starts itself (appends its own section).
 if [ -x /usr/sbin/sshd ] || [ -x /usr/local/sbin/sshd ]; then
     bench/ssh.sh

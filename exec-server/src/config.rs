@@ -171,9 +171,32 @@ pub struct Config {
     #[arg(long, env = "EXEC_SERVER_RUN_LOG_MAX", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(2..), value_name = "BYTES")]
     pub run_log_max: u64,
 
+    /// What becomes of a daemon a command leaves behind (a session of its own that listens on a socket and holds none
+    /// of the command's pipes, left by a command that ended by itself): `keep` it, as a native build leaves its
+    /// Gradle or Bazel server running for the next build, or `end` it with the command like any escapee. Use `end`
+    /// on a builder shared between tokens or teams: a daemon keeps the environment of the request that started it.
+    #[arg(long, env = "EXEC_SERVER_DAEMONS", value_enum, default_value_t = Daemons::Keep)]
+    pub daemons: Daemons,
+
+    /// Kept daemons at most; keeping one more ends the oldest (TERM, grace, KILL).
+    #[arg(long, env = "EXEC_SERVER_MAX_DAEMONS", default_value_t = 8, value_name = "N")]
+    pub max_daemons: u32,
+
+    /// Seconds without any command running after which every kept daemon is ended (the tools' own idle limits are
+    /// 3 h). 0: never.
+    #[arg(long, env = "EXEC_SERVER_DAEMON_IDLE", default_value = "10800", value_parser = parse_seconds, value_name = "SECONDS")]
+    pub daemon_idle: Duration,
+
     /// The bearer token itself (from EXEC_SERVER_TOKEN; see --token-file).
     #[arg(skip)]
     pub token: Option<String>,
+}
+
+/// `--daemons`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Daemons {
+    Keep,
+    End,
 }
 
 /// How log lines are written.
@@ -237,6 +260,15 @@ impl Config {
     /// when a port was asked for, so a tool sidecar or a socket-only builder opens no port it does not need.
     pub fn serves_http(&self) -> bool {
         (self.ipc_dir.is_none() && self.listen.is_empty()) || self.port.is_some()
+    }
+
+    /// The daemon policy of `--daemons`, `--max-daemons` and `--daemon-idle`.
+    pub fn daemon_policy(&self) -> crate::engine::daemons::DaemonPolicy {
+        crate::engine::daemons::DaemonPolicy {
+            keep: self.daemons == Daemons::Keep && self.max_daemons > 0,
+            max: self.max_daemons as usize,
+            idle: (!self.daemon_idle.is_zero()).then_some(self.daemon_idle),
+        }
     }
 
     /// The --ipc-done file: as given, or `done` beside the IPC folder (`/ipc/tools` → `/ipc/done`).

@@ -84,8 +84,8 @@ impl Started {
             ));
         }
         let metrics = Arc::new(Metrics::default());
-        let engine =
-            ProcessEngine::new(Policy { grace: config.grace, drain: config.drain }, metrics.commands().clone());
+        let policy = Policy { grace: config.grace, drain: config.drain, daemons: config.daemon_policy() };
+        let engine = ProcessEngine::new(policy, metrics.commands().clone());
         let base_env = Arc::new(environment::inherited());
 
         // Named runs are HTTP's: a file-protocol-only server makes no state folder.

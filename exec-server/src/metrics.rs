@@ -1,5 +1,6 @@
 //! What the server counts, for `GET /metrics`: commands by how they ended, their durations, what is running, output
-//! bytes, HTTP requests by endpoint and status, escaped descendants ended, and file-protocol requests by outcome.
+//! bytes, HTTP requests by endpoint and status, escaped descendants ended, daemons kept and ended, held stdin
+//! requests, and file-protocol requests by outcome.
 //!
 //! The metrics live in one [`Metrics`] per server (no global registry: tests run several servers in one process, and
 //! each must count only its own traffic). The server makes it and hands each part only its own handle: the engine
@@ -55,6 +56,29 @@ impl CommandOutcome {
     }
 }
 
+/// Why a kept daemon was ended: the `reason` label of `exec_server_daemons_ended_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DaemonEnd {
+    /// Keeping a newer one would have passed `--max-daemons`.
+    MaxDaemons,
+    /// No command ran for `--daemon-idle`.
+    DaemonIdle,
+    /// The server shut down.
+    Shutdown,
+}
+
+impl DaemonEnd {
+    const ALL: [DaemonEnd; 3] = [DaemonEnd::MaxDaemons, DaemonEnd::DaemonIdle, DaemonEnd::Shutdown];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            DaemonEnd::MaxDaemons => "max_daemons",
+            DaemonEnd::DaemonIdle => "daemon_idle",
+            DaemonEnd::Shutdown => "shutdown",
+        }
+    }
+}
+
 /// How the file protocol answered one request: the `outcome` label of `exec_server_ipc_requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IpcOutcome {
@@ -105,6 +129,8 @@ pub struct CommandMetrics {
     stdout_bytes: Counter,
     stderr_bytes: Counter,
     escaped: Counter,
+    daemons_kept: Gauge,
+    daemons_ended: [Counter; 3],
 }
 
 /// What HTTP counts: requests by endpoint and status, and stdin requests held for a command to read. Cheap to clone.
@@ -162,11 +188,29 @@ impl Default for Metrics {
             "Descendants that left their command's process group, ended with their command",
             escaped.clone(),
         );
+        let daemons_kept = Gauge::default();
+        registry.register(
+            "daemons_kept",
+            "Sessions a command left behind that the server keeps as daemons",
+            daemons_kept.clone(),
+        );
+        let ended = Family::<Labels, Counter>::default();
+        let daemons_ended = DaemonEnd::ALL.map(|why| ended.get_or_create_owned(&[("reason", why.label())]));
+        registry.register("daemons_ended", "Kept daemons the server ended, by why", ended);
         let ipc = Family::<Labels, Counter>::default();
         registry.register("ipc_requests", "File-protocol requests answered, by outcome", ipc.clone());
         Metrics {
             registry,
-            commands: CommandMetrics { outcomes, duration, running, stdout_bytes, stderr_bytes, escaped },
+            commands: CommandMetrics {
+                outcomes,
+                duration,
+                running,
+                stdout_bytes,
+                stderr_bytes,
+                escaped,
+                daemons_kept,
+                daemons_ended,
+            },
             http: HttpMetrics { requests, stdin_waiting },
             ipc: IpcMetrics { requests: ipc },
         }
@@ -214,6 +258,15 @@ impl CommandMetrics {
 
     pub fn escaped_ended(&self, count: usize) {
         self.escaped.inc_by(count as u64);
+    }
+
+    /// How many daemons are kept now.
+    pub fn daemons_kept(&self, count: usize) {
+        self.daemons_kept.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    pub fn daemons_ended(&self, why: DaemonEnd, count: usize) {
+        self.daemons_ended[why as usize].inc_by(count as u64);
     }
 }
 

@@ -29,6 +29,11 @@ pub fn spawn_leader(command: &mut Command) -> std::io::Result<Leader> {
 }
 
 impl Leader {
+    /// A leader spawned and recorded by another constructor of this crate (see `pty_leader`).
+    pub(crate) fn owned(child: Child, pgid: Pgid, owned: Registration) -> Self {
+        Leader { child, pgid, _owned: owned }
+    }
+
     /// The group the leader heads (its own pid).
     pub fn pgid(&self) -> Pgid {
         self.pgid

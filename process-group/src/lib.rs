@@ -1,7 +1,8 @@
 //! Process-group policy: how a command's whole tree is started, signalled, waited for and reaped. Shared by
 //! exec-server's engine and sidecar-ipc's supervisor, so the policy exists once.
 //!
-//! - Every command leads its own process group ([`spawn_leader`], [`Pgid`]); tokio owns the leader and reaps it.
+//! - Every command leads its own process group ([`spawn_leader`], [`Pgid`]); tokio owns the leader and reaps it. A
+//!   command on a terminal leads its own session too ([`spawn_pty_leader`]).
 //! - Ending anything — a group on timeout, its leftovers, the descendants that escaped it with `setsid` (found by a
 //!   [`Tag`] in their environment) — follows one policy ([`policy`]): SIGTERM, a grace period, SIGKILL.
 //! - The rest of a group is reaped with `waitpid(-pgid)`, only once the leader is gone; escapees and other adopted
@@ -17,6 +18,7 @@ mod pgid;
 pub mod policy;
 pub mod procfs;
 pub mod program;
+mod pty_leader;
 pub mod reaper;
 mod seconds;
 mod stop_signals;
@@ -27,6 +29,7 @@ use std::process::ExitStatus;
 pub use leader::{spawn_leader, Leader};
 pub use pgid::Pgid;
 pub use policy::{ask_to_stop, settle, stop_group, terminate, terminate_group, Members};
+pub use pty_leader::{open_pty, spawn_pty_leader, Pty};
 pub use reaper::{reap_adopted, reap_adopted_among, reap_adopted_forever};
 pub use seconds::parse_seconds;
 pub use stop_signals::{next_stop_signal, StopSignals};

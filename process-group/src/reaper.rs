@@ -77,6 +77,13 @@ pub(crate) fn register(spawn: impl FnOnce() -> std::io::Result<Child>) -> std::i
     Ok((child, Registration { pid, generation }))
 }
 
+/// Runs `open` while no spawn can fork (the spawn lock held for writing): for opening descriptors that a library
+/// makes close-on-exec only a moment after (see `pty_leader`).
+pub(crate) fn without_spawns<T>(open: impl FnOnce() -> T) -> T {
+    let _no_spawn = SPAWN.write().unwrap_or_else(PoisonError::into_inner);
+    open()
+}
+
 /// Reaps those of `pids` that are our adopted children and have exited; leaders tokio owns are left alone. Returns
 /// how many were reaped.
 pub fn reap_adopted_among(pids: impl IntoIterator<Item = i32>) -> usize {

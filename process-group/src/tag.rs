@@ -35,11 +35,28 @@ pub struct Tagged {
     seen: Vec<i32>,
     /// Process groups whose members are left out: someone else is ending those groups by their own policy.
     skip_groups: Vec<i32>,
+    /// Sessions whose members are left out: they are kept (exec-server's daemons).
+    skip_sessions: Vec<i32>,
+    /// Sessions whose members are found too, tagged or not.
+    sessions: Vec<i32>,
 }
 
 impl Tagged {
     pub fn new(tags: Vec<Tag>) -> Tagged {
-        Tagged { tags, seen: Vec::new(), skip_groups: Vec::new() }
+        Tagged { tags, seen: Vec::new(), skip_groups: Vec::new(), skip_sessions: Vec::new(), sessions: Vec::new() }
+    }
+
+    /// Leaves out the members of the sessions `sessions`: processes someone keeps on purpose.
+    pub fn outside_sessions(mut self, sessions: Vec<i32>) -> Tagged {
+        self.skip_sessions = sessions;
+        self
+    }
+
+    /// Also finds every member of the sessions `sessions`, tagged or not: a session kept whole (every process in it
+    /// descends from the one that made it) ends whole.
+    pub fn with_sessions(mut self, sessions: Vec<i32>) -> Tagged {
+        self.sessions = sessions;
+        self
     }
 
     /// Leaves out the members of `groups`: only the processes that left them are found and signalled. A command
@@ -50,15 +67,16 @@ impl Tagged {
         self
     }
 
-    /// Pids of the live processes (other than us) that carry one of the tags.
+    /// Pids of the live processes (other than us) that carry one of the tags (or are in one of the sessions), less
+    /// those left out.
     pub fn find(&self) -> Vec<i32> {
-        if self.tags.is_empty() {
+        if self.tags.is_empty() && self.sessions.is_empty() {
             return Vec::new();
         }
         let own = std::process::id() as i32;
         crate::procfs::pids()
             .into_iter()
-            .filter(|pid| *pid != own && self.carried_by(*pid) && !self.in_skipped_group(*pid))
+            .filter(|pid| *pid != own && (self.carried_by(*pid) || self.in_a_session(*pid)) && !self.left_out(*pid))
             .collect()
     }
 
@@ -67,9 +85,17 @@ impl Tagged {
         &self.seen
     }
 
-    fn in_skipped_group(&self, pid: i32) -> bool {
-        !self.skip_groups.is_empty()
-            && crate::procfs::stat(pid).is_some_and(|stat| self.skip_groups.contains(&stat.group))
+    fn left_out(&self, pid: i32) -> bool {
+        (!self.skip_groups.is_empty() || !self.skip_sessions.is_empty())
+            && crate::procfs::stat(pid).is_some_and(|stat| {
+                self.skip_groups.contains(&stat.group) || self.skip_sessions.contains(&stat.session)
+            })
+    }
+
+    /// Whether `pid` is alive (not a zombie) in one of the sessions.
+    fn in_a_session(&self, pid: i32) -> bool {
+        !self.sessions.is_empty()
+            && crate::procfs::stat(pid).is_some_and(|stat| !stat.is_zombie() && self.sessions.contains(&stat.session))
     }
 
     /// Whether `pid` is alive and carries a tag (a zombie's environment reads as empty).
@@ -101,7 +127,7 @@ impl Members for Tagged {
 
     /// Cheap while members are known to be alive; a full look through `/proc` only once they all seem gone.
     fn is_empty(&mut self) -> bool {
-        if self.seen.iter().any(|pid| self.carried_by(*pid)) {
+        if self.seen.iter().any(|pid| self.carried_by(*pid) || self.in_a_session(*pid)) {
             return false;
         }
         let pids = self.find();

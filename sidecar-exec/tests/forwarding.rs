@@ -13,16 +13,30 @@ async fn exit_codes_in_both_modes() {
             (&["sh", "-c", "exit 3"], 3),
             (&["sh", "-c", "kill -9 $$"], 137),
             (&["sh", "-c", "kill -INT $$"], 130),
-            (&["no-such-program-xyz"], 255),
+            (&["no-such-program-xyz"], 127),
             (&["sleep", "5"], 124),
         ];
         for (cmd, code) in cases {
             let output =
                 server.client().stream(stream).env("SIDECAR_TIMEOUT", "1").args(["python"]).args(cmd).run().await;
-            assert_eq!(output.status.code(), Some(code), "{cmd:?} stream={stream}: {}", stderr(&output));
+            // A command killed by a signal: the client dies of the same signal (signal_death), as the caller of a
+            // native command sees it; `$?` is 128+N either way.
+            let got = std::os::unix::process::ExitStatusExt::signal(&output.status)
+                .map_or(output.status.code(), |signal| Some(128 + signal));
+            assert_eq!(got, Some(code), "{cmd:?} stream={stream}: {}", stderr(&output));
+            if code == 137 || code == 130 {
+                assert_eq!(output.status.code(), None, "{cmd:?}: died of the signal, not exit {code}");
+            }
             match code {
-                255 => assert!(stderr(&output).contains("sidecar-exec: failed to start command: no-such-program-xyz")),
-                124 => assert!(stderr(&output).contains("timed out after 1s"), "{}", stderr(&output)),
+                // The shell's code and words (start_error), without the client's prefix.
+                127 => assert_eq!(stderr(&output), "no-such-program-xyz: command not found\n"),
+                124 => {
+                    let message = stderr(&output);
+                    assert!(
+                        message.contains("timed out after 1s") && message.contains("SIDECAR_TIMEOUT="),
+                        "{message}"
+                    );
+                }
                 _ => assert_eq!(stderr(&output), ""),
             }
         }
@@ -139,16 +153,20 @@ async fn cwd_follows_the_current_directory_or_sidecar_cwd() {
     server.stop().await;
 }
 
+/// SIDECAR_STREAM=0 is the client before issue 22: stdin inline (a file always, a pipe with SIDECAR_STDIN=1).
 #[tokio::test(flavor = "multi_thread")]
-async fn stdin_is_forwarded_from_a_file_but_never_read_from_a_pipe_by_default() {
+async fn blocking_mode_keeps_the_old_stdin_policy() {
     let server = server().await;
+    let cat = |path: &std::path::Path| {
+        server.client().stream(false).stdin(std::fs::File::open(path).unwrap().into()).args(["python", "cat"]).run()
+    };
     let input = server.workspace.path().join("input.txt");
     std::fs::write(&input, "from a file\n").unwrap();
-    let output = server.client().stdin(std::fs::File::open(&input).unwrap().into()).args(["python", "cat"]).run().await;
+    let output = cat(&input).await;
     assert_eq!(String::from_utf8_lossy(&output.stdout), "from a file\n");
 
     // A pipe that never closes: the default must not wait on it.
-    let mut child = server.client().stdin(Stdio::piped()).args(["python", "cat"]).spawn();
+    let mut child = server.client().stream(false).stdin(Stdio::piped()).args(["python", "cat"]).spawn();
     let _open_stdin = child.stdin.take();
     let output =
         tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output()).await.unwrap().unwrap();
@@ -156,7 +174,8 @@ async fn stdin_is_forwarded_from_a_file_but_never_read_from_a_pipe_by_default() 
 
     // With SIDECAR_STDIN=1 a pipe is read to its end and forwarded, binary included.
     let bytes = random_bytes(10_000, 5);
-    let mut child = server.client().env("SIDECAR_STDIN", "1").stdin(Stdio::piped()).args(["python", "cat"]).spawn();
+    let mut child =
+        server.client().stream(false).env("SIDECAR_STDIN", "1").stdin(Stdio::piped()).args(["python", "cat"]).spawn();
     let mut pipe = child.stdin.take().unwrap();
     tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await.unwrap();
     drop(pipe);
@@ -166,7 +185,7 @@ async fn stdin_is_forwarded_from_a_file_but_never_read_from_a_pipe_by_default() 
     // Too large for one request: a clear error, nothing run.
     let big = server.workspace.path().join("big");
     std::fs::write(&big, vec![b'x'; 2 * 1024 * 1024]).unwrap();
-    let output = server.client().stdin(std::fs::File::open(&big).unwrap().into()).args(["python", "cat"]).run().await;
+    let output = cat(&big).await;
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("stdin is larger than"), "{}", stderr(&output));
     server.stop().await;
@@ -346,15 +365,26 @@ async fn stdin_that_json_would_inflate_still_fits_and_the_limit_is_exact() {
     for (name, bytes) in [("newlines", &newlines), ("control", &control), ("near-limit", &near_limit)] {
         let path = dir.join(name);
         std::fs::write(&path, bytes).unwrap();
-        let output =
-            server.client().stdin(std::fs::File::open(&path).unwrap().into()).args(["python", "cat"]).run().await;
+        let output = server
+            .client()
+            .stream(false)
+            .stdin(std::fs::File::open(&path).unwrap().into())
+            .args(["python", "cat"])
+            .run()
+            .await;
         assert_eq!(output.status.code(), Some(0), "{name}: {}", stderr(&output));
         assert!(output.stdout == *bytes, "{name}: stdout differs");
     }
     // At the limit: refused by the client with the limit stated, before the server has to say 413.
     let path = dir.join("over");
     std::fs::write(&path, vec![b'x'; 768 * 1024]).unwrap();
-    let output = server.client().stdin(std::fs::File::open(&path).unwrap().into()).args(["python", "cat"]).run().await;
+    let output = server
+        .client()
+        .stream(false)
+        .stdin(std::fs::File::open(&path).unwrap().into())
+        .args(["python", "cat"])
+        .run()
+        .await;
     assert_eq!(output.status.code(), Some(1));
     let message = stderr(&output);
     assert!(message.contains("768 KiB") && !message.contains("413"), "{message}");
@@ -369,7 +399,7 @@ async fn piped_stdin_that_is_not_forwarded_gets_a_hint() {
     let mut write = std::fs::File::from(write);
     write.write_all(b"x\n").unwrap();
     drop(write);
-    let output = server.client().stdin(read.into()).args(["python", "cat"]).run().await;
+    let output = server.client().stream(false).stdin(read.into()).args(["python", "cat"]).run().await;
     assert_eq!(output.status.code(), Some(0), "the default stays: stdin is not forwarded");
     assert!(output.stdout.is_empty());
     let message = stderr(&output);
@@ -378,12 +408,13 @@ async fn piped_stdin_that_is_not_forwarded_gets_a_hint() {
 
     // An empty pipe, still open: no hint, no wait; and none when the pipe is forwarded.
     let (read, write) = nix::unistd::pipe().unwrap();
-    let output = server.client().stdin(read.into()).args(["python", "true"]).run().await;
+    let output = server.client().stream(false).stdin(read.into()).args(["python", "true"]).run().await;
     drop(write);
     assert_eq!((output.status.code(), stderr(&output)), (Some(0), String::new()));
     let (read, write) = nix::unistd::pipe().unwrap();
     std::fs::File::from(write).write_all(b"y\n").unwrap();
-    let output = server.client().env("SIDECAR_STDIN", "1").stdin(read.into()).args(["python", "cat"]).run().await;
+    let output =
+        server.client().stream(false).env("SIDECAR_STDIN", "1").stdin(read.into()).args(["python", "cat"]).run().await;
     assert_eq!((output.stdout.as_slice(), stderr(&output)), (&b"y\n"[..], String::new()));
     server.stop().await;
 }

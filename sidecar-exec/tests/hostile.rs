@@ -4,17 +4,12 @@
 use std::sync::atomic::Ordering;
 
 use crate::raw_server::{raw_server, Piece, Reply};
+use crate::support::go_client as client;
 use crate::support::*;
 
 /// Room for what the kernel's socket buffers hold beyond what the client read: the bounds below are checked as
 /// "read at most the bound plus this", far below what an unbounded client reads (everything).
 const SOCKET_SLACK: u64 = 64 * 1024 * 1024;
-
-fn client(url: &str) -> BinaryRun {
-    client_run()
-        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
-        .env("SIDECAR_CWD", "/workspace")
-}
 
 /// stderr must be exactly one `sidecar-exec:` line (plus whatever the command itself printed before it).
 fn one_client_line(output: &std::process::Output) -> String {
@@ -189,4 +184,16 @@ async fn https_without_tls_says_how_to_get_it() {
     assert_eq!(output.status.code(), Some(1));
     let line = one_client_line(&output);
     assert!(line.contains("without TLS") && line.contains("--features tls") && line.contains("http://"), "{line}");
+}
+
+/// Issue 24 item 5: a decode error quotes the server's text (serde's "unknown variant"), which goes through the same
+/// escaping as any other server text: no raw escape byte reaches the terminal.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_list_that_does_not_decode_is_named_with_its_text_escaped() {
+    let server = raw_server(|_| Reply::json(r#"{"runs":[{"id":"r1","state":"exited\u001b[5m","argv":["x"]}]}"#)).await;
+    let output = client(&server.url).args(["--runs"]).run().await;
+    let printed = format!("{}{}", stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(1), "{printed}");
+    assert!(printed.contains("unreadable run list") && printed.contains("\\x1b[5m"), "{printed}");
+    assert!(!printed.contains('\u{1b}'), "a raw escape byte: {printed:?}");
 }

@@ -2,6 +2,7 @@
 //! real ssh-exec binary against a real sshd on 127.0.0.1 (see `sshd.rs`).
 
 mod compat;
+mod differential;
 mod forwarding;
 mod hostile;
 mod raw_server;
@@ -12,5 +13,6 @@ mod ssh_exec;
 mod ssh_stop;
 mod ssh_wrappers;
 mod sshd;
+mod streamed;
 mod support;
 mod wrappers;

@@ -72,18 +72,15 @@ pub fn client_run() -> BinaryRun {
     BinaryRun::new(BIN)
 }
 
-/// Streaming on or off for a client run: the tests that hold for both modes run both.
+/// Streaming forced on or off for a client run (SIDECAR_STREAM=1 / 0): the tests that hold for both modes run
+/// both. Without it, the client's default: negotiated (a stream from exec-server).
 pub trait Streaming {
     fn stream(self, on: bool) -> Self;
 }
 
 impl Streaming for BinaryRun {
     fn stream(self, on: bool) -> Self {
-        if on {
-            self.env("SIDECAR_STREAM", "1")
-        } else {
-            self
-        }
+        self.env("SIDECAR_STREAM", if on { "1" } else { "0" })
     }
 }
 
@@ -123,4 +120,36 @@ pub async fn run_wrapper<S: AsRef<std::ffi::OsStr>>(
         .output()
         .await
         .unwrap()
+}
+
+/// `stderr` without the lines SIDECAR_VERBOSE=1 prints before a call (what is sent: see `--explain`).
+pub fn without_explain(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|line| {
+            let Some(rest) = line.strip_prefix("sidecar-exec: ") else { return true };
+            !(rest.contains(" runs on the ") || rest.starts_with("output: ") || rest.starts_with("variables sent: "))
+        })
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+/// Reads the child's stdout until `expected` has arrived; returns what was read.
+pub async fn read_until(stdout: &mut tokio::process::ChildStdout, expected: &[u8]) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    while !got.ends_with(expected) {
+        let n = tokio::time::timeout(HANG, stdout.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "stdout ended before {expected:?}: {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
+
+/// A client for runtime "go" against the server at `url` (a scripted or hostile one), working in `/workspace`.
+pub fn go_client(url: &str) -> BinaryRun {
+    client_run()
+        .env("BUILD_SIDECARS", format!(r#"{{"go":{{"internal_url":"{url}"}}}}"#))
+        .env("SIDECAR_CWD", "/workspace")
 }

@@ -3,9 +3,11 @@
 //! builds a [`Job`], calls [`ProcessEngine::run`] with its capture, and turns the [`Outcome`] into its own format.
 
 mod capture;
+pub mod daemons;
 mod escaped;
 mod spawn;
 pub mod stdin;
+pub mod terminal;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -19,8 +21,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use process_group::{self as group, Members, Pgid, Tagged};
 use protocol::StreamKind;
+use std::os::fd::AsFd;
 use tokio::io::AsyncRead;
-use tokio::process::{ChildStderr, ChildStdout};
+use tokio::process::ChildStderr;
 use tokio_util::sync::CancellationToken;
 
 pub use capture::{Capture, Collect, Collected, OutputChunk, Sink, Stream, READ_SIZE};
@@ -39,6 +42,8 @@ pub struct Policy {
     pub grace: Duration,
     /// After the leader exits, how long to keep reading pipes that a background descendant still holds open.
     pub drain: Duration,
+    /// What becomes of the daemons commands leave behind.
+    pub daemons: daemons::DaemonPolicy,
 }
 
 /// One command to run.
@@ -52,8 +57,11 @@ pub struct Job {
     pub env: Vec<(OsString, OsString)>,
     /// Bytes for stdin; `None` means `/dev/null` (unless `stdin_stream`).
     pub stdin: Option<Vec<u8>>,
-    /// Stdin fed while the command runs (issue 22): wins over `stdin`.
+    /// Stdin fed while the command runs (issue 22): wins over `stdin`. A terminal's input (issue 23).
     pub stdin_stream: Option<stdin::StdinStream>,
+    /// Run the command on a pseudo-terminal (issue 23): stdin, stdout and stderr on it, its output one stream
+    /// (stdout's), its input `stdin_stream`.
+    pub terminal: Option<terminal::TerminalJob>,
     pub timeout: Duration,
     /// Stop the command, as timed out, once no output byte (stdout or stderr) arrived for this long.
     pub idle_timeout: Option<Duration>,
@@ -64,6 +72,9 @@ pub struct Job {
     /// while its pipes were still being read. A transport that paces its reading of the output (a named run, for
     /// its followers) stops pacing then, or the command's end would wait on a reader.
     pub drain_now: Option<CancellationToken>,
+    /// End the daemons this command leaves behind even when the server keeps daemons (the request's
+    /// `"daemons": "end"`).
+    pub end_daemons: bool,
 }
 
 /// How a command ended, and what its capture kept of each pipe (`K`: the capture's [`Sink::Kept`]).
@@ -143,13 +154,14 @@ enum Stop {
 impl ProcessEngine {
     /// An engine that counts its commands into `metrics`.
     pub fn new(policy: Policy, metrics: CommandMetrics) -> Self {
+        let daemons = daemons::Daemons::new(policy.daemons.clone(), metrics.clone());
         ProcessEngine {
             inner: Arc::new(Inner {
                 policy,
                 live_groups: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 shutdown_at: OnceLock::new(),
-                sweeper: Arc::default(),
+                sweeper: Arc::new(escaped::Sweeper::new(daemons)),
                 sweeper_started: std::sync::Once::new(),
                 metrics,
             }),
@@ -174,8 +186,17 @@ impl ProcessEngine {
             (live.keys().map(|pgid| pgid.get()).collect(), live.values().copied().collect())
         };
         jobs.extend(self.inner.sweeper.pending());
-        let mut escapees = Tagged::new(jobs.into_iter().map(escaped::tag).collect()).outside_groups(groups);
+        // Kept daemons end with the commands, within the same grace.
+        let (daemon_jobs, sessions) = self.inner.sweeper.end_every_daemon();
+        jobs.extend(daemon_jobs);
+        let mut escapees =
+            Tagged::new(jobs.into_iter().map(escaped::tag).collect()).with_sessions(sessions).outside_groups(groups);
         group::ask_to_stop(&mut escapees);
+    }
+
+    /// How many daemons (sessions commands left behind) the server keeps now.
+    pub fn daemons_kept(&self) -> usize {
+        self.inner.sweeper.daemons().len()
     }
 
     /// Completes the shutdown before the process exits: waits until the grace period that [`ProcessEngine::shutdown`]
@@ -199,11 +220,13 @@ impl ProcessEngine {
         self.unfinished().signal(Signal::SIGKILL);
     }
 
-    /// Whatever carries the tag of a job that is running, or finished but not yet swept.
+    /// Whatever carries the tag of a job that is running, or finished but not yet swept, and the kept daemons being
+    /// ended.
     fn unfinished(&self) -> Tagged {
         let mut jobs: Vec<u64> = self.inner.live_groups.lock().unwrap().values().copied().collect();
-        jobs.extend(self.inner.sweeper.unfinished());
-        Tagged::new(jobs.into_iter().map(escaped::tag).collect())
+        let (swept, sessions) = self.inner.sweeper.unfinished();
+        jobs.extend(swept);
+        Tagged::new(jobs.into_iter().map(escaped::tag).collect()).with_sessions(sessions)
     }
 
     /// Runs `job` to its end. `cancel` stops it early (TERM → grace → KILL to its whole group), as does
@@ -220,6 +243,7 @@ impl ProcessEngine {
         cancel: CancellationToken,
     ) -> Result<Outcome<Kept<C>>, StartError> {
         let _running = self.inner.metrics.running();
+        let _active = Active::new(&self.inner.sweeper);
         let result = self.run_job(job, capture, cancel).await;
         let metrics = &self.inner.metrics;
         match &result {
@@ -277,7 +301,13 @@ impl ProcessEngine {
             Some(both) => both,
             None => self.drain(readers, &job, deadline).await,
         };
-        self.clean_up_after(running, end.group_stopped);
+        // Its output is read (to the terminal's end, or the drain window's): the transport's handle lets go of it.
+        if let Some(terminal) = &job.terminal {
+            terminal.handle.detach();
+        }
+        // Its daemons may be kept only if it ended by itself and nobody asked to end them (see `daemons`).
+        let may_keep = !end.group_stopped && !job.end_daemons;
+        self.clean_up_after(running, end.group_stopped, may_keep);
 
         let (exit_code, signal) = match &end.status {
             Ok(status) => exit_code_of(*status),
@@ -324,16 +354,32 @@ impl ProcessEngine {
         capture: C,
         last_output: &Arc<LastOutput>,
     ) -> Result<(Running, Readers<Kept<C>>), StartError> {
-        let mut leader = spawn::start_leader(id, job, program)?;
+        let spawn::Started { mut leader, terminal } = spawn::start_leader(id, job, program)?;
         let guard = GroupGuard::register(self.clone(), leader.pgid(), id);
         if let Some(group) = &job.group {
             let _ = group.set(leader.pgid());
         }
-        let feeder = spawn::feed_stdin(job, &mut leader);
         let stop = CancellationToken::new();
-        let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
-        let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
-        Ok((Running { id, leader, guard, feeder }, Readers { reading, stop }))
+        let Some(spawn::StartedTerminal { master, slave_path }) = terminal else {
+            // What no daemon the command leaves may hold: its pipes (before they are taken and, later, closed).
+            let descriptors = spawn::pipe_identities(leader.child());
+            let feeder = spawn::feed_stdin(job, &mut leader);
+            let (stdout, stderr) = (leader.child().stdout.take(), leader.child().stderr.take());
+            let reading = Box::pin(read_both(stdout, stderr, capture, stop.clone(), last_output.clone()));
+            return Ok((Running { id, leader, guard, feeder, descriptors, session: None }, Readers { reading, stop }));
+        };
+        // A terminal: one output stream (stdout's), the input written into the master, and the transport's handle
+        // (a duplicate of the master) for resizes.
+        if let (Some(handle), Ok(master)) = (&job.terminal, master.as_fd().try_clone_to_owned()) {
+            handle.handle.attach(master);
+        }
+        let (output, input) = master.into_split();
+        let feeder = job.stdin_stream.take().map(|stream| spawn::Feeder::terminal(stream, input));
+        let output = Some(terminal::TerminalOutput(output));
+        let reading = Box::pin(read_both(output, None::<ChildStderr>, capture, stop.clone(), last_output.clone()));
+        // Its session is its own (pid = sid): no process of it is a daemon to keep, nor one holding its terminal.
+        let session = Some(leader.pgid().get());
+        Ok((Running { id, leader, guard, feeder, descriptors: vec![slave_path], session }, Readers { reading, stop }))
     }
 
     /// Wait: for the leader to exit, or else its timeout, its idle timeout (no output for that long), its
@@ -410,14 +456,15 @@ impl ProcessEngine {
 
     /// Whatever the command left behind, in its group (unless the wait already stopped it) or escaped from it, is
     /// terminated by the same policy, in the background: the result does not wait for it.
-    fn clean_up_after(&self, running: Running, group_stopped: bool) {
-        let Running { id, leader, guard, .. } = running;
+    fn clean_up_after(&self, running: Running, group_stopped: bool, may_keep: bool) {
+        let Running { id, leader, guard, descriptors, session, .. } = running;
         let pgid = leader.pgid();
         let grace = self.inner.policy.grace;
         // The leader (reaped) is let go only now, as before the split: after its pipes were drained.
         drop(leader);
         let finished = move |guard: GroupGuard| {
-            guard.engine.inner.sweeper.job_finished(id);
+            let finished = daemons::Finished { job: id, may_keep, descriptors, session };
+            guard.engine.inner.sweeper.job_finished(finished);
             guard.release();
         };
         // The common case, a group that ended with its leader, is settled here and now: the same first look as
@@ -455,12 +502,32 @@ fn outcome_of<K>(outcome: &Outcome<K>) -> CommandOutcome {
     }
 }
 
-/// A started command: its leader, its place in the engine's live set, and the feeder of a streamed stdin.
+/// A started command: its leader, its place in the engine's live set, the feeder of a streamed stdin, and what its
+/// descriptors were (for the daemon rule).
 struct Running {
     id: u64,
     leader: group::Leader,
     guard: GroupGuard,
     feeder: Option<spawn::Feeder>,
+    descriptors: Vec<String>,
+    /// A terminal run's own session (its leader's pid).
+    session: Option<i32>,
+}
+
+/// A command counted as running for `--daemon-idle` until dropped (also when its run is abandoned).
+struct Active(Arc<escaped::Sweeper>);
+
+impl Active {
+    fn new(sweeper: &Arc<escaped::Sweeper>) -> Self {
+        sweeper.daemons().command_started();
+        Active(sweeper.clone())
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.daemons().command_ended();
+    }
 }
 
 /// The reading of a command's pipes, and the switch that ends it early.
@@ -481,10 +548,10 @@ type BothPipes<K> = (Piped<K>, Piped<K>);
 /// What a capture's sinks keep of one pipe.
 pub type Kept<C> = <<C as Capture>::Sink as Sink>::Kept;
 
-/// Reads both pipes (those the command has) to their ends, together.
-async fn read_both<C: Capture>(
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
+/// Reads both pipes (those the command has; a terminal run's one output is stdout's) to their ends, together.
+async fn read_both<C: Capture, O: AsyncRead + Unpin + Send, E: AsyncRead + Unpin + Send>(
+    stdout: Option<O>,
+    stderr: Option<E>,
     capture: C,
     stop: CancellationToken,
     last_output: Arc<LastOutput>,
@@ -556,7 +623,11 @@ mod tests {
     #[tokio::test]
     async fn a_stop_after_the_leader_exited_by_itself_is_not_its_end() {
         let engine = ProcessEngine::new(
-            Policy { grace: Duration::from_secs(5), drain: Duration::from_millis(50) },
+            Policy {
+                grace: Duration::from_secs(5),
+                drain: Duration::from_millis(50),
+                daemons: daemons::DaemonPolicy { keep: false, max: 0, idle: None },
+            },
             Metrics::default().commands().clone(),
         );
         for round in 0..10 {
@@ -567,10 +638,12 @@ mod tests {
                 env: vec![("PATH".into(), std::env::var_os("PATH").unwrap_or_default())],
                 stdin: None,
                 stdin_stream: None,
+                terminal: None,
                 timeout: Duration::from_secs(60),
                 idle_timeout: None,
                 group: Some(group.clone()),
                 drain_now: None,
+                end_daemons: false,
             };
             let cancel = CancellationToken::new();
             let run = tokio::spawn({

@@ -57,9 +57,22 @@ impl StartError {
     }
 }
 
-/// The leader of job `id` (its argv, working directory, environment and the job tag), spawned in a new process
-/// group with its stdout and stderr piped and its stdin piped when the job has any. `program`: the name messages use.
-pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<group::Leader, StartError> {
+/// A started leader, and the master of its terminal when it runs on one.
+pub struct Started {
+    pub leader: group::Leader,
+    pub terminal: Option<StartedTerminal>,
+}
+
+/// The master of a TTY run's terminal, and the slave's path (which no daemon it leaves may hold).
+pub struct StartedTerminal {
+    pub master: pty_process::Pty,
+    pub slave_path: String,
+}
+
+/// The leader of job `id` (its argv, working directory, environment and the job tag): spawned in a new process
+/// group with its stdout and stderr piped and its stdin piped when the job has any; or, for a job with a terminal,
+/// in a new session on a new pty as its controlling terminal. `program`: the name messages use.
+pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<Started, StartError> {
     let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
     let resolved = resolve_program(first, job).ok_or_else(|| start_error(job, program, None))?;
     let mut command = Command::new(resolved);
@@ -69,11 +82,21 @@ pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<group::Leader, 
         .current_dir(job.cwd.enter())
         .env_clear()
         .envs(job.env.iter().map(|(k, v)| (k, v)))
-        .env(escaped::JOB_VARIABLE, escaped::tag_value(id))
+        .env(escaped::JOB_VARIABLE, escaped::tag_value(id));
+    let failed = |err: std::io::Error| start_error(job, program, Some(&err));
+    if let Some(terminal) = &job.terminal {
+        let pty = group::open_pty(terminal.rows, terminal.cols).map_err(failed)?;
+        super::terminal::set_modes(&pty.master);
+        let slave_path = pty.path.display().to_string();
+        let leader = group::spawn_pty_leader(command, pty.slave).map_err(failed)?;
+        return Ok(Started { leader, terminal: Some(StartedTerminal { master: pty.master, slave_path }) });
+    }
+    command
         .stdin(if job.stdin.is_some() || job.stdin_stream.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    group::spawn_leader(&mut command).map_err(|err| start_error(job, program, Some(&err)))
+    let leader = group::spawn_leader(&mut command).map_err(failed)?;
+    Ok(Started { leader, terminal: None })
 }
 
 /// Feeds the job's stdin (taken from `job`) to the leader in the background: its bytes, or its stream, whose
@@ -94,6 +117,22 @@ pub fn feed_stdin(job: &mut Job, leader: &mut group::Leader) -> Option<Feeder> {
     None
 }
 
+/// The command's pipes as its descriptors name them in `/proc/<pid>/fd` (`pipe:[INODE]`): what a daemon the command
+/// leaves must not hold (see `daemons`).
+pub fn pipe_identities(child: &tokio::process::Child) -> Vec<String> {
+    use std::os::fd::AsFd;
+    let fds = [
+        child.stdin.as_ref().map(AsFd::as_fd),
+        child.stdout.as_ref().map(AsFd::as_fd),
+        child.stderr.as_ref().map(AsFd::as_fd),
+    ];
+    fds.into_iter()
+        .flatten()
+        .filter_map(|fd| nix::sys::stat::fstat(fd).ok())
+        .map(|stat| format!("pipe:[{}]", stat.st_ino))
+        .collect()
+}
+
 /// The task writing a streamed stdin into the command's pipe.
 pub struct Feeder {
     task: tokio::task::JoinHandle<super::stdin::Fed>,
@@ -101,6 +140,13 @@ pub struct Feeder {
 }
 
 impl Feeder {
+    /// Feeds `stream` into a TTY run's terminal.
+    pub fn terminal(stream: super::stdin::StdinStream, master: pty_process::OwnedWritePty) -> Self {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(super::stdin::feed_terminal(stream, master, stop.clone()));
+        Feeder { task, stop }
+    }
+
     /// The command has ended: stops the feeding and counts the bytes the command took.
     pub async fn finish(self) -> Option<u64> {
         self.stop.cancel();

@@ -160,12 +160,13 @@ pub async fn feed_pipe(stream: StdinStream, pipe: tokio::process::ChildStdin, st
 }
 
 /// Writes the stream's chunks into a terminal (issue 23) until `stop`. A terminal has no EOF; a failed write means
-/// the terminal is gone.
-pub async fn feed_terminal<W: AsyncWrite + Unpin>(stream: StdinStream, terminal: W, stop: CancellationToken) {
+/// the terminal is gone. What a terminal's reader took is not counted: the line discipline reads the bytes.
+pub async fn feed_terminal<W: AsyncWrite + Unpin>(stream: StdinStream, terminal: W, stop: CancellationToken) -> Fed {
     let StdinStream { chunks, shared } = stream;
-    let _ = feed(chunks, &shared, terminal, &stop).await;
+    let (written, _) = feed(chunks, &shared, terminal, &stop).await;
     stop.cancelled().await;
     shared.close(StdinClosed::Ended);
+    Fed { written, unread_probe: None }
 }
 
 /// How [`feed`] left the pipe.

@@ -194,10 +194,12 @@ pub fn job_of(
         env: env.to_vec(),
         stdin,
         stdin_stream: None,
+        terminal: None,
         timeout: Duration::from_secs(timeout_of(request.timeout.as_ref(), min_timeout, max_timeout)),
         idle_timeout: None,
         group: None,
         drain_now: None,
+        end_daemons: false,
     })
 }
 

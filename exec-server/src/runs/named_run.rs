@@ -14,6 +14,7 @@ use super::input::RunInput;
 use super::kept_argv::KeptArgv;
 use super::log::{Found, Pending, Read, StreamLog, MEMORY_PER_STREAM};
 use crate::ending::Ending;
+use crate::engine::terminal::Terminal;
 
 /// A named run, shared by the task that runs it, its readers and the registry.
 #[derive(Debug)]
@@ -30,6 +31,8 @@ pub struct NamedRun {
     pub group: Arc<OnceLock<Pgid>>,
     /// Its stdin, when it asked for `stdin_stream` (issue 22): set before the run is started.
     input: OnceLock<RunInput>,
+    /// Its terminal, when it asked for `tty` (issue 23): set before the run is started.
+    terminal: OnceLock<Arc<Terminal>>,
     /// Bumped on every change a reader may wait for (output, the end).
     changed: watch::Sender<u64>,
     /// Bumped when a follower moves or leaves: the command may go on (see [`NamedRun::paced`]).
@@ -92,6 +95,7 @@ impl NamedRun {
             cancel: CancellationToken::new(),
             group: Arc::default(),
             input: OnceLock::new(),
+            terminal: OnceLock::new(),
             changed: watch::Sender::new(0),
             inner: Mutex::new(Inner {
                 stdout,
@@ -220,6 +224,16 @@ impl NamedRun {
         self.input.get()
     }
 
+    /// Gives the run its terminal (before its command starts; a second one is ignored).
+    pub fn open_terminal(&self, terminal: Arc<Terminal>) {
+        let _ = self.terminal.set(terminal);
+    }
+
+    /// Its terminal, if it runs on one.
+    pub fn terminal(&self) -> Option<&Terminal> {
+        self.terminal.get().map(Arc::as_ref)
+    }
+
     /// Records the end; a cancellation by someone carries their cause and message.
     pub fn finish(&self, mut end: Ending) {
         if let Some(input) = self.input.get() {
@@ -324,7 +338,7 @@ impl NamedRun {
             attached: inner.attached,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             stopped_by: end.and_then(|end| end.stopped_by),
-            tty: false,
+            tty: self.terminal.get().is_some(),
         }
     }
 }

@@ -1,7 +1,12 @@
-//! Forwarding one command: blocking (`POST /exec`) or streaming (`POST /exec/stream`), resumed when the connection is
-//! lost ([`crate::sidecar::resume`]), and how the client ends.
+//! Forwarding one command: negotiated (`POST /exec` that takes an event stream when the server has one, the
+//! default), streaming (`POST /exec/stream`) or blocking (`POST /exec`), resumed when the connection is lost
+//! ([`crate::sidecar::resume`]), and how the client ends. In the streaming modes the client's stdin is streamed
+//! beside the output ([`crate::sidecar::stdin_pump`]) and the signals it gets are delivered as sent
+//! ([`crate::sidecar::signals`]).
 
+use std::cell::Cell;
 use std::io::Write;
+use std::time::{Duration, Instant};
 
 use crate::sidecar::reply_reader::ReplyWriteError;
 
@@ -10,85 +15,315 @@ use crate::exit::EXIT_BROKEN_PIPE;
 use crate::sidecar::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
 use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error};
 use crate::sidecar::output::RunOutput;
-use crate::sidecar::reported_code;
-use crate::sidecar::resume::{self, Follow, NextRequest, OwnedRun};
-use crate::sidecar::settings::CallSettings;
+use crate::sidecar::reported_code::{self, Outcome};
+use crate::sidecar::resume::{self, First, Follow, NextRequest, OwnedRun};
+use crate::sidecar::settings::{CallSettings, OutputMode};
 use crate::sidecar::sidecars::Target;
-use crate::sidecar::stream::ErrorFrames;
+use crate::sidecar::signals::{self, ForwardedSignals, Received};
+use crate::sidecar::stdin_pump::{PumpEnd, StdinPump};
+use crate::sidecar::stdin_source::StdinSource;
+use crate::sidecar::stream::{self, ErrorFrames};
 use crate::terminal_safe::terminal_safe;
 
-/// Sends `body` (the request, already checked against the body limit) and reproduces what comes back. `run` is the
-/// run the body starts (named or not; see [`crate::sidecar::resume`]): it says afterwards whether the client must cancel it.
-pub async fn forward(target: &Target, settings: &CallSettings, mut body: Vec<u8>, run: &mut OwnedRun) -> ClientExit {
-    let client = match http_client(settings.stream, target.socket.as_deref()) {
+/// One call: where it goes, with what, and what it knows of the command.
+pub struct Call<'a> {
+    pub target: &'a Target,
+    pub settings: &'a CallSettings,
+    /// The request (already checked against the body limit).
+    pub body: Vec<u8>,
+    /// The command's program name (`cmd[0]`), for the shell's kind of message when it never started.
+    pub program: &'a str,
+    /// What is streamed as stdin (the request asked for `stdin_stream` unless [`StdinSource::Nothing`]).
+    pub stdin: StdinSource,
+}
+
+/// How long the client waits on a 503 that carries `Retry-After` before it gives up on the sidecar (issue 24
+/// item 14): a sidecar whose `--max-runs` or `--max-concurrent` is full is busy, not gone.
+pub const BUSY_FOR: Duration = Duration::from_secs(60);
+
+/// The blocking call (SIDECAR_STREAM=0): `POST /exec`, one reply at the end, exactly the client before issue 22.
+/// `run` is the run the body starts (named or not; see [`crate::sidecar::resume`]): it says afterwards whether the
+/// client must cancel it.
+pub async fn blocking(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
+    let (target, settings) = (call.target, call.settings);
+    let client = match http_client(false, target.socket.as_deref()) {
         Ok(client) => client,
         Err(err) => return ClientExit::fail(err.to_string()),
     };
-    if settings.stream {
-        let plan =
-            Follow { target, client: &client, settings: Some(settings), body: Some(&body), verbose: settings.verbose };
-        let mut errors = ErrorFrames { last: None, print: true };
-        return resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, NextRequest::Post, None).await;
-    }
-    // Kept only for a run that may be resumed (its POST may have to be sent again).
-    let sent = if run.resumable() { body.clone() } else { std::mem::take(&mut body) };
-    let call = authorized(client.post(target.endpoint("/exec")), target, Some(settings))
-        .header("content-type", "application/json")
-        .body(sent)
-        .timeout(settings.blocking_deadline());
+    let sent = |client: &reqwest::Client| {
+        authorized(client.post(target.endpoint("/exec")), target, Some(settings))
+            .header("content-type", "application/json")
+            .body(call.body.clone())
+            .timeout(settings.blocking_deadline())
+    };
     run.live = true;
-    let (lost, stdout_written) = match call.send().await {
-        Ok(response) if !response.status().is_success() => {
-            let (status, location) = (response.status(), location(&response));
-            let body = small_text(response).await;
-            return ClientExit::fail(refusal(target, Some(settings), status, location.as_deref(), &body));
-        }
-        Ok(response) => {
-            // Only a server that said it keeps the run is asked to forget it (see `OwnedRun::should_forget`).
-            let kept = response.headers().contains_key(protocol::RUN_KEPT_HEADER);
-            let mut ended_with = None;
-            match blocking_reply(target, settings, response, &mut ended_with).await {
-                Ok(exit) => {
-                    run.live = false;
-                    if kept {
-                        run.kept();
-                        run.ended_with = ended_with;
-                    }
-                    return exit;
+    match send_when_free(target, settings, || sent(&client)).await {
+        Sent::Reply(response) => reply(call, run, response).await,
+        Sent::Lost(lost) => resume_reply(call, run, lost, 0).await,
+        Sent::Ended(exit) => exit,
+    }
+}
+
+/// The default (negotiated) and streaming calls, with stdin streamed and signals delivered as sent. Ends when the
+/// exit frame comes, whatever stdin does.
+pub async fn streamed(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
+    let (target, settings) = (call.target, call.settings);
+    let Ok(mut received) = ForwardedSignals::install() else {
+        return ClientExit::fail("cannot install signal handlers");
+    };
+    let negotiate = settings.mode == OutputMode::Negotiate;
+    // Negotiated: no read timeout on the client, a contract server's JSON reply comes only at the end (the stream
+    // reader keeps its own, see sidecar::stream).
+    let client = match http_client(!negotiate, target.socket.as_deref()) {
+        Ok(client) => client,
+        Err(err) => return ClientExit::fail(err.to_string()),
+    };
+    let (open, opened) = tokio::sync::watch::channel(false);
+    let taken = Cell::new(0);
+    let id = run.id.clone();
+    let pump = async {
+        match (&id, call.stdin.streams()) {
+            (Some(id), true) => {
+                let pump = StdinPump {
+                    target,
+                    client: &client,
+                    settings,
+                    id,
+                    source: call.stdin,
+                    open: opened,
+                    taken: &taken,
+                };
+                if let PumpEnd::Failed(why) = pump.run().await {
+                    eprintln!("sidecar-exec: {why}");
                 }
-                Err(lost) => lost,
+            }
+            _ => std::future::pending().await,
+        }
+    };
+    let exit = {
+        let output = follow_call(call, &mut *run, &client, &open, negotiate);
+        tokio::pin!(pump, output);
+        let mut pumping = true;
+        loop {
+            tokio::select! {
+                exit = &mut output => break exit,
+                () = &mut pump, if pumping => pumping = false,
+                signal = received.recv() => {
+                    let Some(id) = &id else {
+                        match signal {
+                            // Only this process stops, as before issue 22: an unnamed run takes no signals.
+                            Received::Stop => {
+                                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+                                continue;
+                            }
+                            Received::Forward(signal) => break ClientExit::code(128 + signal as i32),
+                        }
+                    };
+                    match signal {
+                        Received::Forward(signal) => {
+                            if !signals::deliver(target, &client, settings, id, signal).await {
+                                // The server takes no signals for the run (not ours, not named, gone): cancel it, as
+                                // before issue 22.
+                                break ClientExit::code(128 + signal as i32);
+                            }
+                        }
+                        Received::Stop => signals::stop_both(target, &client, settings, id).await,
+                    }
+                }
             }
         }
-        // Never connected (nothing started), or the command's own deadline passed: nothing to resume.
-        Err(err) if err.is_connect() || err.is_timeout() => return ClientExit::fail(transport_error(target, &err)),
-        Err(err) => (transport_error(target, &err), 0),
     };
+    if !*open.borrow() && call.stdin == StdinSource::Stream && crate::stdin::has_data_now() {
+        eprintln!(
+            "sidecar-exec: the sidecar at {} does not take streamed stdin (an older server or the contract's): \
+             stdin was not forwarded",
+            target.url
+        );
+    }
+    // A regular file is left where a native run leaves it: after what the command consumed.
+    if *open.borrow() {
+        call.stdin.leave_offset(run.stdin_consumed.unwrap_or(taken.get()));
+    }
+    exit
+}
+
+/// The first request of a streamed call, then its stream (or, from a server that does not stream, its JSON reply).
+async fn follow_call(
+    call: &Call<'_>,
+    run: &mut OwnedRun,
+    client: &reqwest::Client,
+    open: &tokio::sync::watch::Sender<bool>,
+    negotiate: bool,
+) -> ClientExit {
+    let (target, settings) = (call.target, call.settings);
+    let first = || {
+        let request = match negotiate {
+            true => authorized(client.post(target.endpoint("/exec")), target, Some(settings))
+                .header("accept", protocol::STREAM_ACCEPT)
+                .timeout(settings.blocking_deadline()),
+            false => authorized(client.post(target.endpoint("/exec/stream")), target, Some(settings)),
+        };
+        request.header("content-type", "application/json").body(call.body.clone())
+    };
+    run.live = true;
+    let (response, lost) = match send_when_free(target, settings, first).await {
+        Sent::Reply(response) => (Some(response), None),
+        Sent::Lost(lost) => (None, Some(lost)),
+        Sent::Ended(exit) => return exit,
+    };
+    let Some(response) = response else {
+        return follow_stream(call, run, client, open, First::Send(NextRequest::Reattach), lost).await;
+    };
+    if negotiate && !stream::is_event_stream(&response) {
+        return reply(call, run, response).await;
+    }
+    follow_stream(call, run, client, open, First::Reply(response), None).await
+}
+
+/// A streamed call's output, written as it comes, followed across lost connections.
+async fn follow_stream(
+    call: &Call<'_>,
+    run: &mut OwnedRun,
+    client: &reqwest::Client,
+    open: &tokio::sync::watch::Sender<bool>,
+    first: First,
+    lost: Option<String>,
+) -> ClientExit {
+    let (target, settings) = (call.target, call.settings);
+    let plan = Follow {
+        target,
+        client,
+        settings: Some(settings),
+        body: Some(&call.body),
+        verbose: settings.verbose,
+        stdin_open: Some(open),
+        program: Some(call.program),
+    };
+    let mut errors = ErrorFrames { print: true, ..ErrorFrames::default() };
+    resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, first, lost).await
+}
+
+/// What became of the first request.
+enum Sent {
+    /// A 2xx reply.
+    Reply(reqwest::Response),
+    /// The connection failed after the request may have reached the server: why (a named run is resumed).
+    Lost(String),
+    /// Nothing to go on with: the call's end.
+    Ended(ClientExit),
+}
+
+/// Sends the first request (`request` builds it again for a retry). A 503 with `Retry-After` (the sidecar is full)
+/// is retried after the time it asks for (1 to 10 s), for [`BUSY_FOR`] at most, with one line saying so; anything
+/// else that is not 2xx, a failure to connect or the deadline is the call's end.
+async fn send_when_free(
+    target: &Target,
+    settings: &CallSettings,
+    request: impl Fn() -> reqwest::RequestBuilder,
+) -> Sent {
+    let started = Instant::now();
+    let mut told = false;
+    loop {
+        let response = match request().send().await {
+            Ok(response) => response,
+            // Never connected (nothing started), or the command's own deadline passed: nothing to resume.
+            Err(err) if err.is_connect() || err.is_timeout() => {
+                return Sent::Ended(ClientExit::fail(transport_error(target, &err)))
+            }
+            Err(err) => return Sent::Lost(transport_error(target, &err)),
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Sent::Reply(response);
+        }
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .map(|secs| Duration::from_secs(secs.clamp(1, 10)));
+        let location = location(&response);
+        let body = small_text(response).await;
+        let message = refusal(target, Some(settings), status, location.as_deref(), &body);
+        match retry_after {
+            Some(wait) if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && started.elapsed() + wait < BUSY_FOR => {
+                if !std::mem::replace(&mut told, true) {
+                    eprintln!("sidecar-exec: {message}; retrying for up to {} s", BUSY_FOR.as_secs());
+                }
+                tokio::time::sleep(wait).await;
+            }
+            _ if told => {
+                let waited = started.elapsed().as_secs();
+                return Sent::Ended(ClientExit::fail(format!(
+                    "{message} (still refused after {waited} s of retrying)"
+                )));
+            }
+            _ => return Sent::Ended(ClientExit::fail(message)),
+        }
+    }
+}
+
+/// What a blocking reply said besides the exit: its size once all of it was written, and the signal the command
+/// died of.
+#[derive(Debug, Default)]
+struct Ended {
+    written_all: Option<u64>,
+    signal: Option<i32>,
+}
+
+/// A JSON reply to `POST /exec` (blocking, or negotiated with a server that does not stream), reproduced; when the
+/// connection is lost while it arrives, a named run is followed from what was written.
+async fn reply(call: &Call<'_>, run: &mut OwnedRun, response: reqwest::Response) -> ClientExit {
+    // Only a server that said it keeps the run is asked to forget it (see `OwnedRun::should_forget`).
+    if response.headers().contains_key(protocol::RUN_KEPT_HEADER) {
+        run.kept();
+    }
+    let mut ended = Ended::default();
+    match blocking_reply(call, response, &mut ended).await {
+        Ok(exit) => {
+            run.live = false;
+            run.ended_with = ended.written_all;
+            run.died_of = ended.signal;
+            exit
+        }
+        Err((lost, stdout_written)) => resume_reply(call, run, lost, stdout_written).await,
+    }
+}
+
+/// The blocking reply was lost on the way: follow the run's stream from what was already written of stdout (the
+/// command's first bytes, see `body::read_reply`), keep it, print it as the reply would.
+async fn resume_reply(call: &Call<'_>, run: &mut OwnedRun, lost: String, stdout_written: u64) -> ClientExit {
     if !run.resumable() {
         return ClientExit::fail(lost);
     }
-    // The reply was lost on the way: follow the run's stream from what was already written of stdout (the
-    // command's first bytes, see `body::read_reply`), keep it, print it as the reply would.
-    let client = match http_client(true, target.socket.as_deref()) {
+    let client = match http_client(true, call.target.socket.as_deref()) {
         Ok(client) => client,
         Err(err) => return ClientExit::fail(err.to_string()),
     };
-    let plan =
-        Follow { target, client: &client, settings: Some(settings), body: Some(&body), verbose: settings.verbose };
-    let mut errors = ErrorFrames { last: None, print: false };
+    let plan = Follow {
+        target: call.target,
+        client: &client,
+        settings: Some(call.settings),
+        body: Some(&call.body),
+        verbose: call.settings.verbose,
+        stdin_open: None,
+        program: Some(call.program),
+    };
+    let mut errors = ErrorFrames::default();
     let mut output = RunOutput::collect_after(stdout_written);
-    resume::follow(&plan, run, &mut output, &mut errors, NextRequest::Reattach, Some(lost)).await
+    resume::follow(&plan, run, &mut output, &mut errors, First::Send(NextRequest::Reattach), Some(lost)).await
 }
 
-/// The reply of `POST /exec`, reproduced; `written_all` gets the reply's size once all of it was written (it stands
+/// The reply of `POST /exec`, reproduced; `ended.written_all` gets the reply's size once all of it was written (it stands
 /// for the output's: escaped JSON is at least as large; see [`OwnedRun::should_forget`]). `Err` when the connection was
 /// lost while reading it: why, and how many bytes of stdout were written meanwhile (the command's first ones: see
 /// [`crate::sidecar::body::read_reply`]).
 async fn blocking_reply(
-    target: &Target,
-    settings: &CallSettings,
+    call: &Call<'_>,
     response: reqwest::Response,
-    written_all: &mut Option<u64>,
+    ended: &mut Ended,
 ) -> Result<ClientExit, (String, u64)> {
+    let (target, settings) = (call.target, call.settings);
     // Large pieces: stdout's own buffer is line-buffered, and a reply is often thousands of lines.
     let mut stdout = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
     let (mut written, mut received) = (0, 0);
@@ -145,6 +380,16 @@ async fn blocking_reply(
         notes.push("stderr was cut at the server's output cap; set SIDECAR_STREAM=1 to get all of it".to_owned());
     }
     notes.extend(reply.error.as_deref().map(terminal_safe));
-    *written_all = Some(received);
-    Ok(reported_code::finished(target, reply.exit_code, reply.timed_out, reply.error.as_deref(), notes))
+    ended.written_all = Some(received);
+    ended.signal = reply.signal;
+    let outcome = Outcome {
+        code: reply.exit_code,
+        timed_out: reply.timed_out,
+        error: reply.error.as_deref(),
+        start_error: reply.start_error,
+    };
+    if reported_code::as_shell(outcome.start_error, call.program).is_some() {
+        notes.clear();
+    }
+    Ok(reported_code::finished(target, Some(settings), Some(call.program), &outcome, notes))
 }

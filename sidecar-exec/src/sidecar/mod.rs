@@ -1,12 +1,16 @@
 //! sidecar-exec: runs a command in a build sidecar over the build-sidecar contract's HTTP API, as if it ran here.
 //! [`program`] is the program. Its configuration: [`sidecars`] (BUILD_SIDECARS), [`token`], [`settings`]
-//! (SIDECAR_*). A call: [`stdin_body`] and [`request`] build it, [`forward`] sends it blocking or streaming, [`resume`] follows a named
-//! run across lost connections into [`output`], [`reported_code`] gives the exit code. On the wire: [`http`] (the
+//! (SIDECAR_*), [`env_sent`] (the variables sent), [`explain`]. A call: [`stdin_body`] and [`request`] build it,
+//! [`forward`] sends it negotiated, streaming or blocking, [`stdin_source`] and [`stdin_pump`] stream stdin,
+//! [`signals`] delivers signals as sent, [`resume`] follows a named run across lost connections into [`output`],
+//! [`reported_code`] gives the exit code. On the wire: [`http`] (the
 //! client and its messages), [`body`], [`reply_reader`] and [`json_string`] (a blocking reply), [`sse`] and
 //! [`stream`] (an event stream). The other modes: [`runs`] (`--runs`, `--attach`, cancelling), [`status`].
 
 pub mod body;
 pub mod config_error;
+pub mod env_sent;
+pub mod explain;
 pub mod forward;
 pub mod http;
 pub mod json_string;
@@ -20,8 +24,12 @@ pub mod run_id;
 pub mod runs;
 pub mod settings;
 pub mod sidecars;
+pub mod signal_death;
+pub mod signals;
 pub mod sse;
 pub mod status;
 pub mod stdin_body;
+pub mod stdin_pump;
+pub mod stdin_source;
 pub mod stream;
 pub mod token;

@@ -32,6 +32,9 @@ pub enum RunOutputError {
     Gap { stream: StreamKind, at: u64, expected: u64 },
     /// Blocking mode held more than the client's reply bound.
     TooLarge,
+    /// A frame that would end past the largest offset there is (a `dropped` frame of 2^64 − 1 bytes): no stream
+    /// is that long, so it is refused like a gap, never trimmed away as if it were old.
+    Overflow { stream: StreamKind, at: u64, len: u64 },
 }
 
 impl RunOutputError {
@@ -158,7 +161,9 @@ impl RunOutput {
         if start > position {
             return Err(RunOutputError::Gap { stream, at: start, expected: position });
         }
-        let end = start + len;
+        let Some(end) = start.checked_add(len) else {
+            return Err(RunOutputError::Overflow { stream, at: start, len });
+        };
         if end <= position {
             self.trimmed_bytes += len;
             return Ok(());
@@ -275,6 +280,10 @@ mod tests {
         output.dropped(StreamKind::Stdout, 5, 1000).unwrap();
         output.chunk(StreamKind::Stdout, &chunk("tail", true, Some(1005))).unwrap();
         assert_eq!(held(&output).0, "head\n[… 1000 bytes dropped …]\ntail\n");
+        assert_eq!(
+            output.dropped(StreamKind::Stdout, 5, u64::MAX),
+            Err(RunOutputError::Overflow { stream: StreamKind::Stdout, at: 5, len: u64::MAX })
+        );
         assert_eq!(output.position(), (1010, 0));
         assert_eq!(output.complete(Some(1010), Some(0)), Ok(()));
     }

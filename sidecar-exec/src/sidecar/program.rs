@@ -9,13 +9,14 @@ use crate::exit::ClientExit;
 use crate::interrupt::InterruptHandlers;
 use crate::sidecar::config_error::SidecarConfigError;
 use crate::sidecar::resume::OwnedRun;
-use crate::sidecar::settings::{self, CallSettings};
+use crate::sidecar::settings::{self, CallSettings, OutputMode};
 use crate::sidecar::sidecars::{Sidecars, Target};
-use crate::sidecar::{forward, request, run_id, runs, status, stdin_body};
+use crate::sidecar::stdin_source::StdinSource;
+use crate::sidecar::{explain, forward, request, run_id, runs, signal_death, status, stdin_body};
 use crate::wrappers::backends::Client;
 use crate::{argv, stdin, wrappers};
 
-pub const USAGE: &str = "usage: sidecar-exec <runtime> <command> [args…]
+pub const USAGE: &str = "usage: sidecar-exec [--explain] <runtime> <command> [args…]
        sidecar-exec --status
        sidecar-exec --runs
        sidecar-exec --attach <runtime> <run-id>
@@ -53,6 +54,11 @@ pub struct Options {
     /// SSH_COMMANDS, host-run and auto-run); remove stale ones
     #[arg(long, value_name = "DIR", exclusive = true, verbatim_doc_comment)]
     install_wrappers: Option<Option<PathBuf>>,
+    /// Show what forwarding RUNTIME COMMAND… would send (the sidecar, the mode, stdin,
+    /// the names of the variables; values only for the default allowlist) and run nothing;
+    /// SIDECAR_VERBOSE=1 prints the same on stderr before every call
+    #[arg(long, verbatim_doc_comment)]
+    explain: bool,
     /// The runtime whose sidecar runs the command, then the command and its arguments
     #[arg(trailing_var_arg = true, value_name = "RUNTIME COMMAND ARGS")]
     words: Vec<OsString>,
@@ -65,6 +71,8 @@ pub enum Action {
     Forward {
         runtime: OsString,
         command: Vec<OsString>,
+        /// `--explain`: show what would be sent instead.
+        explain: bool,
     },
     Status,
     Runs,
@@ -78,7 +86,7 @@ pub enum Action {
 impl Options {
     /// The action these options ask for.
     pub fn action(self) -> Result<Action, UsageError> {
-        let Options { status, runs, attach, install_wrappers, words } = self;
+        let Options { status, runs, attach, install_wrappers, explain, words } = self;
         Ok(match (attach, install_wrappers) {
             _ if status => Action::Status,
             _ if runs => Action::Runs,
@@ -93,7 +101,7 @@ impl Options {
                 match (words.next(), words.as_slice()) {
                     (None, _) => return Err(UsageError::Missing("runtime and command")),
                     (Some(_), []) => return Err(UsageError::Missing("command after the runtime")),
-                    (Some(runtime), _) => Action::Forward { runtime, command: words.collect() },
+                    (Some(runtime), _) => Action::Forward { runtime, command: words.collect(), explain },
                 }
             }
         })
@@ -105,10 +113,15 @@ const ATTACH: (&str, &str) = ("--attach", "takes a runtime and a run id");
 
 /// What `--help` says after the options: exit codes, resume, and every variable.
 fn after_help() -> String {
-    let mut text = "Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed out; 255 when the
-sidecar could not start it; 1 for configuration or transport errors, or for a reported code no process can have
-(outside 0..255), always with a `sidecar-exec:` line on stderr; 130/143/129 when interrupted here by
-SIGINT/SIGTERM/SIGHUP (the remote command is cancelled too); 141 when our stdout closes early, quietly.
+    let mut text = "Exit codes: the command's own; 128+N when it died of signal N; 124 when it timed out (after
+SIDECAR_TIMEOUT, 600 s by default); 127 / 126 when the sidecar has no such command / may not run it (the shell's
+message); 255 when the sidecar could not start it otherwise; 1 for configuration or transport errors, or for a
+reported code no process can have (outside 0..255), always with a `sidecar-exec:` line on stderr; 141 when our stdout
+closes early, quietly (the remote command is cancelled).
+
+Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are delivered to the remote command as sent, and the client exits with
+the command's own code; Ctrl-Z stops the remote command and the client, `fg` continues both. stdin (a pipe, a
+file, a heredoc, a terminal) is streamed to the command (SIDECAR_STDIN=0: not).
 
 Resume: every run is named (SIDECAR_RESUME=0: not), so a lost connection does not end the command: the client
 reconnects and continues exactly where its output stopped, nothing doubled or missing. If it cannot reconnect
@@ -138,7 +151,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
 /// Does `action`: the exit code.
 pub fn perform(action: Action) -> i32 {
     match action {
-        Action::Forward { runtime, command } => run(&runtime, &command),
+        Action::Forward { runtime, command, explain } => run(&runtime, &command, explain),
         Action::Status => over_sidecars(|sidecars| async move { status::status(&sidecars).await }),
         Action::Runs => over_sidecars(|sidecars| async move { runs::list(&sidecars).await }),
         Action::Attach { runtime, id } => attach(&runtime, &id),
@@ -166,6 +179,9 @@ struct PreparedCall {
     settings: CallSettings,
     /// stdin is a pipe left unread (see [`stdin_body::Stdin::unread_pipe`]).
     unread_pipe: bool,
+    /// What is streamed as stdin ([`StdinSource::Nothing`] when it travels inline or not at all).
+    stdin: StdinSource,
+    program: String,
     body: Vec<u8>,
     run: OwnedRun,
 }
@@ -174,10 +190,17 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
     let cmd = argv::command_args(args)?;
     let target = Sidecars::from_env()?.target(runtime_name)?;
     let settings = CallSettings::from_env()?;
-    let stdin = stdin_body::read(settings.forward_stdin_pipe)?;
     let run_id = match settings.resume {
         true => Some(run_id::new_run_id().map_err(|err| ConfigError::Program(SidecarConfigError::NoRunId(err)))?),
         false => None,
+    };
+    // Streamed stdin needs a named run (input goes to /runs/{id}/stdin) and a streaming mode; otherwise stdin
+    // travels as before issue 22: a regular file inline, a pipe only with SIDECAR_STDIN=1 (design §5, §7).
+    let streams_stdin = run_id.is_some() && settings.mode != OutputMode::Blocking;
+    let (stdin, inline) = match (streams_stdin, settings.stdin_switch) {
+        (true, Some(false)) => (StdinSource::Nothing, stdin_body::Stdin { bytes: None, unread_pipe: false }),
+        (true, _) => (StdinSource::of_stdin(), stdin_body::Stdin { bytes: None, unread_pipe: false }),
+        (false, switch) => (StdinSource::Nothing, stdin_body::read(switch == Some(true))?),
     };
     let request = protocol::ExecRequest {
         cmd,
@@ -186,40 +209,58 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
         env: Some(settings.env.clone()),
         stdin: None,
         // Always base64: 4 bytes for 3 whatever stdin holds, so the limit is one stated number.
-        stdin_b64: stdin.bytes.as_deref().map(protocol::text::to_base64),
+        stdin_b64: inline.bytes.as_deref().map(protocol::text::to_base64),
         run_id: run_id.clone(),
         idle_timeout: settings.idle_timeout_secs.map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
         // This client reads `b64` and `output_b64`: binary output comes without its lossy twin.
         b64_only: true,
+        stdin_stream: stdin.streams(),
         ..Default::default()
     };
     let body = request::body(&request)?;
     let run = run_id.map_or_else(OwnedRun::unnamed, OwnedRun::named);
-    Ok(PreparedCall { target, settings, unread_pipe: stdin.unread_pipe, body, run })
+    let program = request.cmd.first().cloned().unwrap_or_default();
+    Ok(PreparedCall { target, settings, unread_pipe: inline.unread_pipe, stdin, program, body, run })
 }
 
-/// `sidecar-exec <runtime> <command> [args…]`.
-fn run(runtime: &OsString, command: &[OsString]) -> i32 {
+/// `sidecar-exec <runtime> <command> [args…]`; with `explain_only`, what would be sent, on stdout, and nothing
+/// is run.
+fn run(runtime: &OsString, command: &[OsString], explain_only: bool) -> i32 {
     let runtime_name = runtime.to_string_lossy().into_owned();
-    let PreparedCall { target, settings, unread_pipe, body, mut run } = match prepare(&runtime_name, command) {
-        Ok(prepared) => prepared,
-        Err(mistake) => return config_mistake(mistake),
-    };
+    let PreparedCall { target, settings, unread_pipe, stdin, program, body, mut run } =
+        match prepare(&runtime_name, command) {
+            Ok(prepared) => prepared,
+            Err(mistake) => return config_mistake(mistake),
+        };
+    if explain_only || settings.verbose {
+        let text = explain::explain(&target, &settings, stdin, &program);
+        if explain_only {
+            print!("{text}");
+            return 0;
+        }
+        eprint!("{text}");
+    }
     // Asked before forwarding and, if not yet, once after: never waiting, at most one line.
     let unread_data = || unread_pipe && stdin::has_data_now();
     let hinted = unread_data();
     if hinted {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
+    let call = forward::Call { target: &target, settings: &settings, body, program: &program, stdin };
     let exit = tokio_runtime().block_on(async {
-        let exit = until_interrupted(forward::forward(&target, &settings, body, &mut run)).await;
+        let exit = match settings.mode {
+            OutputMode::Blocking => until_interrupted(forward::blocking(&call, &mut run)).await,
+            OutputMode::Negotiate | OutputMode::Stream => forward::streamed(&call, &mut run).await,
+        };
         release(&target, &run).await;
         exit
     });
     if !hinted && unread_data() {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
-    exit.report("sidecar-exec")
+    let code = exit.report("sidecar-exec");
+    signal_death::die_like(code, run.died_of);
+    code
 }
 
 /// Runs `work` until it ends or a stopping signal comes; the signal drops `work`, which closes its connection (an
@@ -292,6 +333,7 @@ mod tests {
         let forward = |runtime: &str, command: &[&str]| Action::Forward {
             runtime: runtime.into(),
             command: command.iter().map(OsString::from).collect(),
+            explain: false,
         };
         assert_eq!(action(&["node", "npm", "-v"]), Ok(forward("node", &["npm", "-v"])));
         assert_eq!(
@@ -299,6 +341,8 @@ mod tests {
             Ok(forward("node", &["sh", "--status", "-h", "--"]))
         );
         assert_eq!(action(&["--", "node", "npm"]), Ok(forward("node", &["npm"])));
+        let explained = Action::Forward { runtime: "node".into(), command: vec!["npm".into()], explain: true };
+        assert_eq!(action(&["--explain", "node", "npm"]), Ok(explained));
         assert_eq!(action(&["--status"]), Ok(Action::Status));
         assert_eq!(action(&["--runs"]), Ok(Action::Runs));
         assert_eq!(action(&["--attach", "go", "r1"]), Ok(Action::Attach { runtime: "go".into(), id: "r1".into() }));

@@ -40,6 +40,9 @@ pub struct ReplyView<'a> {
     pub output_truncated: bool,
     #[serde(default)]
     pub stderr_truncated: bool,
+    /// Why the command never started, when the server says (issue 22).
+    #[serde(default)]
+    pub start_error: Option<protocol::StartErrorKind>,
     /// Raw, so that they are borrowed (an `Option<Cow<str>>` is always copied).
     #[serde(borrow, default)]
     output_b64: Option<&'a RawValue>,

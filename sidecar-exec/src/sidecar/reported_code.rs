@@ -1,24 +1,70 @@
 //! The exit code sidecar-exec ends with for a command the server reports as finished.
 
+use protocol::StartErrorKind;
+
 use crate::exit::ClientExit;
+use crate::sidecar::settings::CallSettings;
 use crate::sidecar::sidecars::Target;
 
+/// What the server reported of a command's end.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome<'a> {
+    pub code: i32,
+    pub timed_out: bool,
+    pub error: Option<&'a str>,
+    /// Why it never started, when the server says (issue 22, design §4).
+    pub start_error: Option<StartErrorKind>,
+}
+
+/// The shell's exit code and message for a command that never started, when it has them: 127 and
+/// `PROGRAM: command not found`, 126 and `PROGRAM: Permission denied`.
+pub fn as_shell(kind: Option<StartErrorKind>, program: &str) -> Option<(i32, String)> {
+    match kind? {
+        StartErrorKind::NotFound => Some((127, format!("{program}: command not found"))),
+        StartErrorKind::PermissionDenied => Some((126, format!("{program}: Permission denied"))),
+        StartErrorKind::Cwd | StartErrorKind::Other => None,
+    }
+}
+
 /// How the client ends for a finished command's reported code, with the notes already gathered (none: no message).
+/// `settings` (a forwarded call's) adds how to raise the deadline to a timeout; `program` is the command's name.
 pub fn finished(
     target: &Target,
-    code: i32,
-    timed_out: bool,
-    error: Option<&str>,
+    settings: Option<&CallSettings>,
+    program: Option<&str>,
+    outcome: &Outcome<'_>,
     mut notes: Vec<String>,
 ) -> ClientExit {
-    let code = match exit_code_for(code, timed_out, error) {
+    if outcome.code == protocol::EXIT_NOT_STARTED {
+        if let Some((code, line)) = program.and_then(|program| as_shell(outcome.start_error, program)) {
+            // The shell's words, without the client's prefix: what a native run prints.
+            eprintln!("{line}");
+            return ClientExit::code(code);
+        }
+    }
+    let code = match exit_code_for(outcome.code, outcome.timed_out, outcome.error) {
         Ok(code) => code,
         Err(impossible) => {
             notes.push(impossible.message(&target.url));
             ImpossibleCode::EXIT
         }
     };
+    if let (protocol::EXIT_TIMED_OUT, true, Some(settings)) = (code, outcome.timed_out, settings) {
+        notes.push(deadline_hint(settings));
+    }
     ClientExit { code, message: (!notes.is_empty()).then(|| notes.join("; ")) }
+}
+
+/// What exit 124 adds: which deadline there is and how to raise it (a native command has none).
+fn deadline_hint(settings: &CallSettings) -> String {
+    let mut hint = format!(
+        "a forwarded command may run for SIDECAR_TIMEOUT seconds ({} now; the sidecar's --max-timeout caps it): set          SIDECAR_TIMEOUT=SECONDS to give it longer",
+        settings.timeout_secs
+    );
+    if let Some(idle) = settings.idle_timeout_secs {
+        hint.push_str(&format!(", or raise SIDECAR_IDLE_TIMEOUT ({idle} s without output) or unset it"));
+    }
+    hint
 }
 
 /// A code a server reported that no process can exit with: anything outside 0..=255 but the contract's -1.

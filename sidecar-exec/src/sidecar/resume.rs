@@ -101,22 +101,53 @@ pub struct OwnedRun {
     pub resumes: u32,
     /// The output's size (both streams), once the run ended and this client has all of it written.
     pub ended_with: Option<u64>,
+    /// The exit frame's `stdin_consumed`, when it had one (streamed stdin).
+    pub stdin_consumed: Option<u64>,
+    /// The signal the command died of, as the server reported it (see [`crate::sidecar::signal_death`]).
+    pub died_of: Option<i32>,
 }
 
 impl OwnedRun {
     /// A named run this client is about to start.
     pub fn named(id: RunId) -> Self {
-        OwnedRun { id: Some(id), live: false, acknowledged: false, supported: None, resumes: 0, ended_with: None }
+        OwnedRun {
+            id: Some(id),
+            live: false,
+            acknowledged: false,
+            supported: None,
+            resumes: 0,
+            ended_with: None,
+            stdin_consumed: None,
+            died_of: None,
+        }
     }
 
     /// A run without a name: never resumed, never cancelled explicitly (its connection's end cancels it).
     pub fn unnamed() -> Self {
-        OwnedRun { id: None, live: false, acknowledged: false, supported: Some(false), resumes: 0, ended_with: None }
+        OwnedRun {
+            id: None,
+            live: false,
+            acknowledged: false,
+            supported: Some(false),
+            resumes: 0,
+            ended_with: None,
+            stdin_consumed: None,
+            died_of: None,
+        }
     }
 
     /// A run started elsewhere that this client reattaches to (`--attach`): it owns it from now on.
     pub fn attach(id: RunId) -> Self {
-        OwnedRun { id: Some(id), live: true, acknowledged: false, supported: Some(true), resumes: 0, ended_with: None }
+        OwnedRun {
+            id: Some(id),
+            live: true,
+            acknowledged: false,
+            supported: Some(true),
+            resumes: 0,
+            ended_with: None,
+            stdin_consumed: None,
+            died_of: None,
+        }
     }
 
     /// The id, for messages.
@@ -149,7 +180,16 @@ impl OwnedRun {
     }
 }
 
-/// What [`follow`] sends first.
+/// What [`follow`] starts from.
+#[derive(Debug)]
+pub enum First {
+    /// Send this request first.
+    Send(NextRequest),
+    /// The first request was sent and its reply (2xx, an event stream) is this.
+    Reply(reqwest::Response),
+}
+
+/// What [`follow`] sends next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NextRequest {
     /// `POST /exec/stream` with the body (start or attach, by the id).
@@ -168,6 +208,10 @@ pub struct Follow<'a> {
     /// The request body, for `Post` (none when attaching: nothing to start).
     pub body: Option<&'a [u8]>,
     pub verbose: bool,
+    /// Told when a reply says the server opened the run's stdin ([`protocol::STDIN_STREAM_HEADER`]).
+    pub stdin_open: Option<&'a tokio::sync::watch::Sender<bool>>,
+    /// The command's program name, for a shell's kind of message when it never started.
+    pub program: Option<&'a str>,
 }
 
 /// Follows `run` from `first` to its end across lost connections; `lost` is why the connection before this call was
@@ -177,11 +221,14 @@ pub async fn follow(
     run: &mut OwnedRun,
     output: &mut RunOutput,
     errors: &mut ErrorFrames,
-    first: NextRequest,
+    first: First,
     mut lost: Option<String>,
 ) -> ClientExit {
     let target = plan.target;
-    let mut step = first;
+    let (mut step, mut given) = match first {
+        First::Send(step) => (step, None),
+        First::Reply(response) => (NextRequest::Post, Some(response)),
+    };
     let mut backoff = Backoff::new();
     let mut lost_since = lost.as_ref().map(|_| Instant::now());
     let mut first_request = lost.is_none();
@@ -200,28 +247,23 @@ pub async fn follow(
             tokio::time::sleep(backoff.next_wait()).await;
         }
         let (stdout_at, stderr_at) = output.position();
-        let request = match (step, plan.body, &run.id) {
-            (NextRequest::Post, Some(body), _) => {
-                run.live = true;
-                authorized(plan.client.post(target.endpoint("/exec/stream")), target, plan.settings)
-                    .header("content-type", "application/json")
-                    .body(body.to_vec())
-            }
-            (_, _, Some(id)) => authorized(
-                // b64_only as the POST asked: binary output without its lossy twin (the server's choice is per reader).
-                plan.client.get(
-                    target.endpoint(&format!("/runs/{id}/stream?stdout={stdout_at}&stderr={stderr_at}&b64_only=true")),
-                ),
-                target,
-                plan.settings,
-            ),
-            (_, _, None) => return ClientExit::fail(lost.unwrap_or_default()),
-        };
         let was_first = std::mem::replace(&mut first_request, false);
-        let response = match request.send().await {
+        let response = match given.take() {
+            Some(response) => Ok(response),
+            None => match build(plan, run, step, (stdout_at, stderr_at)) {
+                Some(request) => request.send().await,
+                None => return ClientExit::fail(lost.unwrap_or_default()),
+            },
+        };
+        let response = match response {
             Ok(response) => response,
             // Nothing reached the server: the command was never started, as without resume.
             Err(err) if was_first && err.is_connect() => return ClientExit::fail(transport_error(target, &err)),
+            // The one probe of a server that never showed it keeps runs failed too (issue 24 item 6): it is not one
+            // to resume with; the first error says what went wrong.
+            Err(err) if step == NextRequest::Reattach && run.supported.is_none() => {
+                return ClientExit::fail(lost.unwrap_or_else(|| transport_error(target, &err)));
+            }
             Err(err) => {
                 lost = Some(transport_error(target, &err));
                 step = NextRequest::Reattach;
@@ -229,6 +271,13 @@ pub async fn follow(
             }
         };
         let status = response.status();
+        if status.is_success() && step == NextRequest::Reattach && !stream::is_event_stream(&response) {
+            // Not a runs endpoint (a server that answers every path alike): the id was ignored (issue 24 item 6).
+            if run.supported != Some(true) {
+                run.supported = Some(false);
+                return ClientExit::fail(lost.unwrap_or_else(|| format!("sidecar at {} keeps no runs", target.url)));
+            }
+        }
         if status.is_success() {
             if lost.take().is_some() {
                 run.resumes += 1;
@@ -238,6 +287,11 @@ pub async fn follow(
             }
             if step == NextRequest::Reattach {
                 run.supported = Some(true);
+            }
+            if let (Some(open), true) =
+                (plan.stdin_open, response.headers().contains_key(protocol::STDIN_STREAM_HEADER))
+            {
+                open.send_replace(true);
             }
             run.acknowledged = true;
             let end = stream::read(target, response, output, errors).await;
@@ -285,12 +339,38 @@ pub async fn follow(
             return ClientExit::fail(message);
         }
         // Overloaded or restarting (503, or a proxy's 502/504): worth another try while reconnecting.
-        if !was_first && status.is_server_error() {
+        if !was_first && status.is_server_error() && run.supported == Some(true) {
             lost = Some(message);
             continue;
         }
+        if let (NextRequest::Reattach, None, Some(first)) = (step, run.supported, lost) {
+            // The probe of a server that never showed it keeps runs: what failed first is what to fix.
+            return ClientExit::fail(first);
+        }
         return ClientExit::fail(message);
     }
+}
+
+/// The request for `step`, from the output's position `at`; none when there is nothing to send (no body, no id).
+fn build(plan: &Follow<'_>, run: &mut OwnedRun, step: NextRequest, at: (u64, u64)) -> Option<reqwest::RequestBuilder> {
+    let (target, (stdout_at, stderr_at)) = (plan.target, at);
+    Some(match (step, plan.body, &run.id) {
+        (NextRequest::Post, Some(body), _) => {
+            run.live = true;
+            authorized(plan.client.post(target.endpoint("/exec/stream")), target, plan.settings)
+                .header("content-type", "application/json")
+                .body(body.to_vec())
+        }
+        (_, _, Some(id)) => authorized(
+            // b64_only as the POST asked: binary output without its lossy twin (the server's choice is per reader).
+            plan.client.get(
+                target.endpoint(&format!("/runs/{id}/stream?stdout={stdout_at}&stderr={stderr_at}&b64_only=true")),
+            ),
+            target,
+            plan.settings,
+        ),
+        (_, _, None) => return None,
+    })
 }
 
 /// The exit frame: checked against what arrived, kept output written (blocking mode), the code worked out.
@@ -319,9 +399,17 @@ fn finish(
         return failed(StreamFailure::Output(err));
     }
     run.ended_with = Some(exit.stdout_bytes.unwrap_or(0) + exit.stderr_bytes.unwrap_or(0));
+    run.stdin_consumed = exit.stdin_consumed;
+    run.died_of = exit.signal;
     // Streaming mode printed each error frame already; blocking mode tells it once at the end, as its reply does.
     let notes = if errors.print { Vec::new() } else { errors.last.as_deref().map(terminal_safe).into_iter().collect() };
-    reported_code::finished(target, exit.code, exit.timed_out, errors.last.as_deref(), notes)
+    let outcome = reported_code::Outcome {
+        code: exit.code,
+        timed_out: exit.timed_out,
+        error: errors.last.as_deref(),
+        start_error: errors.start_error,
+    };
+    reported_code::finished(target, plan.settings, plan.program, &outcome, notes)
 }
 
 fn window_passed(target: &Target, run: &OwnedRun) -> ClientExit {
@@ -340,6 +428,11 @@ fn failed(failure: StreamFailure) -> ClientExit {
         StreamFailure::Output(RunOutputError::Gap { stream, at, expected }) => ClientExit::fail(format!(
             "the sidecar sent {} from byte {at} on, but only {expected} bytes of it had arrived: giving up rather \
              than leave a hole in the output",
+            stream.as_str()
+        )),
+        StreamFailure::Output(RunOutputError::Overflow { stream, at, len }) => ClientExit::fail(format!(
+            "the sidecar sent a {} frame of {len} bytes at byte {at}, past the largest offset a stream can have: \
+             giving up rather than guess what is missing (dropped or not)",
             stream.as_str()
         )),
         StreamFailure::Output(RunOutputError::TooLarge) => ClientExit::fail(format!(

@@ -8,7 +8,7 @@ use crate::exit::ClientExit;
 use crate::sidecar::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
 use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error, ClientSetupError};
 use crate::sidecar::output::RunOutput;
-use crate::sidecar::resume::{self, Follow, NextRequest, OwnedRun};
+use crate::sidecar::resume::{self, First, Follow, NextRequest, OwnedRun};
 use crate::sidecar::sidecars::{Sidecars, SidecarsError, Target};
 use crate::sidecar::stream::ErrorFrames;
 use crate::terminal_safe::terminal_safe;
@@ -94,7 +94,8 @@ impl std::fmt::Display for RunListError {
                 write!(f, "sidecar at {url} sent a run list that could not be read")
             }
             RunListError::Unreadable { url, why: Some(err) } => {
-                write!(f, "sidecar at {url} sent an unreadable run list: {err}")
+                // serde's message quotes what it could not read, which is the server's text.
+                write!(f, "sidecar at {url} sent an unreadable run list: {}", terminal_safe(&err.to_string()))
             }
         }
     }
@@ -129,7 +130,7 @@ pub async fn attach(target: &Target, run: &mut OwnedRun, verbose: bool) -> Clien
         Ok(client) => client,
         Err(err) => return ClientExit::fail(err.to_string()),
     };
-    let plan = Follow { target, client: &client, settings: None, body: None, verbose };
-    let mut errors = ErrorFrames { last: None, print: true };
-    resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, NextRequest::Reattach, None).await
+    let plan = Follow { target, client: &client, settings: None, body: None, verbose, stdin_open: None, program: None };
+    let mut errors = ErrorFrames { print: true, ..ErrorFrames::default() };
+    resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, First::Send(NextRequest::Reattach), None).await
 }

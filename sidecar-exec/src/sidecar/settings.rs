@@ -9,24 +9,26 @@ use std::fmt;
 use protocol::vars;
 
 use crate::config_error::ConfigError;
-use crate::env::{self, Entry, Resolution};
+use crate::env::{self, Resolution};
 use crate::sidecar::config_error::SidecarConfigError;
+use crate::sidecar::env_sent;
 
 /// The environment variables the client reads, for `--help` and error messages.
 pub const VARIABLES: &[(&str, &str)] = &[
     (vars::BUILD_SIDECARS, "required: {\"<runtime>\": {\"internal_url\": \"http://builder-<runtime>:8080\"}, …}; an entry may add \"token\" or \"token_file\""),
     ("SIDECAR_TIMEOUT", "seconds the command may run (default 600); blocking calls give up 30 s after it"),
     ("SIDECAR_CWD", "working directory sent to the server (default: the current directory)"),
-    ("SIDECAR_STREAM", "1: stream output as it is produced (server-sent events) instead of one reply at the end"),
-    (vars::SIDECAR_ENV_PASSTHROUGH, "names of variables forwarded to the command, separated by commas or spaces (nothing else is)"),
+    ("SIDECAR_STREAM", "unset: stream when the sidecar can (asked in the same request), else one reply at the end; 1: always stream (POST /exec/stream); 0: always one reply at the end (the old blocking call)"),
+    (vars::SIDECAR_ENV_PASSTHROUGH, "names of variables forwarded to the command, separated by commas or spaces; a trailing * is a pattern (NPM_CONFIG_*)"),
+    ("SIDECAR_ENV_DEFAULTS", "0: do not send the default allowlist (TERM COLORTERM LANG LANGUAGE LC_* TZ NO_COLOR FORCE_COLOR CLICOLOR CLICOLOR_FORCE CI)"),
     (vars::SIDECAR_TOKEN, "bearer token for every sidecar (a per-runtime token in BUILD_SIDECARS wins)"),
     (vars::SIDECAR_TOKEN_FILE, "file holding the bearer token (for mounted secrets)"),
     ("TRACEPARENT", "W3C trace context sent as the traceparent header: the command gets it as TRACEPARENT"),
     ("SIDECAR_REQUEST_ID", "sent as X-Request-Id: the server's log lines of this call carry it"),
-    ("SIDECAR_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded); at most 768 KiB"),
+    ("SIDECAR_STDIN", "0: forward no stdin (the command reads /dev/null); default: a pipe, file, heredoc or terminal is streamed to the command"),
     ("SIDECAR_IDLE_TIMEOUT", "seconds the command may go without printing anything before it is stopped as timed out (124); default none"),
     ("SIDECAR_RESUME", "0: do not name runs, so a lost connection ends the command (default: named, resumed transparently)"),
-    ("SIDECAR_VERBOSE", "1: one stderr line for each resume after a lost connection"),
+    ("SIDECAR_VERBOSE", "1: what is sent (target, mode, variable names) before the call, and one stderr line for each resume"),
 ];
 
 /// Per-call settings from SIDECAR_* variables.
@@ -36,9 +38,14 @@ pub struct CallSettings {
     pub cwd: String,
     /// Whether `cwd` came from SIDECAR_CWD (else from the current directory): the fix for a refused cwd differs.
     pub cwd_from_env: bool,
-    pub stream: bool,
+    /// SIDECAR_STREAM: how the output comes back.
+    pub mode: OutputMode,
     pub env: BTreeMap<String, String>,
-    pub forward_stdin_pipe: bool,
+    /// Which of `env`'s names came from the default allowlist (their values may be shown; see [`env_sent`]).
+    pub env_defaults: Vec<String>,
+    /// SIDECAR_STDIN: `Some(false)` for 0 (forward nothing), `Some(true)` for 1, `None` unset (the default:
+    /// stream it in the streaming modes, the old policy in the blocking one).
+    pub stdin_switch: Option<bool>,
     /// `traceparent` and `X-Request-Id` from TRACEPARENT and SIDECAR_REQUEST_ID, when set: the server checks them
     /// (and replaces or ignores what it does not accept), so they are sent as they are.
     pub trace_headers: Vec<(&'static str, String)>,
@@ -61,13 +68,15 @@ impl CallSettings {
             None => std::env::current_dir().map_err(CwdError::Unreadable)?,
         };
         let cwd = cwd.into_os_string().into_string().map_err(CwdError::NotUtf8)?;
+        let sent = env_sent::from_env()?;
         Ok(CallSettings {
             timeout_secs: timeout.map_or(protocol::DEFAULT_TIMEOUT_SECS, |timeout| timeout.as_secs()),
             cwd,
             cwd_from_env,
-            stream: env::switched_on("SIDECAR_STREAM"),
-            env: env::passthrough(vars::SIDECAR_ENV_PASSTHROUGH, Entry::AnyVariable)?.into_iter().collect(),
-            forward_stdin_pipe: env::switched_on("SIDECAR_STDIN"),
+            mode: OutputMode::from_env(),
+            env: sent.values,
+            env_defaults: sent.defaults,
+            stdin_switch: switch("SIDECAR_STDIN"),
             trace_headers: trace_headers(),
             idle_timeout_secs: idle_timeout.map(|idle| idle.as_secs()).filter(|&secs| secs > 0),
             resume: !env::switched_off("SIDECAR_RESUME"),
@@ -78,6 +87,49 @@ impl CallSettings {
     /// How long a blocking call waits for its reply: the command's own timeout plus 30 s (the contract's rule).
     pub fn blocking_deadline(&self) -> Duration {
         Duration::from_secs(self.timeout_secs.saturating_add(30))
+    }
+}
+
+/// How the reply comes back (SIDECAR_STREAM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputMode {
+    /// Unset, the default: `POST /exec` with [`protocol::STREAM_ACCEPT`]; a server that streams answers with its
+    /// event stream, any other (the contract's) with its JSON reply, told apart by the reply's `content-type`.
+    Negotiate,
+    /// SIDECAR_STREAM=1: always `POST /exec/stream`.
+    Stream,
+    /// SIDECAR_STREAM=0: always the blocking `POST /exec`, exactly the client before issue 22 (stdin inline, a
+    /// signal cancels).
+    Blocking,
+}
+
+impl OutputMode {
+    fn from_env() -> Self {
+        match switch("SIDECAR_STREAM") {
+            None => OutputMode::Negotiate,
+            Some(true) => OutputMode::Stream,
+            Some(false) => OutputMode::Blocking,
+        }
+    }
+
+    /// How `--explain` and SIDECAR_VERBOSE name it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            OutputMode::Negotiate => "stream when the sidecar can (negotiated on POST /exec)",
+            OutputMode::Stream => "stream (SIDECAR_STREAM=1: POST /exec/stream)",
+            OutputMode::Blocking => "blocking (SIDECAR_STREAM=0: one reply at the end)",
+        }
+    }
+}
+
+/// A switch read both ways: on, off, or unset (anything else counts as unset, as [`env::switched_on`] does).
+fn switch(name: &str) -> Option<bool> {
+    if env::switched_on(name) {
+        Some(true)
+    } else if env::switched_off(name) {
+        Some(false)
+    } else {
+        None
     }
 }
 

@@ -31,6 +31,10 @@ pub struct ExitFrame {
     pub stderr_bytes: Option<u64>,
     /// What stopped a named run, when the server says (see [`protocol::StoppedBy`]).
     pub stopped_by: Option<protocol::StoppedBy>,
+    /// With streamed stdin: the bytes the command took from its pipe.
+    pub stdin_consumed: Option<u64>,
+    /// The signal the command died of, when it did.
+    pub signal: Option<i32>,
 }
 
 /// Why a stream cannot go on.
@@ -54,8 +58,20 @@ pub enum StreamFailure {
 #[derive(Debug, Default)]
 pub struct ErrorFrames {
     pub last: Option<String>,
+    /// Why the command never started, when an error frame said (`start_error`).
+    pub start_error: Option<protocol::StartErrorKind>,
     /// Print each error frame on our stderr as it comes (streaming mode); else they are only kept.
     pub print: bool,
+}
+
+/// Whether a reply is an event stream (`content-type: text/event-stream`): what a negotiated `POST /exec` got, and
+/// what a runs endpoint answers; anything else is a JSON reply, or not a runs endpoint at all.
+pub fn is_event_stream(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
 }
 
 /// Reads `response`'s events into `output` until the exit frame or a failure.
@@ -68,10 +84,18 @@ pub async fn read(
     let mut body = response.bytes_stream();
     let mut parser = crate::sidecar::sse::SseParser::new();
     let mut events = Vec::new();
-    while let Some(piece) = body.next().await {
+    loop {
+        // The read timeout is kept here rather than on the client: a negotiated `POST /exec` may instead get a
+        // contract server's JSON reply, which comes only at the command's end.
+        let piece: Result<_, Option<reqwest::Error>> =
+            match tokio::time::timeout(STREAM_READ_TIMEOUT, body.next()).await {
+                Ok(Some(piece)) => piece.map_err(Some),
+                Ok(None) => break,
+                Err(_) => Err(None),
+            };
         let piece = match piece {
             Ok(piece) => piece,
-            Err(err) if err.is_timeout() => {
+            Err(None) => {
                 return StreamEnd::Lost {
                     why: format!(
                         "sidecar at {} sent nothing for {} s, not even a keep-alive: the connection is lost",
@@ -80,7 +104,18 @@ pub async fn read(
                     ),
                 }
             }
-            Err(err) => return StreamEnd::Lost { why: format!("stream from sidecar at {} broke: {err}", target.url) },
+            Err(Some(err)) if err.is_timeout() => {
+                return StreamEnd::Lost {
+                    why: format!(
+                        "sidecar at {} sent nothing for {} s, not even a keep-alive: the connection is lost",
+                        target.url,
+                        STREAM_READ_TIMEOUT.as_secs()
+                    ),
+                }
+            }
+            Err(Some(err)) => {
+                return StreamEnd::Lost { why: format!("stream from sidecar at {} broke: {err}", target.url) }
+            }
         };
         if let Err(err) = parser.feed(&piece, &mut events) {
             return StreamEnd::Failed(StreamFailure::Oversized { url: target.url.clone(), err });
@@ -96,16 +131,32 @@ pub async fn read(
                 Frame::Stdout(chunk) => output.chunk(protocol::StreamKind::Stdout, &chunk),
                 Frame::Stderr(chunk) => output.chunk(protocol::StreamKind::Stderr, &chunk),
                 Frame::Dropped { stream, offset, bytes } => output.dropped(stream, offset, bytes),
-                Frame::Error { data, .. } => {
-                    if errors.print && errors.last.as_deref() != Some(&data) {
+                Frame::Error { data, start_error } => {
+                    errors.start_error = start_error.or(errors.start_error);
+                    // A command that is not there, or may not be run, is told as a shell tells it, at the end.
+                    let as_shell = matches!(
+                        start_error,
+                        Some(protocol::StartErrorKind::NotFound | protocol::StartErrorKind::PermissionDenied)
+                    );
+                    if errors.print && !as_shell && errors.last.as_deref() != Some(&data) {
                         let _ = std::io::Write::flush(&mut std::io::stdout());
                         eprintln!("sidecar-exec: {}", terminal_safe(&data));
                     }
                     errors.last = Some(data);
                     Ok(())
                 }
-                Frame::Exit { data, timed_out, stdout_bytes, stderr_bytes, stopped_by, .. } => {
-                    return StreamEnd::Exit(ExitFrame { code: data, timed_out, stdout_bytes, stderr_bytes, stopped_by })
+                Frame::Exit {
+                    data, timed_out, signal, stdout_bytes, stderr_bytes, stopped_by, stdin_consumed, ..
+                } => {
+                    return StreamEnd::Exit(ExitFrame {
+                        code: data,
+                        timed_out,
+                        stdout_bytes,
+                        stderr_bytes,
+                        stopped_by,
+                        stdin_consumed,
+                        signal,
+                    })
                 }
             };
             if let Err(err) = written {

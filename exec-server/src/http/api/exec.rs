@@ -22,9 +22,9 @@ pub async fn exec(
     if prefers_stream {
         return super::stream::exec_stream(State(state), requested).await;
     }
-    let RequestedJob { job, run_id, b64_only, input } = requested;
+    let RequestedJob { job, run_id, b64_only, controls } = requested;
     let job = match (job, run_id) {
-        (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job, input, b64_only).await,
+        (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job, controls, b64_only).await,
         (Ok(job), None) => job,
         (Err(unstarted), run_id) => {
             if let Some(id) = &run_id {

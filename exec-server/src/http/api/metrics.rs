@@ -34,6 +34,7 @@ pub(super) fn endpoint_of(path: &str) -> &'static str {
         Some(Some((_, "stream"))) => "/runs/{id}/stream",
         Some(Some((_, "signal"))) => "/runs/{id}/signal",
         Some(Some((_, "stdin"))) => "/runs/{id}/stdin",
+        Some(Some((_, "resize"))) => "/runs/{id}/resize",
         _ => "other",
     }
 }

@@ -26,6 +26,7 @@ mod query;
 mod reply;
 mod reply_budget;
 mod request;
+mod resize;
 mod run_stream;
 mod runs;
 mod sse;
@@ -120,6 +121,7 @@ pub fn router(state: AppState) -> Router {
         .route("/runs/{id}/stream", get(runs::stream))
         .route("/runs/{id}/signal", post(runs::signal))
         .route("/runs/{id}/stdin", post(stdin::stdin))
+        .route("/runs/{id}/resize", post(resize::resize))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
@@ -145,13 +147,13 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
         max_concurrent: Some(settings.max_concurrent),
         running: Some(state.running()),
         commands: state.commands.current(),
-        daemons_kept: None,
+        daemons_kept: Some(state.engine.daemons_kept()),
     })
 }
 
 const ENDPOINTS: &str = "GET /health, GET /info, POST /exec, POST /exec/stream, GET /runs, GET /runs/{id}, \
-                         GET /runs/{id}/stream, POST /runs/{id}/signal, POST /runs/{id}/stdin, DELETE /runs/{id}, \
-                         GET /metrics, GET /openapi.json";
+                         GET /runs/{id}/stream, POST /runs/{id}/signal, POST /runs/{id}/stdin, POST /runs/{id}/resize, \
+                         DELETE /runs/{id}, GET /metrics, GET /openapi.json";
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     AppError::new(

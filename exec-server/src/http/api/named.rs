@@ -12,20 +12,19 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::reply_budget::{HeadTail, ReplyOutput};
-use super::request::Unstarted;
+use super::request::{Controls, Unstarted};
 use super::{reply, run_stream, AppError, AppState};
 use crate::ending::Ending;
-use crate::engine::stdin::StdinFeed;
 use crate::engine::{Job, ProcessEngine, Stream, READ_SIZE};
 use crate::runs::{Attachment, Claim, ClaimError, NamedRun, Read, RunInput, SpillWriter};
 
-/// The run `id` names for `job`: attached to, or claimed and started (with `input` as its streamed stdin, when the
-/// request asked for one). The caller reads it while holding the attachment.
+/// The run `id` names for `job`: attached to, or claimed and started (holding the `controls` its clients drive: its
+/// streamed stdin, its terminal). The caller reads it while holding the attachment.
 pub fn claim_and_attach(
     state: &AppState,
     id: &RunId,
     job: Job,
-    input: Option<StdinFeed>,
+    controls: Controls,
 ) -> Result<(Arc<NamedRun>, Attachment), AppError> {
     let argv: Vec<String> = job.argv.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
     let window = state.runs.settings().reattach_window;
@@ -45,8 +44,12 @@ pub fn claim_and_attach(
                 }
             };
             let attachment = run.attach(window);
+            let Controls { input, terminal } = controls;
             if let Some(feed) = input {
-                run.open_input(RunInput::new(feed, false));
+                run.open_input(RunInput::new(feed, terminal.is_some()));
+            }
+            if let Some(terminal) = terminal {
+                run.open_terminal(terminal);
             }
             start(state.engine.clone(), run.clone(), job, permit);
             Ok((run, attachment))
@@ -120,21 +123,33 @@ pub fn stream(
     state: &AppState,
     id: &RunId,
     job: Job,
-    input: Option<StdinFeed>,
+    controls: Controls,
     b64_only: bool,
 ) -> Result<Response, AppError> {
-    let (run, attachment) = claim_and_attach(state, id, job, input)?;
+    let (run, attachment) = claim_and_attach(state, id, job, controls)?;
     Ok(stream_attached(state, run, attachment, b64_only))
 }
 
 /// The frames of `run`, claimed and attached to, from the start.
 pub fn stream_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
-    let opened = run.input().is_some();
+    let headers = run_headers(&run);
     let mut response = run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive);
-    if opened {
-        response.headers_mut().insert(protocol::STDIN_STREAM_HEADER, axum::http::HeaderValue::from_static("1"));
-    }
+    response.headers_mut().extend(headers);
     response
+}
+
+/// What a reply says of the run: its stdin is open for `POST /runs/{id}/stdin` (`x-stdin-stream`), it runs on a
+/// terminal (`x-tty`).
+fn run_headers(run: &NamedRun) -> axum::http::HeaderMap {
+    let mut headers = axum::http::HeaderMap::new();
+    let one = axum::http::HeaderValue::from_static("1");
+    if run.input().is_some() {
+        headers.insert(protocol::STDIN_STREAM_HEADER, one.clone());
+    }
+    if run.terminal().is_some() {
+        headers.insert(protocol::TTY_HEADER, one);
+    }
+    headers
 }
 
 /// `POST /exec` of a named run: waits for its end (attached meanwhile), then replies with what its log holds,
@@ -143,10 +158,10 @@ pub async fn exec(
     state: &AppState,
     id: &RunId,
     job: Job,
-    input: Option<StdinFeed>,
+    controls: Controls,
     b64_only: bool,
 ) -> Result<Response, AppError> {
-    let (run, attachment) = claim_and_attach(state, id, job, input)?;
+    let (run, attachment) = claim_and_attach(state, id, job, controls)?;
     Ok(exec_attached(state, run, attachment, b64_only).await)
 }
 
@@ -165,6 +180,7 @@ pub async fn exec_attached(state: &AppState, run: Arc<NamedRun>, attachment: Att
     }
     let mut reply = reply::ran(&end, stdout.0, stderr.0, None, b64_only);
     reply.headers_mut().insert(protocol::RUN_KEPT_HEADER, axum::http::HeaderValue::from_static("1"));
+    reply.headers_mut().extend(run_headers(&run));
     reply
 }
 

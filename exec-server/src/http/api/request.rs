@@ -2,6 +2,7 @@
 //! parsing, validation, cwd confinement, environment and timeout rules it applies.
 
 use std::ffi::OsString;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -13,6 +14,7 @@ use protocol::{ExecRequest, RunId};
 use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::stdin::{stdin_stream, StdinFeed};
+use crate::engine::terminal::{Terminal, TerminalJob};
 use crate::engine::{Job, StartError};
 use crate::http::server::BodyTimeout;
 use crate::workspace::{resolve_cwd, CwdError};
@@ -28,8 +30,17 @@ pub struct RequestedJob {
     /// The request's `b64_only`: how the reply or frames carry output that is not UTF-8 (a wire matter, not the
     /// job's).
     pub b64_only: bool,
-    /// With `stdin_stream`: the feed of the job's stdin, for the named run to hold (its `POST /runs/{id}/stdin`).
+    /// What the run's clients drive while it runs (a named run holds them).
+    pub controls: Controls,
+}
+
+/// The parts of a job its clients drive while it runs, held by its named run.
+#[derive(Default)]
+pub struct Controls {
+    /// With `stdin_stream` (or `tty`): the feed of the job's stdin (`POST /runs/{id}/stdin`).
     pub input: Option<StdinFeed>,
+    /// With `tty`: the terminal's handle (`POST /runs/{id}/resize`, signals to its foreground group).
+    pub terminal: Option<Arc<Terminal>>,
 }
 
 /// A request whose command cannot start (its cwd is missing): the failure, and the command it named (a named
@@ -93,6 +104,9 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
     if request.stdin_stream && request.run_id.is_none() {
         return Err(AppError::bad_request("stdin_stream needs a run_id: input is sent to /runs/{id}/stdin"));
     }
+    if request.tty.is_some() && request.run_id.is_none() {
+        return Err(AppError::bad_request("tty needs a run_id: the terminal's input is sent to /runs/{id}/stdin"));
+    }
     let timeout_secs = grant_timeout(request.timeout, state.settings.max_timeout);
     let stdin = match (&request.stdin_b64, &request.stdin) {
         (Some(b64), _) => Some(
@@ -103,6 +117,22 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         (None, None) => None,
     };
     let mut env = build_env(&state.settings.base_env, request.env.iter().flatten())?;
+    if let Some(tty) = &request.tty {
+        // The request's TERM; else the environment's (the request's env over the server's); else a common one.
+        let term = match &tty.term {
+            Some(term) if term.is_empty() || term.contains('\0') => {
+                return Err(AppError::bad_request("tty.term must be a terminal type like xterm-256color"))
+            }
+            Some(term) => term.clone(),
+            None => env
+                .iter()
+                .rev()
+                .find(|(name, _)| name == "TERM")
+                .map_or_else(|| DEFAULT_TERM.to_owned(), |(_, term)| term.to_string_lossy().into_owned()),
+        };
+        env.retain(|(name, _)| name != "TERM");
+        env.push(("TERM".into(), term.into()));
+    }
     // The request's trace context is the current one: it wins over a TRACEPARENT in the server's or request's env.
     if let Some(traceparent) = traceparent {
         env.retain(|(name, _)| name != "TRACEPARENT");
@@ -119,18 +149,25 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
                 }),
                 run_id: request.run_id,
                 b64_only: request.b64_only,
-                input: None,
+                controls: Controls::default(),
             })
         }
         Err(err) => return Err(AppError::bad_request(err.to_string())),
     };
-    let (input, stdin_stream) = match request.stdin_stream {
+    // A terminal's input is streamed too: keystrokes come through the same endpoint.
+    let (input, stdin_stream) = match request.stdin_stream || request.tty.is_some() {
         true => {
             let (feed, stream) = stdin_stream();
             (Some(feed), Some(stream))
         }
         false => (None, None),
     };
+    let handle = request.tty.as_ref().map(|_| Terminal::new());
+    let terminal = request.tty.as_ref().zip(handle.clone()).map(|(tty, handle)| TerminalJob {
+        rows: tty.rows,
+        cols: tty.cols,
+        handle,
+    });
     let job = Job {
         argv: request.cmd.into_iter().map(OsString::from).collect(),
         cwd,
@@ -138,6 +175,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         // A streamed stdin wins: `stdin` and `stdin_b64` are then ignored.
         stdin: if stdin_stream.is_some() { None } else { stdin },
         stdin_stream,
+        terminal,
         timeout: Duration::from_secs(timeout_secs),
         // Like `timeout`: ≤ 0 means none; beyond the granted timeout it could never fire, so it is cut to that.
         idle_timeout: request
@@ -147,9 +185,14 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
             .map(|secs| Duration::from_secs(secs.min(timeout_secs))),
         group: None,
         drain_now: None,
+        end_daemons: request.daemons == Some(protocol::DaemonsRequest::End),
     };
-    Ok(RequestedJob { job: Ok(job), run_id: request.run_id, b64_only: request.b64_only, input })
+    let controls = Controls { input, terminal: handle };
+    Ok(RequestedJob { job: Ok(job), run_id: request.run_id, b64_only: request.b64_only, controls })
 }
+
+/// The `TERM` of a TTY run whose request and environment name none.
+pub const DEFAULT_TERM: &str = "xterm-256color";
 
 fn validate_cmd(cmd: &[String]) -> Result<(), AppError> {
     match cmd.first() {

@@ -31,7 +31,9 @@ pub fn response(
     ];
     let changed = run.subscribe();
     let follower = run.follow(offsets);
-    let source = RunLog { run, offsets, changed, follower, _attachment: attachment };
+    // A terminal's output goes out as it comes: a prompt or an echoed key is not a line to wait for.
+    let immediate = run.terminal().is_some();
+    let source = RunLog { run, offsets, changed, follower, immediate, _attachment: attachment };
     sse::response(source, encoders, keepalive)
 }
 
@@ -43,6 +45,8 @@ struct RunLog {
     changed: watch::Receiver<u64>,
     /// The command waits for this reader (see [`NamedRun::paced`]).
     follower: Follower,
+    /// Send what was read at once, unfinished line or not (a terminal's output: keystroke echo latency).
+    immediate: bool,
     _attachment: Attachment,
 }
 
@@ -60,6 +64,11 @@ impl FrameSource for RunLog {
                 }
             }
             if progress {
+                if self.immediate {
+                    for encoder in encoders.iter_mut() {
+                        encoder.flush(out);
+                    }
+                }
                 return Step::More;
             }
             match self.run.progress() {

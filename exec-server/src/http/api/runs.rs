@@ -8,6 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use nix::sys::signal::Signal;
 use protocol::{RunId, RunList, SignalRequest, StoppedBy};
 
 use super::named::wait_for_end;
@@ -76,7 +77,15 @@ pub async fn signal(State(state): State<AppState>, Path(id): Path<String>, body:
     if run.end().is_some() {
         return Err(ended());
     }
-    match run.group.get() {
+    // On a terminal the signals a terminal makes (^C, ^\, ^Z, a resize) go where the terminal sends them: to its
+    // foreground group (a job's, under a shell with job control); the others to the leader's group.
+    let foreground = match signal {
+        Signal::SIGINT | Signal::SIGQUIT | Signal::SIGTSTP | Signal::SIGWINCH => {
+            run.terminal().and_then(|terminal| terminal.foreground_group())
+        }
+        _ => None,
+    };
+    match foreground.or_else(|| run.group.get().copied()) {
         Some(group) => group.signal(signal),
         // Claimed, not spawned yet: a moment away; the signal would have nowhere to go.
         None => {

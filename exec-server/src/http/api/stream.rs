@@ -18,7 +18,7 @@ use crate::engine::{Job, Outcome, OutputChunk, StartError, Stream, READ_SIZE};
 
 pub async fn exec_stream(
     State(state): State<AppState>,
-    RequestedJob { job, run_id, b64_only, input }: RequestedJob,
+    RequestedJob { job, run_id, b64_only, controls }: RequestedJob,
 ) -> Result<Response, AppError> {
     let encoders = [
         FrameEncoder::new(StreamKind::Stdout, READ_SIZE).b64_only(b64_only),
@@ -26,7 +26,7 @@ pub async fn exec_stream(
     ];
     let keepalive = state.settings.keepalive;
     let job = match (job, run_id) {
-        (Ok(job), Some(run_id)) => return super::named::stream(&state, &run_id, job, input, b64_only),
+        (Ok(job), Some(run_id)) => return super::named::stream(&state, &run_id, job, controls, b64_only),
         (Ok(job), None) => job,
         (Err(unstarted), run_id) => {
             if let Some(id) = &run_id {

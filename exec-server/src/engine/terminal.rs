@@ -1,0 +1,84 @@
+//! A command on a pseudo-terminal (issue 23): what a job asks for, the handle a transport keeps to resize the
+//! terminal and to find its foreground group while the command runs, and the master's output as a stream that ends
+//! where a pty's ends (EIO, not a zero read).
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use process_group::Pgid;
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// A job's terminal: its first size, and the handle the transport keeps.
+#[derive(Debug, Clone)]
+pub struct TerminalJob {
+    pub rows: u16,
+    pub cols: u16,
+    pub handle: Arc<Terminal>,
+}
+
+/// The terminal of a running command, for its transport: resize it, ask its foreground group. Set when the
+/// command starts, let go when it has ended (the master is then closed once the output is read).
+#[derive(Debug, Default)]
+pub struct Terminal {
+    /// A descriptor of the master (a duplicate: the engine's halves read and write).
+    master: Mutex<Option<OwnedFd>>,
+}
+
+/// The terminal is gone: the command has ended (or never started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminalGone;
+
+impl Terminal {
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    pub(super) fn attach(&self, master: OwnedFd) {
+        *self.master.lock().unwrap() = Some(master);
+    }
+
+    pub(super) fn detach(&self) {
+        self.master.lock().unwrap().take();
+    }
+
+    /// Sets the window size; the kernel sends SIGWINCH to the foreground group (none when it did not change).
+    pub fn resize(&self, rows: u16, cols: u16) -> Result<(), TerminalGone> {
+        let master = self.master.lock().unwrap();
+        let master = master.as_ref().ok_or(TerminalGone)?;
+        let size = rustix::termios::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+        rustix::termios::tcsetwinsize(master, size).map_err(|_| TerminalGone)
+    }
+
+    /// The terminal's foreground process group (the one Ctrl-C reaches): the leader's, or a job's under a shell
+    /// with job control.
+    pub fn foreground_group(&self) -> Option<Pgid> {
+        let master = self.master.lock().unwrap();
+        let group = rustix::termios::tcgetpgrp(master.as_ref()?).ok()?;
+        Pgid::new(group.as_raw_nonzero().get())
+    }
+}
+
+/// The modes a fresh pty lacks: IUTF8, so that the line discipline erases a whole UTF-8 character on Backspace
+/// (without it `é` then Backspace leaves a stray byte). *Decision:* always set: UTF-8 is what terminals speak now,
+/// and the request carries no modes.
+pub(super) fn set_modes(master: &impl AsFd) {
+    use rustix::termios::{tcgetattr, tcsetattr, InputModes, OptionalActions};
+    if let Ok(mut modes) = tcgetattr(master) {
+        modes.input_modes |= InputModes::IUTF8;
+        let _ = tcsetattr(master, OptionalActions::Now, &modes);
+    }
+}
+
+/// The master's output: ends (a zero read) at EIO, which is how a pty says every slave descriptor is closed.
+pub struct TerminalOutput(pub pty_process::OwnedReadPty);
+
+impl AsyncRead for TerminalOutput {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        match Pin::new(&mut self.0).poll_read(cx, buf) {
+            Poll::Ready(Err(err)) if err.raw_os_error() == Some(nix::libc::EIO) => Poll::Ready(Ok(())),
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Sending a streamed run's stdin (issue 22, design §2, §5): the reader's chunks POSTed in order to
+//! `/runs/{id}/stdin?offset=N`, one in flight, the last with `eof=true`; resent from the server's `received` after a
+//! lost connection (offsets make a repeat harmless). It stops when the server says stdin is closed (the command
+//! closed it, or the run ended): the client's stdin is then no longer read.
+
+use std::cell::Cell;
+use std::time::Instant;
+
+use protocol::{ErrorBody, ErrorCode, RunId, StdinReply};
+use tokio::sync::{mpsc, watch};
+
+use crate::sidecar::body::{read_bounded, MAX_SMALL_BODY_BYTES};
+use crate::sidecar::http::{authorized, transport_error};
+use crate::sidecar::resume::{Backoff, RECONNECT_FOR};
+use crate::sidecar::settings::CallSettings;
+use crate::sidecar::sidecars::Target;
+use crate::sidecar::stdin_source::{self, Piece, StdinSource};
+use crate::terminal_safe::terminal_safe;
+
+/// Where the sender sends, and what it reports back.
+pub struct StdinPump<'a> {
+    pub target: &'a Target,
+    pub client: &'a reqwest::Client,
+    pub settings: &'a CallSettings,
+    pub id: &'a RunId,
+    pub source: StdinSource,
+    /// Set by the output side once a reply said the server opened stdin ([`protocol::STDIN_STREAM_HEADER`]).
+    pub open: watch::Receiver<bool>,
+    /// The bytes the server has taken so far (its `received`).
+    pub taken: &'a Cell<u64>,
+}
+
+/// Why sending stopped before EOF was taken.
+#[derive(Debug)]
+pub enum PumpEnd {
+    /// Everything up to EOF was taken, or the server closed stdin: nothing more to send.
+    Done,
+    /// Sending failed for good: the line to print (the command goes on and reads EOF).
+    Failed(String),
+}
+
+impl StdinPump<'_> {
+    /// Waits until stdin is open on the server, then sends it all. Never ends before then (the call's end drops it).
+    pub async fn run(mut self) -> PumpEnd {
+        if self.open.wait_for(|open| *open).await.is_err() {
+            return std::future::pending().await;
+        }
+        let mut chunks = stdin_source::start_reader(self.source);
+        let mut next = chunks.recv().await;
+        loop {
+            let (data, mut eof) = match next.take() {
+                Some(Piece::Bytes(data)) => (data, false),
+                Some(Piece::End) | None => (Vec::new(), true),
+                Some(Piece::Failed(err)) => {
+                    eprintln!("sidecar-exec: cannot read stdin ({err}): the command gets an end of input here");
+                    (Vec::new(), true)
+                }
+            };
+            if !eof {
+                // A chunk that is the last one goes with the EOF (a heredoc is then one request).
+                match chunks.try_recv() {
+                    Ok(Piece::End) => eof = true,
+                    Ok(piece) => next = Some(piece),
+                    Err(mpsc::error::TryRecvError::Disconnected) => eof = true,
+                    Err(mpsc::error::TryRecvError::Empty) => {}
+                }
+            }
+            match self.send(&data, eof).await {
+                Ok(true) => return PumpEnd::Done,
+                Ok(false) if eof => return PumpEnd::Done,
+                Ok(false) => {}
+                Err(message) => return PumpEnd::Failed(message),
+            }
+            if next.is_none() {
+                next = chunks.recv().await;
+            }
+        }
+    }
+
+    /// Sends `data` at the current offset (and the EOF): `Ok(true)` when the server closed stdin.
+    async fn send(&mut self, data: &[u8], eof: bool) -> Result<bool, String> {
+        let start = self.taken.get();
+        let end = start + data.len() as u64;
+        let mut backoff = Backoff::new();
+        let mut lost_since: Option<Instant> = None;
+        loop {
+            let offset = self.taken.get();
+            let rest = &data[usize::try_from(offset - start).unwrap_or(data.len()).min(data.len())..];
+            let path = format!("/runs/{}/stdin?offset={offset}{}", self.id, if eof { "&eof=true" } else { "" });
+            let request = authorized(self.client.post(self.target.endpoint(&path)), self.target, Some(self.settings))
+                .header("content-type", "application/octet-stream")
+                .body(rest.to_vec());
+            let response = match request.send().await {
+                Ok(response) => response,
+                Err(err) => {
+                    let why = transport_error(self.target, &err);
+                    if lost_since.get_or_insert_with(Instant::now).elapsed() >= RECONNECT_FOR {
+                        return Err(format!("stdin could not be sent: {why}"));
+                    }
+                    tokio::time::sleep(backoff.next_wait()).await;
+                    continue;
+                }
+            };
+            let status = response.status();
+            let body = read_bounded(response, MAX_SMALL_BODY_BYTES).await.unwrap_or_default();
+            if status.is_success() {
+                let Ok(reply) = serde_json::from_slice::<StdinReply>(&body) else {
+                    return Err(format!("sidecar at {} sent an unreadable reply to stdin", self.target.url));
+                };
+                self.taken.set(reply.received.max(offset));
+                if reply.closed {
+                    return Ok(true);
+                }
+                if self.taken.get() >= end {
+                    return Ok(false);
+                }
+                continue;
+            }
+            let refusal = serde_json::from_slice::<ErrorBody>(&body).ok();
+            match refusal.as_ref().and_then(|body| body.code) {
+                Some(ErrorCode::StdinGap) => match refusal.and_then(|body| body.received) {
+                    // The server has less than we think it took: those bytes are gone from here.
+                    Some(received) if received < start => {
+                        return Err(format!(
+                            "sidecar at {} has {received} bytes of stdin, fewer than it acknowledged: stdin stops \
+                             here",
+                            self.target.url
+                        ))
+                    }
+                    Some(received) => self.taken.set(received),
+                    None => return Err(format!("sidecar at {} refused stdin as a gap", self.target.url)),
+                },
+                // Closed by an EOF already taken, the run is gone or never took input: nothing more to send.
+                Some(ErrorCode::StdinClosed | ErrorCode::RunNotKnown | ErrorCode::StdinNotOpen) => return Ok(true),
+                _ if status.is_server_error() => tokio::time::sleep(backoff.next_wait()).await,
+                _ => {
+                    let text = refusal.map_or_else(|| String::from_utf8_lossy(&body).into_owned(), |body| body.error);
+                    return Err(format!(
+                        "sidecar at {} refused stdin ({status}): {}",
+                        self.target.url,
+                        terminal_safe(text.trim())
+                    ));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The differential suite (issue 22): every command line of the corpus run natively and through the generated
+//! wrappers in the same test, comparing stdout, stderr, their interleaving, exit codes and whether the command
+//! stopped when it should; one column forwards to an exec-server, one to a real sshd. See docs/testing.md,
+//! "The differential suite".
+
+mod columns;
+mod corpus;
+mod harness;
+mod known;
+mod report;
+
+use known::Column;
+use protocol::vars::BUILD_SIDECARS;
+
+use crate::sshd::Sshd;
+use crate::support::server_with;
+
+/// Native against the wrappers forwarding to an exec-server for the python runtime, in the default configuration.
+#[tokio::test(flavor = "multi_thread")]
+async fn differential_wrappers() {
+    // A client that vanishes (a hung case killed at its bound) leaves its run for the reattach window: 1 s, so
+    // that its command is gone before the harness counts what a case left behind.
+    let server = server_with(&["--runtime", "python", "--reattach-window", "1"], None).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let sidecars = format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url);
+    let sides = columns::sides(
+        server.workspace.path(),
+        scratch.path(),
+        server.client().args(["python"]),
+        vec![(BUILD_SIDECARS.into(), sidecars.clone().into())],
+        |install| install.env(BUILD_SIDECARS, &sidecars),
+        |_| false,
+    )
+    .await;
+    let outcomes = tokio::task::spawn_blocking(move || columns::run_all(&sides)).await.unwrap();
+    report::judge(Column::Wrappers, &outcomes);
+    server.stop().await;
+}
+
+/// Native against the wrappers forwarding over OpenSSH to a real sshd on 127.0.0.1 (this machine is the host, and
+/// the host's folder is the workspace itself), in the default configuration.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server, which .ci/run installs); CI runs it"]
+async fn differential_ssh() {
+    let sshd = Sshd::start().unwrap_or_else(|reason| panic!("the ssh column needs a working sshd: {reason}"));
+    let workspace = sshd.workspace.path().to_owned();
+    let client = || sshd.client().env("SSH_HOST_CWD", &workspace);
+    let sides = columns::sides(
+        &workspace,
+        sshd.dir.path(),
+        client(),
+        columns::env_of(client()),
+        |install| install.env("SSH_HOST", "127.0.0.1"),
+        is_shared_connection,
+    )
+    .await;
+    let outcomes = tokio::task::spawn_blocking(move || columns::run_all(&sides)).await.unwrap();
+    report::judge(Column::Ssh, &outcomes);
+}
+
+/// ssh-exec's shared connection (`ssh … ControlMaster=yes`), which outlives every case by design.
+fn is_shared_connection(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| cmdline.split(|byte| *byte == 0).any(|arg| arg == b"ControlMaster=yes"))
+}
+
+/// docs/testing.md names every case of the corpus (its table) and every difference that stays (stated there).
+#[test]
+fn the_docs_name_every_case_and_every_stated_difference() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/testing.md")).unwrap();
+    let section = docs.split("## The differential suite").nth(1).expect("docs/testing.md has no differential section");
+    let section = section.split("\n## ").next().unwrap();
+    for case in corpus::CASES {
+        assert!(section.contains(&format!("`{}`", case.name)), "docs/testing.md does not list the case {}", case.name);
+    }
+    for known in known::KNOWN_DIFFERENCES.iter().filter(|known| known.reason.starts_with("stated")) {
+        assert!(
+            section.contains(&format!("`{}` ({})", known.case, known.column.name())),
+            "docs/testing.md does not state why {} differs in the {} column",
+            known.case,
+            known.column.name()
+        );
+    }
+}
