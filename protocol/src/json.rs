@@ -51,25 +51,10 @@ pub fn write_escaped(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
     out.reserve(bytes.len());
     let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        if i + 8 <= bytes.len() {
-            let word = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or([0; 8]));
-            let marks = escape_marks(word);
-            if marks == 0 {
-                i += 8;
-                continue;
-            }
-            // Jump straight to the first byte to escape.
-            i += (marks.trailing_zeros() / 8) as usize;
-        }
+    while let Some(i) = next_escape(bytes, start) {
+        out.extend_from_slice(&bytes[start..i]);
         let byte = bytes[i];
         let kind = ESCAPE[usize::from(byte)];
-        if kind == 0 {
-            i += 1;
-            continue;
-        }
-        out.extend_from_slice(&bytes[start..i]);
         if kind == b'u' {
             const HEX: &[u8; 16] = b"0123456789abcdef";
             out.extend_from_slice(&[
@@ -83,10 +68,32 @@ pub fn write_escaped(out: &mut Vec<u8>, text: &str) {
         } else {
             out.extend_from_slice(&[b'\\', kind]);
         }
-        i += 1;
-        start = i;
+        start = i + 1;
     }
     out.extend_from_slice(&bytes[start..]);
+}
+
+/// Where the first byte from `from` on that JSON must escape is, if any: eight bytes at a time over plain text, so
+/// that [`write_escaped`] and [`escaped_len`] walk text the same fast way.
+fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < bytes.len() {
+        if i + 8 <= bytes.len() {
+            let word = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or([0; 8]));
+            let marks = escape_marks(word);
+            if marks == 0 {
+                i += 8;
+                continue;
+            }
+            // Straight to the first byte that may need an escape.
+            i += (marks.trailing_zeros() / 8) as usize;
+        }
+        if ESCAPE[usize::from(bytes[i])] != 0 {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 /// How many bytes [`write_escaped`] writes for `text`: what the text costs inside a JSON string.
@@ -118,20 +125,10 @@ pub fn escaped_len_of_bytes(bytes: &[u8]) -> usize {
 /// The byte-by-byte form of [`escaped_len_of_bytes`], with a fast path for runs of plain text.
 fn escaped_len_words(bytes: &[u8]) -> usize {
     let mut len = bytes.len();
-    let mut i = 0;
-    while i < bytes.len() {
-        if i + 8 <= bytes.len() {
-            let word = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or([0; 8]));
-            let marks = escape_marks(word);
-            if marks == 0 {
-                i += 8;
-                continue;
-            }
-            // Straight to the first byte to escape, as `write_escaped` does.
-            i += (marks.trailing_zeros() / 8) as usize;
-        }
+    let mut from = 0;
+    while let Some(i) = next_escape(bytes, from) {
         len += escape_extra(bytes[i]);
-        i += 1;
+        from = i + 1;
     }
     len
 }
