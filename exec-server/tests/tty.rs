@@ -5,14 +5,11 @@
 
 use std::time::Duration;
 
-use protocol::{ErrorBody, ErrorCode, Frame, RunInfo, RunState};
-use serde_json::json;
-use tokio::io::AsyncReadExt;
-
-use exec_server::engine::terminal::TerminalOutput;
-
 use crate::runs::Frames;
 use crate::support::*;
+use protocol::{ErrorBody, ErrorCode, Frame, RunInfo, RunState};
+use serde_json::json;
+use testkit::native_on_a_pty;
 
 /// The screen of a TTY run: its stdout bytes as they come, with waits for what should appear.
 struct Screen {
@@ -87,20 +84,6 @@ impl TestServer {
             _ => Err((status, serde_json::from_slice(&bytes).unwrap())),
         }
     }
-}
-
-/// `argv` run here on a pty of `rows` × `cols` with `TERM`, as the server would: its screen and exit code.
-async fn native_on_a_pty(argv: &[&str], rows: u16, cols: u16) -> (Vec<u8>, i32) {
-    let pty = process_group::open_pty(rows, cols).unwrap();
-    let mut command = tokio::process::Command::new(argv[0]);
-    command.args(&argv[1..]).env("TERM", "xterm-256color");
-    let mut leader = process_group::spawn_pty_leader(command, pty.slave).unwrap();
-    let (output, _input) = pty.master.into_split();
-    // Read as the server reads a terminal: to the master's EIO.
-    let mut screen = Vec::new();
-    TerminalOutput(output).read_to_end(&mut screen).await.unwrap();
-    let (code, _) = process_group::exit_code_of(leader.wait().await.unwrap());
-    (screen, code)
 }
 
 /// What a program sees of its terminal: every stream a tty, the size, TERM, its session and group its own; the
