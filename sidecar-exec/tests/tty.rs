@@ -144,8 +144,8 @@ async fn a_python_repl_behaves_as_natively() {
     server.stop().await;
 }
 
-/// Exit codes are the command's: 0, 3, and 130 for a Ctrl-C the program does not catch (the byte 0x03 through the
-/// remote line discipline, not a signal to the client).
+/// Exit codes are the command's: 0, 3, 130 for a Ctrl-C the program does not catch (the byte 0x03 through the
+/// remote line discipline, not a signal to the client), 137 for a command killed.
 #[tokio::test(flavor = "multi_thread")]
 async fn exit_codes_are_the_commands() {
     let server = server().await;
@@ -153,6 +153,7 @@ async fn exit_codes_are_the_commands() {
         ("echo ready; exit 0", &b""[..], 0),
         ("echo ready; exit 3", b"", 3),
         ("echo ready; exec sleep 60", b"\x03", 130),
+        ("echo ready; kill -KILL $$", b"", 137),
     ] {
         let (mut client, before) = client_on_a_terminal(&server, None, &["sh", "-c", script], 24, 80);
         client.wait_for("ready\r\n", 0).await;
@@ -191,5 +192,51 @@ async fn signals_and_errors_restore_the_terminal() {
     let line = screen.rsplit('>').next().unwrap();
     assert!(line.starts_with("sidecar-exec: failed to connect") && line.ends_with(")\r\n"), "{screen:?}");
     assert_eq!(ended.modes, before);
+    server.stop().await;
+}
+
+/// The connection cut mid-session (testkit's CutProxy), twice, once with keys typed while it is down: the session
+/// goes on, the screen is the native one's byte for byte (nothing shown twice, nothing missing), and every key
+/// arrived once (a key sent twice would show twice in the REPL's echo and its result).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_connection_keeps_the_screen_and_delivers_each_key_once() {
+    let server = server_with(&["--reattach-window", "30"], None).await;
+    let upstream: std::net::SocketAddr = server.url.trim_start_matches("http://").parse().unwrap();
+    let proxy = CutProxy::start(upstream).await.unwrap();
+    let mark = format!("mark={}", marker());
+    let argv = ["python3", "-q", "-X", &mark];
+    let steps: &[Step] = &[
+        (b"", ">>> "),
+        (b"1+1\r", "\r\n2\r\n>>> "),
+        (b"6*7\r", "\r\n42\r\n>>> "),
+        (b"\x03", "KeyboardInterrupt\r\n>>> "),
+        (b"\x04", ""),
+    ];
+    let native = type_steps(native_on_a_terminal(&argv, 24, 80), &mark, steps).await;
+
+    let (mut client, before) = client_on_a_terminal(&server, Some(&proxy.url()), &argv, 24, 80);
+    let mut at = 0;
+    for (step, (keys, then)) in steps.iter().enumerate() {
+        wait_until_reading(&mark).await;
+        match step {
+            // Cut, then type at once: the keys are typed while the connections are down.
+            2 => {
+                assert!(proxy.cut_all() > 0, "the session's connections were live");
+                client.press(keys).await;
+            }
+            // Cut while nothing is typed: only the output stream resumes.
+            3 => {
+                assert!(proxy.cut_all() > 0);
+                client.press(keys).await;
+            }
+            _ => client.press(keys).await,
+        }
+        at = client.wait_for(then, at).await;
+    }
+    let forwarded = client.finish().await;
+    assert_eq!((text(&forwarded.screen), forwarded.code), (text(&native.screen), native.code));
+    assert_eq!(forwarded.code, 0);
+    assert_eq!(forwarded.modes, before);
+    assert!(proxy.cuts() >= 2, "cut {} connections", proxy.cuts());
     server.stop().await;
 }
