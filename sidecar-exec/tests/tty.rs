@@ -240,3 +240,47 @@ async fn a_cut_connection_keeps_the_screen_and_delivers_each_key_once() {
     assert!(proxy.cuts() >= 2, "cut {} connections", proxy.cuts());
     server.stop().await;
 }
+
+/// A password prompt (`read -s`: no echo) shows its prompt, hides what is typed, and gets the line: as natively.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_password_prompt_hides_the_keys_as_natively() {
+    let server = server().await;
+    let mark = marker();
+    let script = format!("read -r -s -p 'password: ' p; echo; echo \"got $p\" # {mark}");
+    let argv = ["bash", "-c", &script];
+    let steps: &[Step] = &[(b"", "password: "), (b"s3cret\r", "got s3cret\r\n")];
+    let native = type_steps(native_on_a_terminal(&argv, 24, 80), &mark, steps).await;
+    let (client, before) = client_on_a_terminal(&server, None, &argv, 24, 80);
+    let forwarded = type_steps(client, &mark, steps).await;
+    assert_eq!((text(&forwarded.screen), forwarded.code), (text(&native.screen), native.code));
+    assert!(!text(&forwarded.screen).contains("password: s3cret"), "not echoed");
+    assert_eq!(forwarded.modes, before);
+    server.stop().await;
+}
+
+/// SIGTSTP to the client (in raw mode the terminal sends none, so only `kill` does): the remote command is stopped,
+/// the client stops with the terminal cooked for the shell (exactly the modes from before), and SIGCONT makes it
+/// raw again and continues the command.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_client_leaves_the_terminal_cooked_and_goes_raw_on_continue() {
+    let server = server().await;
+    let script =
+        "import sys\nprint('ready', flush=True)\nfor line in sys.stdin:\n    print('got', line.strip(), flush=True)\n";
+    let (mut client, before) = client_on_a_terminal(&server, None, &["python3", "-c", script], 24, 80);
+    let at = client.wait_for("ready\r\n", 0).await;
+    let pid = Pid::from_raw(client.pid());
+    kill(pid, Signal::SIGTSTP).unwrap();
+    let stopped = || process_group::procfs::stat(pid.as_raw()).is_some_and(|stat| stat.state == 'T');
+    tokio::task::block_in_place(|| wait_until("the client stopped", stopped));
+    assert_eq!(client.modes(), before, "cooked while stopped");
+    kill(pid, Signal::SIGCONT).unwrap();
+    // Raw again once it runs: the typed line reaches the remote terminal, which echoes it and hands it over.
+    tokio::task::block_in_place(|| wait_until("the client raw again", || client.modes() != before));
+    client.press(b"hello\r").await;
+    client.wait_for("hello\r\ngot hello\r\n", at).await;
+    client.press(b"\x04").await;
+    let ended = client.finish().await;
+    assert_eq!(ended.code, 0, "{:?}", text(&ended.screen));
+    assert_eq!(ended.modes, before);
+    server.stop().await;
+}
