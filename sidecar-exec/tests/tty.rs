@@ -284,3 +284,25 @@ async fn a_stopped_client_leaves_the_terminal_cooked_and_goes_raw_on_continue() 
     assert_eq!(ended.modes, before);
     server.stop().await;
 }
+
+/// A full-screen program (`less`, on the alternate screen) starts, pages on a key, quits on `q`: the screen equals
+/// native byte for byte, and the local terminal's modes are exactly back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_screen_program_behaves_as_natively() {
+    let server = server().await;
+    // The marker in the file's name finds less wherever it runs; `env -i` gives both sides the same environment.
+    let file = server.workspace.path().join(format!("{}.txt", marker()));
+    std::fs::write(&file, (1..=60).map(|n| format!("line {n:02}\n")).collect::<String>()).unwrap();
+    let file = file.to_str().unwrap();
+    let path = format!("PATH={}", std::env::var("PATH").unwrap());
+    let argv = ["env", "-i", &path, "TERM=xterm-256color", "less", file];
+    let steps: &[Step] = &[(b"", "line 23"), (b" ", "line 46"), (b"q", "")];
+    let native = type_steps(native_on_a_terminal(&argv, 24, 80), file, steps).await;
+    assert!(text(&native.screen).contains("\x1b[?1049h"), "less uses the alternate screen");
+    let (client, before) = client_on_a_terminal(&server, None, &argv, 24, 80);
+    let forwarded = type_steps(client, file, steps).await;
+    assert_eq!((text(&forwarded.screen), forwarded.code), (text(&native.screen), native.code));
+    assert_eq!(forwarded.code, 0);
+    assert_eq!(forwarded.modes, before);
+    server.stop().await;
+}
