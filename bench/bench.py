@@ -57,6 +57,16 @@ def spawn_wait(argv, env, cwd=None, stdout=None, stdin_fd=None):
     return took
 
 
+def summary_rows(samples, baseline):
+    """(name, median, p90, median over the baseline's median) for each arm of `samples` (name → seconds)."""
+    base = statistics.median(samples[baseline])
+    rows = []
+    for name, values in samples.items():
+        median = statistics.median(values)
+        rows.append((name, median, statistics.quantiles(values, n=10)[-1], median - base))
+    return rows
+
+
 def ms(seconds):
     return f"{seconds * 1000:.2f} ms"
 
@@ -102,12 +112,7 @@ def p1_overhead(tmp, results):
         for name, (argv, e) in variants.items():
             samples[name].append(spawn_wait(argv, e, cwd=workspace))
     server.stop()
-    native = statistics.median(samples["native `true`"])
-    rows = []
-    for name, values in samples.items():
-        median = statistics.median(values)
-        p90 = statistics.quantiles(values, n=10)[-1]
-        rows.append((name, median, p90, median - native))
+    rows = summary_rows(samples, "native `true`")
     results["p1"] = {"runs": runs, "rows": rows, "samples": samples}
 
 

@@ -775,6 +775,18 @@ def observability_abuse(tmp):
           f"{unsafe_echoes} replies without one safe id, {echoed_hostile} echoing a hostile id, of {sent}")
 
 
+def spill_files(server, state):
+    """The server's open spill files in `state` (read as root, or as the server's user where it is dumpable)."""
+    fd_dir = f"/proc/{server.proc.pid}/fd"
+    count = 0
+    for fd in os.listdir(fd_dir):
+        try:
+            count += os.readlink(os.path.join(fd_dir, fd)).startswith(state + "/")
+        except OSError:
+            pass
+    return count + len(os.listdir(state))
+
+
 def named_runs_abuse(tmp):
     """Named runs (issue 12) against their bounds: 1000 named runs, a tenth of them 1 MB (spilled to disk), keep the
     registry and the state folder within --max-runs and the server's memory flat; 20 named runs whose clients
@@ -792,7 +804,8 @@ def named_runs_abuse(tmp):
         status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", cmd], "run_id": f"faults-{i}"}))
         if status != 200 or json.loads(body)["exit_code"] != 0:
             failed += 1
-        most_files = max(most_files, len(os.listdir(state)))
+        # Spill files have no name (issue 24, item 4): count the server's descriptors that lead into the folder.
+        most_files = max(most_files, spill_files(server, state))
     rss_after = server.status("VmRSS")
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     conn.request("GET", "/runs")
@@ -999,6 +1012,149 @@ def b64_only_hostile_replies(tmp):
           f"exit {twin_run.returncode}, {twin_run.stderr.decode(errors='replace').strip()[:120]!r}")
 
 
+def get_json(port, path, timeout=10):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn.request("GET", path)
+    response = conn.getresponse()
+    return response.status, json.loads(response.read() or b"null")
+
+
+def stuck_follower(tmp):
+    """Issue 24, item 2: a named run (`yes`, timeout 2) whose owner left, followed by a reader with a 4 KiB receive
+    buffer that never reads. The run ends, and gives back its --max-concurrent 1 slot, within timeout + grace + 1 s
+    (before: the processes died at 2 s, but the run stayed `running`, kept the slot, and the next command got 503
+    until the stuck reader left)."""
+    workspace = os.path.join(tmp, "stuck-follower")
+    os.makedirs(workspace)
+    server = Server(workspace, "--max-concurrent", "1", "--grace", "0.5")
+    marker = f"{os.getpid()}{random.randrange(10**6):06d}"
+    body = json.dumps({"cmd": ["yes", marker], "timeout": 2, "run_id": "stuck"}).encode()
+    started = time.monotonic()
+    owner = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    owner.sendall(http_bytes("POST", "/exec/stream", body))
+    owner.recv(65536)
+    owner.close()
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect(("127.0.0.1", server.port))
+    stuck.sendall(http_bytes("GET", "/runs/stuck/stream"))
+    ended_after, info = None, {}
+    while time.monotonic() - started < 15:
+        status, info = get_json(server.port, "/runs/stuck")
+        if status == 200 and info["state"] != "running":
+            ended_after = time.monotonic() - started
+            break
+        time.sleep(0.05)
+    status, _ = server.post("/exec", json.dumps({"cmd": ["true"]}))
+    state = info.get("state")
+    check("a follower that stops reading does not hold a run past its timeout",
+          ended_after is not None and ended_after <= 2 + 0.5 + 1 and status == 200,
+          f"run {state} after {ended_after if ended_after is None else round(ended_after, 2)} s (limit 3.5 s), "
+          f"next command {status} (--max-concurrent 1), the stuck reader still connected")
+    stuck.close()
+    server.stop()
+
+
+class HoldingProxy(CuttingProxy):
+    """A CuttingProxy that cuts its first connection after `budget` bytes towards the client, and forwards later ones
+    only once `release` is set: a client cut off, then away for as long as the scenario says."""
+
+    def __init__(self, port, budget):
+        self.release = threading.Event()
+        super().__init__(port, 0, budget, budget, 1)
+
+    def forward(self, client, budget):
+        if budget is None:
+            self.release.wait()
+        super().forward(client, budget)
+
+
+def forgotten_result(tmp):
+    """Issue 24, item 3: --max-runs 3, a streaming client cut off (window 30 s) while its run ends with exit 0 and
+    three quick named runs take the room; then it reconnects. It exits 1 saying the run ended and its result is no
+    longer kept, never "run it again", and the command ran once (before: 404 run_not_known, and the client said the
+    sidecar "stopped the command … run it again")."""
+    workspace = os.path.join(tmp, "forgotten-result")
+    os.makedirs(workspace)
+    server = Server(workspace, "--max-runs", "3", "--reattach-window", "30")
+    proxy = HoldingProxy(server.port, 400)
+    env = {"PATH": os.environ["PATH"], "SIDECAR_STREAM": "1", "SIDECAR_CWD": workspace,
+           "BUILD_SIDECARS": json.dumps({"python": {"internal_url": proxy.url}})}
+    script = "echo ran >> runs.count; echo start; while [ ! -e go ]; do sleep 0.05; done; echo done"
+    client = subprocess.Popen([CLIENT, "python", "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=env)
+    while proxy.connections < 2 and client.poll() is None:
+        time.sleep(0.02)
+    open(os.path.join(workspace, "go"), "w").close()
+    deadline = time.monotonic() + 20
+    ended = None
+    while time.monotonic() < deadline and ended is None:
+        _, runs = get_json(server.port, "/runs")
+        ended = next((run for run in runs["runs"] if run["state"] != "running"), None)
+        time.sleep(0.05)
+    for i in range(3):
+        server.post("/exec", json.dumps({"cmd": ["true"], "run_id": f"quick-{i}"}))
+    proxy.release.set()
+    out, err = client.communicate(timeout=60)
+    with open(os.path.join(workspace, "runs.count")) as f:
+        ran = len(f.readlines())
+    said = err.decode(errors="replace").strip().splitlines()[-1] if err.strip() else ""
+    check("a result forgotten while its client reconnects is not 'run it again'",
+          client.returncode == 1 and "no longer kept" in said and "run it again" not in said and ran == 1,
+          f"exit {client.returncode}, ran {ran} time(s), the client said: {said[:220]}")
+    proxy.close()
+    server.stop()
+
+
+def spill_file_privacy(tmp):
+    """Issue 24, item 4: as user nobody (root reads everything), a run spills a secret to disk; later commands of
+    the same user look for it: the state folder lists no file, grep finds nothing there, /proc/<server>/fd,
+    environ and mem are closed, no spill file can be rewritten through /proc, and the replay is the run's exact
+    output (before: `ls` showed the spill file, a command read the secret, and a same-length rewrite was served
+    as that run's output)."""
+    base = tempfile.mkdtemp(prefix="faults-privacy-")
+    os.chmod(base, 0o755)
+    workspace, state = os.path.join(base, "workspace"), os.path.join(base, "state")
+    os.makedirs(workspace)
+    for path in (base, workspace):
+        os.chown(path, 65534, 65534)
+
+    def as_nobody():
+        os.setgid(65534)
+        os.setuid(65534)
+
+    server = Server(workspace, "--run-memory", str(256 * 1024), "--state-dir", state,
+                    preexec_fn=as_nobody if os.geteuid() == 0 else None)
+    secret = f"SECRET-{random.randrange(10**12):012d}"
+    spill = f"printf {secret}; head -c 1000000 /dev/zero | tr '\\0' x"
+    _, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", spill], "run_id": "secret"}))
+    original = json.loads(body)["output"]
+    probes = {
+        "ls -A state": f"ls -A {state}",
+        "grep the secret": f"grep -rl {secret} {state}",
+        "/proc/<server>/fd": "ls /proc/$PPID/fd",
+        "/proc/<server>/environ": "cat /proc/$PPID/environ",
+        "/proc/<server>/mem": "cat /proc/$PPID/mem",
+        "rewrite through /proc": "for f in /proc/$PPID/fd/*; do printf %s XXXXXX > $f || exit 1; done",
+    }
+    seen = {}
+    for name, probe in probes.items():
+        _, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", probe]}))
+        reply = json.loads(body)
+        seen[name] = (reply["exit_code"], reply["output"].strip()[:60])
+    reached = [name for name, (code, out) in seen.items()
+               if (name == "ls -A state" and out) or (name != "ls -A state" and code == 0)]
+    replay = raw_request(server.port, http_bytes("GET", "/runs/secret/stream")).decode(errors="replace")
+    frames = [json.loads(line[6:]) for line in replay.split("\n") if line.startswith("data: ")]
+    replayed = "".join(frame["data"] for frame in frames if frame["type"] == "stdout")
+    check("spill files and the server's memory are out of a command's reach",
+          not reached and replayed == original and frames[-1]["type"] == "exit" and frames[-1]["data"] == 0,
+          f"{len(probes) - len(reached)} of {len(probes)} probes found nothing ({', '.join(reached) or 'none reached'}"
+          f"); the replay is the run's exact output: {replayed == original} ({len(replayed)} bytes)")
+    server.stop()
+    subprocess.run(["rm", "-rf", base], check=False)
+
+
 SCENARIOS = [
     abuse,
     sequential,
@@ -1014,6 +1170,9 @@ SCENARIOS = [
     named_runs_abuse,
     flaky_network,
     b64_only_hostile_replies,
+    stuck_follower,
+    forgotten_result,
+    spill_file_privacy,
 ]
 
 

@@ -73,6 +73,12 @@ for _ in $(seq 1 "$runs"); do
         for measure in builders agent-alone; do
             start=$(date +%s.%N)
             first=$(up "$engine" "$measure") || { cat "$tmp/stderr" >&2; exit 1; }
+            # The agent's one line, its `date`: anything else is a broken sample, shown rather than counted.
+            [[ "$first" =~ ^[0-9]+\.[0-9]+$ ]] || {
+                printf 'bench: %s %s: the agent printed %q, not its date\n' "$engine" "$measure" "$first" >&2
+                cat "$tmp/stderr" >&2
+                exit 1
+            }
             end=$(date +%s.%N)
             gate=$(sed -n 's/.*agent starting (\([0-9.]*\)s after up).*/\1/p' "$tmp/stderr")
             echo "$engine $measure $start $first $end ${gate:-0}" >>"$tmp/samples"
@@ -85,7 +91,7 @@ versions="$(for engine in $engines; do
 done | paste -sd ';' | sed 's/;/, /g')"
 load="load average $load_before before, $(cut -d' ' -f1 /proc/loadavg) after, on $(nproc) cores"
 python3 - "$tmp/samples" "$runs" "$versions" "$load" <<'PY'
-import re, statistics, sys
+import re, statistics, sys, textwrap
 from collections import defaultdict
 samples = defaultdict(list)
 for line in open(sys.argv[1]):
@@ -98,19 +104,29 @@ def cell(values):
 engines = list(dict.fromkeys(engine for engine, _ in samples))
 rows = []
 goals = []
+added = []
 for engine in engines:
     b, a = samples[(engine, "builders")], samples[(engine, "agent-alone")]
     first, alone = [s[0] for s in b], [s[0] for s in a]
     rows.append(f"| {engine} | {cell(first)} | {cell([s[2] for s in b])} | {cell([s[1] for s in b])} | "
                 f"{cell(alone)} | {med(first) / med(alone):.2f}× |")
     goals.append(f"{engine} {'met' if med(first) < 3 else 'NOT met'}")
+    added.append(f"{engine} +{med(first) - med(alone):.2f} s of {med(first):.2f} s")
+added_text = textwrap.fill(
+    "What the builders and the health gate add (the median to the first command less the baseline's): "
+    f"{', '.join(added)}; the rest is the engine starting one container (the agent alone).",
+    width=116, break_long_words=False, break_on_hyphens=False)
+# The setup paragraph, wrapped as the rest of the file (its figures change its length from run to run).
+setup = textwrap.fill(
+    f"`sidecarctl up --sidecar python --sidecar node -- sidecar-agent sh -c 'date +%s.%N'` on each engine, "
+    f"{sys.argv[3]} (podman with runc, through its API socket), images warm, {sys.argv[2]} runs per measure after "
+    "one warm-up, the engines and measures taking turns; written by bench/sidecarctl-up.sh (debug build of "
+    f"sidecarctl: the time is the engine's, not the client's); {sys.argv[4]}. Baseline, measured in the same run on "
+    "the same engine: `up --disable-sidecars`, the agent alone. Median (min–max).",
+    width=116, break_long_words=False, break_on_hyphens=False)
 section = f"""## sidecarctl up
 
-`sidecarctl up --sidecar python --sidecar node -- sidecar-agent sh -c 'date +%s.%N'` on each engine, {sys.argv[3]}
-(podman with runc, through its API socket), images warm, {sys.argv[2]} runs per measure after one warm-up, the
-engines and measures taking turns; written by bench/sidecarctl-up.sh (debug build of sidecarctl: the time is the
-engine's, not the client's); {sys.argv[4]}. Baseline, measured in the same run on the same engine: `up
---disable-sidecars`, the agent alone. Median (min–max).
+{setup}
 
 | engine | `up` → the agent's first command | `up` → agent created (network, 2 builders, health gate passed) | whole run, teardown included | baseline: agent alone, `up` → first command | ratio |
 | --- | --- | --- | --- | --- | --- |
@@ -118,6 +134,8 @@ engine's, not the client's); {sys.argv[4]}. Baseline, measured in the same run o
 
 Goal: under 3 s to the first command, and no fixed 2 s from the health gate when the builders are healthy at
 once: {", ".join(goals)}.
+
+{added_text}
 """
 path = "BENCHMARKS.md"
 text = open(path).read()

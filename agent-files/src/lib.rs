@@ -30,4 +30,4 @@ pub use read::{read_regular_file, Contents, FileKind, ReadError, Refusal};
 pub use rules::{FolderRules, Recheck};
 pub use unfinished::{UnfinishedWrite, UnfinishedWrites, Verdict, QUIET_PERIOD};
 pub use version::FileVersion;
-pub use write::{write_atomic, write_atomic_mode};
+pub use write::{symlink_atomic, write_atomic, write_atomic_mode};

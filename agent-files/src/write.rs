@@ -51,6 +51,32 @@ pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()>
     write_with_names(path, bytes, Some(mode), std::iter::repeat_with(temporary_name).take(ATTEMPTS))
 }
 
+/// A symlink at `path` pointing to `target`, put in place atomically by the same rules: made under a fresh
+/// temporary name beside it (`symlink(2)` never follows or replaces what stands under a name, so a planted name only
+/// makes it try the next), then renamed over `path` (`rename(2)` replaces the name itself, never what a symlink
+/// there points to). The wrapper installer's links are made so.
+pub fn symlink_atomic(target: &Path, path: &Path) -> io::Result<()> {
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    for name in std::iter::repeat_with(temporary_name).take(ATTEMPTS) {
+        let temporary = dir.join(name);
+        match std::os::unix::fs::symlink(target, &temporary) {
+            Ok(()) => {
+                let renamed = std::fs::rename(&temporary, path);
+                if renamed.is_err() {
+                    let _ = std::fs::remove_file(&temporary);
+                }
+                return renamed;
+            }
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("no free temporary name in {} after {ATTEMPTS} tries", dir.display()),
+    ))
+}
+
 fn write_with_names(
     path: &Path,
     bytes: &[u8],

@@ -17,12 +17,16 @@ pub struct InProcessServer {
 }
 
 impl InProcessServer {
-    /// Binds `127.0.0.1:0` and serves `config` there (its host and port are ignored).
+    /// Binds `127.0.0.1:0` and serves `config` there (its host and port are ignored). Returns once every socket
+    /// listens (the UNIX ones of `--listen` too) and the file-protocol folder is taken, so a first call never finds
+    /// nothing there; an error in `config` (a workspace root that does not exist, a socket path in use) is this
+    /// call's error.
     pub async fn start(config: Config) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
+        let started = crate::Started::start(config, Some(listener))?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(crate::serve(config, listener, async move {
+        let task = tokio::spawn(started.serve(async move {
             let _ = stopped.await;
         }));
         Ok(InProcessServer { addr, url: format!("http://{addr}"), stop: Some(stop), task: Some(task) })

@@ -18,6 +18,7 @@ pub mod http;
 pub mod in_process;
 pub mod ipc;
 pub mod metrics;
+pub mod privacy;
 pub mod runs;
 pub mod token;
 pub mod workspace;
@@ -45,88 +46,112 @@ pub async fn serve(
 }
 
 /// Serves HTTP on `listener` when given, and the file protocol when `config.ipc_dir` is set, on one engine, until
-/// `shutdown` resolves or the IPC `done` file appears. Then it stops accepting work, cancels every running command
-/// by the policy (SIGTERM, grace, SIGKILL to its group) and returns within the grace period plus a second.
-///
-/// This is where the server's shared parts are made and handed out: the metrics (each part gets its own handle),
-/// the engine, the environment commands start from, and, when HTTP is served, the named-run registry.
+/// `shutdown` resolves or the IPC `done` file appears: [`Started::start`], then [`Started::serve`].
 pub async fn run(
     config: Config,
     listener: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let root = config.cwd.canonicalize().map_err(|err| {
-        std::io::Error::other(format!(
-            "workspace root {} is not usable ({err}): create it, or pass --cwd / EXEC_SERVER_CWD",
-            config.cwd.display()
-        ))
-    })?;
-    let serves_http = listener.is_some() || !config.listen.is_empty();
-    if !serves_http && config.ipc_dir.is_none() {
-        return Err(std::io::Error::other(
-            "nothing to serve: give a port, --listen unix:PATH, or --ipc-dir for the file protocol",
-        ));
-    }
-    let metrics = Arc::new(Metrics::default());
-    let policy = Policy { grace: config.grace, drain: config.drain, daemons: config.daemon_policy() };
-    let engine = ProcessEngine::new(policy, metrics.commands().clone());
-    let base_env = Arc::new(environment::inherited());
-    let stop = CancellationToken::new();
+    Started::start(config, listener)?.serve(shutdown).await
+}
 
-    // Named runs are HTTP's: a file-protocol-only server makes no state folder.
-    let (http, named_runs) = if serves_http {
-        let settings = http_settings(&config, listener, &root, &base_env)?;
-        let runs = settings.runs.clone();
-        (Some(http::Server::start(settings, engine.clone(), metrics.clone())?), Some(runs))
-    } else {
-        (None, None)
-    };
-    let ipc = match &config.ipc_dir {
-        Some(dir) => {
-            let settings = ipc_settings(&config, dir, &root, &base_env);
-            Some(ipc::Transport::start(settings, engine.clone(), metrics.ipc().clone())?)
+/// A server whose every socket is bound (TCP and `--listen unix:`) and whose file-protocol folder is taken, not yet
+/// serving: a caller that must know it listens (a test, an embedding) waits for [`Started::start`], not for a
+/// spawned task.
+pub struct Started {
+    config: Config,
+    engine: ProcessEngine,
+    http: Option<http::Server>,
+    ipc: Option<ipc::Transport>,
+    named_runs: Option<runs::Runs>,
+}
+
+impl Started {
+    /// Makes the server's shared parts and hands them out: the metrics (each part gets its own handle), the engine,
+    /// the environment commands start from, and, when HTTP is served, the named-run registry; binds the UNIX
+    /// sockets and takes the file-protocol folder. Must be called inside a tokio runtime.
+    pub fn start(config: Config, listener: Option<TcpListener>) -> std::io::Result<Self> {
+        let root = config.cwd.canonicalize().map_err(|err| {
+            std::io::Error::other(format!(
+                "workspace root {} is not usable ({err}): create it, or pass --cwd / EXEC_SERVER_CWD",
+                config.cwd.display()
+            ))
+        })?;
+        let serves_http = listener.is_some() || !config.listen.is_empty();
+        if !serves_http && config.ipc_dir.is_none() {
+            return Err(std::io::Error::other(
+                "nothing to serve: give a port, --listen unix:PATH, or --ipc-dir for the file protocol",
+            ));
         }
-        None => None,
-    };
-    let mut http_task = http.map(|server| tokio::spawn(server.serve(stop.clone())));
-    let mut ipc_task = ipc.map(|transport| tokio::spawn(transport.serve(stop.clone())));
+        let metrics = Arc::new(Metrics::default());
+        let policy = Policy { grace: config.grace, drain: config.drain, daemons: config.daemon_policy() };
+        let engine = ProcessEngine::new(policy, metrics.commands().clone());
+        let base_env = Arc::new(environment::inherited());
 
-    let (http_early, ipc_early) = {
-        let http_wait = async {
-            match http_task.as_mut() {
-                Some(task) => task.await,
-                None => std::future::pending().await,
+        // Named runs are HTTP's: a file-protocol-only server makes no state folder.
+        let (http, named_runs) = if serves_http {
+            let settings = http_settings(&config, listener, &root, &base_env)?;
+            let runs = settings.runs.clone();
+            (Some(http::Server::start(settings, engine.clone(), metrics.clone())?), Some(runs))
+        } else {
+            (None, None)
+        };
+        let ipc = match &config.ipc_dir {
+            Some(dir) => {
+                let settings = ipc_settings(&config, dir, &root, &base_env);
+                Some(ipc::Transport::start(settings, engine.clone(), metrics.ipc().clone())?)
+            }
+            None => None,
+        };
+        Ok(Started { config, engine, http, ipc, named_runs })
+    }
+
+    /// Serves until `shutdown` resolves or the IPC `done` file appears. Then it stops accepting work, cancels every
+    /// running command by the policy (SIGTERM, grace, SIGKILL to its group) and returns within the grace period
+    /// plus a second.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        let Started { config, engine, http, ipc, named_runs } = self;
+        let stop = CancellationToken::new();
+        let mut http_task = http.map(|server| tokio::spawn(server.serve(stop.clone())));
+        let mut ipc_task = ipc.map(|transport| tokio::spawn(transport.serve(stop.clone())));
+
+        let (http_early, ipc_early) = {
+            let http_wait = async {
+                match http_task.as_mut() {
+                    Some(task) => task.await,
+                    None => std::future::pending().await,
+                }
+            };
+            let ipc_wait = async {
+                match ipc_task.as_mut() {
+                    Some(task) => task.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = shutdown => {
+                    tracing::info!(running = engine.live_groups(), "shutting down: cancelling running commands");
+                    (None, None)
+                }
+                result = ipc_wait => {
+                    tracing::info!(running = engine.live_groups(), "the run is done: cancelling running commands");
+                    (None, Some(result))
+                }
+                result = http_wait => (Some(result), None),
             }
         };
-        let ipc_wait = async {
-            match ipc_task.as_mut() {
-                Some(task) => task.await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = shutdown => {
-                tracing::info!(running = engine.live_groups(), "shutting down: cancelling running commands");
-                (None, None)
-            }
-            result = ipc_wait => {
-                tracing::info!(running = engine.live_groups(), "the run is done: cancelling running commands");
-                (None, Some(result))
-            }
-            result = http_wait => (Some(result), None),
+        stop.cancel();
+        engine.shutdown();
+        // Open streams end once their commands are gone; do not wait on a client that keeps a connection open.
+        let deadline = tokio::time::Instant::now() + config.grace + Duration::from_millis(500);
+        let http_result = finish(http_task, http_early, deadline).await;
+        let ipc_result = finish(ipc_task, ipc_early, deadline).await;
+        engine.finish_shutdown().await;
+        if let Some(runs) = named_runs {
+            runs.close();
         }
-    };
-    stop.cancel();
-    engine.shutdown();
-    // Open streams end once their commands are gone; do not wait on a client that keeps a connection open.
-    let deadline = tokio::time::Instant::now() + config.grace + Duration::from_millis(500);
-    let http_result = finish(http_task, http_early, deadline).await;
-    let ipc_result = finish(ipc_task, ipc_early, deadline).await;
-    engine.finish_shutdown().await;
-    if let Some(runs) = named_runs {
-        runs.close();
+        http_result.and(ipc_result)
     }
-    http_result.and(ipc_result)
 }
 
 /// HTTP's settings from the flags; makes the named-run registry (and its state folder).

@@ -9,6 +9,8 @@ use process_group::{next_stop_signal, StopSignals};
 mod startup;
 
 fn main() -> ExitCode {
+    // Before anything secret is in memory: the commands run as this user, and must not read it (see `privacy`).
+    let hidden = exec_server::privacy::hide_from_commands();
     // First: given the token in its environment, the server re-executes itself without it (see `token`).
     let from_env = match exec_server::token::take_from_env() {
         Ok(from_env) => from_env,
@@ -20,6 +22,9 @@ fn main() -> ExitCode {
         return healthcheck(&config);
     }
     init_logging(&config);
+    if let Err(err) = hidden {
+        tracing::warn!("cannot make the server undumpable ({err}): commands of its user can read its memory and files");
+    }
     if let Some(err) = from_env.still_shown {
         tracing::warn!(
             "EXEC_SERVER_TOKEN stays readable in /proc/{}/environ ({err}); prefer --token-file",

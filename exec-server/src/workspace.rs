@@ -27,11 +27,13 @@ impl WorkDir {
         &self.path
     }
 
-    /// The path a new command should change into; valid while this value lives.
+    /// The path a new command should change into, in this process or in a child forked from it (which has the
+    /// descriptor until its `execve`); valid while this value lives. `/proc/self`, not `/proc/<server's pid>`:
+    /// the server is not dumpable (see `privacy`), so its own `/proc` folder is closed to its children.
     pub fn enter(&self) -> PathBuf {
         use std::os::fd::AsRawFd;
         match &self.opened {
-            Some(dir) => PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), dir.as_raw_fd())),
+            Some(dir) => PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())),
             None => self.path.clone(),
         }
     }

@@ -9,6 +9,7 @@ mod ipc;
 mod logs;
 mod metrics;
 mod output;
+mod privacy;
 mod process;
 mod runs;
 mod signals;

@@ -114,6 +114,21 @@ async fn spilling_server(run_memory: &str, more: &[(&str, &str)]) -> (TestServer
     (builder.start().await, state, state_dir)
 }
 
+/// The sizes of the spill files in `state_dir`, smallest first: they have no name there (the folder must be empty),
+/// so they are found as the descriptors of this process (the in-process server's) that lead into it.
+fn spill_files(state_dir: &std::path::Path) -> Vec<u64> {
+    let names: Vec<_> = std::fs::read_dir(state_dir).map(|entries| entries.flatten().collect()).unwrap_or_default();
+    assert!(names.is_empty(), "a spill file has a name: {:?}", names.iter().map(|e| e.file_name()).collect::<Vec<_>>());
+    let mut sizes: Vec<u64> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.starts_with(state_dir)))
+        .filter_map(|fd| std::fs::metadata(fd.path()).ok().map(|meta| meta.len()))
+        .collect();
+    sizes.sort_unstable();
+    sizes
+}
+
 /// The offset of a stdout/stderr frame (named runs always carry it).
 fn offset_of(frame: &Frame) -> Option<u64> {
     match frame {
@@ -236,6 +251,38 @@ async fn a_post_after_the_end_returns_the_stored_result() {
     let error: protocol::ErrorBody = json_of(response).await;
     assert!(error.error.contains("run_id stored already names another command") && error.error.contains("new id"));
     assert_eq!(lines_in(&counter), 1);
+    server.stop().await;
+}
+
+/// A kept id is never another command's, even when the request's cwd does not exist (it was answered "never
+/// started" before, as if the id were free): 409, on both endpoints. The same command in a folder removed since it
+/// ran is the same run: it gets the stored result, as any re-POST does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_id_is_refused_for_another_command_even_in_a_missing_cwd() {
+    let server = server().start().await;
+    std::fs::create_dir(server.workspace.path().join("app")).unwrap();
+    let body = json!({"cmd": ["sh", "-c", "echo kept; exit 5"], "cwd": "app", "run_id": "kept"});
+    assert_eq!(server.exec(body.clone()).await.exit_code, 5);
+    for path in ["/exec", "/exec/stream"] {
+        for other in [
+            json!({"cmd": ["sh", "-c", "echo other"], "cwd": "missing", "run_id": "kept"}),
+            json!({"cmd": ["sh", "-c", "echo kept; exit 5"], "cwd": "missing", "run_id": "kept"}),
+        ] {
+            let response = server.post(path, other.to_string()).send().await.unwrap();
+            assert_eq!(response.status(), 409, "{path} {other}");
+            let error: protocol::ErrorBody = json_of(response).await;
+            assert!(error.error.contains("run_id kept already names another command"), "{}", error.error);
+        }
+    }
+    std::fs::remove_dir(server.workspace.path().join("app")).unwrap();
+    let again = server.exec(body.clone()).await;
+    assert_eq!((again.exit_code, again.output.as_str(), again.error.as_deref()), (5, "kept\n", None));
+    let frames = server.open_stream(body).await.rest().await;
+    assert_eq!(exit_totals(&frames), (5, Some(5), Some(0)));
+    // An id nothing keeps: the start failure, as before, and nothing kept.
+    let fresh = json!({"cmd": ["true"], "cwd": "missing", "run_id": "fresh"});
+    assert_eq!(server.exec(fresh).await.exit_code, -1);
+    assert!(server.run_info("fresh").await.1.is_none());
     server.stop().await;
 }
 
@@ -395,6 +442,107 @@ async fn a_follower_that_pauses_loses_nothing_the_command_waits_for_it() {
     server.stop().await;
 }
 
+/// Starts `body` (a command that writes without pause) as a named run, drops its connection, and once the log holds
+/// 16 MiB more than any reader took, attaches a follower from offset 0 that reads its first line and never again:
+/// it is behind at once, so the command waits for it from then on. Returns that follower and a reader from where
+/// the stream is now, which reads all it is given.
+async fn hold_back(
+    server: &TestServer,
+    id: &str,
+    body: serde_json::Value,
+) -> (std::io::BufReader<std::net::TcpStream>, Frames) {
+    let mut owner = server.open_stream(body).await;
+    owner.next().await.unwrap();
+    drop(owner);
+    let info = server.wait_for_run(id, "16 MiB of output", |info| info.stdout_bytes > 16 << 20).await;
+    let mut stuck = raw_get(server.addr, &format!("/runs/{id}/stream"));
+    read_until(&mut stuck, "data:");
+    let reader =
+        Frames::new(server.get(&format!("/runs/{id}/stream?stdout={}", info.stdout_bytes)).send().await.unwrap());
+    (stuck, reader)
+}
+
+/// `future`'s output, or a panic naming `what` after a minute: for an end that, broken, would never come.
+async fn within_a_minute<T>(future: impl std::future::Future<Output = T>, what: &str) -> T {
+    tokio::time::timeout(Duration::from_secs(60), future).await.unwrap_or_else(|_| panic!("{what} never came"))
+}
+
+/// A follower that stops reading, without leaving, holds a run back only while its command runs on: the timeout
+/// ends the run for everyone, its state and its `--max-concurrent` slot with it, and a reader that does read gets
+/// the end. Before, the processes were killed at the timeout but the run stayed `running`, kept its slot (the next
+/// command got 503) and gave a blocking re-POST its reply only once the stuck reader left.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_that_stops_reading_does_not_hold_a_run_past_its_timeout() {
+    let server = server().arg("--max-concurrent", "1").start().await;
+    let marker = marker();
+    let body = json!({"cmd": ["yes", marker], "timeout": 4, "run_id": "stuck"});
+    let (stuck, mut reader) = hold_back(&server, "stuck", body.clone()).await;
+    let frames = within_a_minute(reader.rest(), "the reader's end").await;
+    assert!(
+        matches!(frames.last(), Some(Frame::Exit { data: 124, stopped_by: Some(StoppedBy::Timeout), .. })),
+        "the reader got no end: {:?}",
+        frames.last()
+    );
+    let info = server.wait_for_run("stuck", "its end", |info| info.state != RunState::Running).await;
+    assert_eq!(info.state, RunState::TimedOut);
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    // The slot is free (--max-concurrent 1), and the same request again gets the stored end, while the stuck
+    // follower is still connected.
+    assert_eq!(server.exec(json!({"cmd": ["true"]})).await.exit_code, 0);
+    let again = server.exec(body).await;
+    assert_eq!((again.exit_code, again.timed_out), (124, true));
+    drop(stuck);
+    server.stop().await;
+}
+
+/// And when the leader exited by itself while a descendant in its group writes on: what it wrote is drained within
+/// the run's timeout, whatever the stuck follower does, and the run ends as the leader did.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_that_stops_reading_does_not_hold_a_drain_past_the_timeout() {
+    let server = server().start().await;
+    let marker = marker();
+    let script = format!("yes {marker} & while [ ! -e go ]; do sleep 0.05; done");
+    let body = json!({"cmd": ["sh", "-c", script], "timeout": 5, "run_id": "drained"});
+    let (stuck, mut reader) = hold_back(&server, "drained", body).await;
+    // The leader exits now; `yes` holds the pipe, and the stuck follower the run's reading of it.
+    std::fs::write(server.workspace.path().join("go"), "").unwrap();
+    let frames = within_a_minute(reader.rest(), "the reader's end").await;
+    assert!(matches!(frames.last(), Some(Frame::Exit { data: 0, stopped_by: None, .. })), "{:?}", frames.last());
+    assert_eq!(server.run_info("drained").await.1.unwrap().state, RunState::Exited);
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    drop(stuck);
+    server.stop().await;
+}
+
+/// The same for DELETE and at shutdown: a reader gets the end although another follower of the run stopped reading.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_that_stops_reading_does_not_hold_a_run_past_a_delete_or_the_shutdown() {
+    let server = server().start().await;
+    let marker = marker();
+    let (stuck, mut reader) = hold_back(&server, "deleted", json!({"cmd": ["yes", marker], "run_id": "deleted"})).await;
+    let response = server.delete("/runs/deleted").send().await.unwrap();
+    assert_eq!(json_of::<RunInfo>(response).await.state, RunState::Cancelled);
+    let frames = within_a_minute(reader.rest(), "the reader's end after DELETE").await;
+    assert!(
+        matches!(frames.last(), Some(Frame::Exit { stopped_by: Some(StoppedBy::Delete), .. })),
+        "{:?}",
+        frames.last()
+    );
+    drop(stuck);
+
+    let (stuck, mut reader) = hold_back(&server, "at-exit", json!({"cmd": ["yes", marker], "run_id": "at-exit"})).await;
+    let stopping = tokio::spawn(server.stop());
+    let frames = within_a_minute(reader.rest(), "the reader's end at shutdown").await;
+    assert!(
+        matches!(frames.last(), Some(Frame::Exit { stopped_by: Some(StoppedBy::Shutdown), .. })),
+        "{:?}",
+        frames.last()
+    );
+    stopping.await.unwrap();
+    assert_no_survivors(&marker, Duration::from_secs(10));
+    drop(stuck);
+}
+
 /// Replaying from any offsets gives exactly the rest of each stream, binary included, and the frames say where
 /// they are.
 #[tokio::test(flavor = "multi_thread")]
@@ -430,9 +578,24 @@ async fn replay_from_offsets_is_the_exact_rest_of_each_stream() {
         let first_out = frames.iter().find(|f| matches!(f, Frame::Stdout(_))).and_then(offset_of);
         assert!(first_out.is_none_or(|offset| offset == from_out as u64));
     }
+    // Query values are percent-decoded, as the path's id is (`%31%32…` is 123457; `tru%65` is true).
+    let encoded =
+        Frames::new(server.get("/runs/replay/stream?stdout=%31%32%33%34%35%37&stderr=%37").send().await.unwrap())
+            .rest()
+            .await;
+    assert!(rebuild(&encoded, true) == out[123_457..] && rebuild(&encoded, false) == err[7..], "decoded offsets");
+    let response = server.get("/runs/replay/stream?stdout=700000&stderr=0&b64_only=tru%65").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let bad = server.get("/runs/replay/stream?stdout=1%2B1").send().await.unwrap();
+    assert_eq!(bad.status(), 400);
+    let text = bad.text().await.unwrap();
+    assert!(text.contains(r#"stdout=\"1+1\" is not a byte offset"#), "{text}");
+    // Past the end: 416 with its code (openapi.json lists it), not a 400 for a request the schema calls valid.
     let response = server.get(&format!("/runs/replay/stream?stdout={}", out.len() + 1)).send().await.unwrap();
-    assert_eq!(response.status(), 400);
-    assert!(response.text().await.unwrap().contains("beyond the 700000 bytes"));
+    assert_eq!(response.status(), 416);
+    let error: protocol::ErrorBody = json_of(response).await;
+    assert_eq!(error.code, Some(protocol::ErrorCode::OffsetBeyondEnd));
+    assert!(error.error.contains("beyond the 700000 bytes"), "{}", error.error);
     server.stop().await;
 }
 
@@ -445,26 +608,14 @@ async fn large_output_spills_to_disk_and_is_cleaned_up() {
     // 16 MiB needs it lowered too.
     let (server, _state, state_dir) =
         spilling_server("262144", &[("--run-log-max", "600000"), ("--max-output", "600000")]).await;
-    let files = || -> Vec<(String, u64)> {
-        let mut files: Vec<(String, u64)> = std::fs::read_dir(&state_dir)
-            .map(|entries| {
-                entries
-                    .filter_map(Result::ok)
-                    .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        files.sort();
-        files
-    };
+    let files = || spill_files(&state_dir);
     assert!(files().is_empty());
     // 500 000 bytes: spilled (beyond 256 KiB), all kept (under the cap).
     let spilled = "seq 1 500000 | head -c 500000";
     let reply = server.exec(json!({"cmd": ["sh", "-c", spilled], "run_id": "spill"})).await;
     assert_eq!(reply.output.len(), 500_000);
     let after_spill = files();
-    assert_eq!(after_spill.len(), 1, "{after_spill:?}");
-    assert!(after_spill[0].0.starts_with("spill.") && after_spill[0].1 == 500_000, "{after_spill:?}");
+    assert_eq!(after_spill, [500_000], "one spill file, without a name");
     assert_eq!(std::fs::metadata(&state_dir).unwrap().permissions().mode() & 0o777, 0o700);
 
     // 2 000 000 bytes over a cap of 600 000: head 300 000, tail 300 000, 1 400 000 dropped and announced.
@@ -482,14 +633,145 @@ async fn large_output_spills_to_disk_and_is_cleaned_up() {
     assert_eq!(exit_totals(&frames), (0, Some(2_000_000), Some(0)));
     let info = server.run_info("capped").await.1.unwrap();
     assert_eq!((info.stdout_bytes, info.dropped_bytes), (2_000_000, 1_400_000));
-    let sizes: Vec<u64> = files().iter().map(|(_, size)| *size).collect();
-    assert!(sizes.iter().all(|size| *size <= 600_000), "the cap bounds the file: {sizes:?}");
+    let sizes = files();
+    assert!(sizes.len() == 2 && sizes.iter().all(|size| *size <= 600_000), "the cap bounds the file: {sizes:?}");
 
     assert_eq!(server.delete("/runs/spill").send().await.unwrap().status(), 200);
-    assert!(files().iter().all(|(name, _)| !name.starts_with("spill.")), "forgetting removes the spill file");
-    assert!(!files().is_empty());
+    // Its descriptor is closed on a blocking thread (freeing a large file's pages takes a while).
+    wait_until("forgetting to remove the spill file", || files().len() == 1);
+    assert_ne!(files(), [500_000]);
     server.stop().await;
     assert!(!state_dir.exists(), "the state folder is removed at exit");
+}
+
+/// A run that ended while its client was away, then was forgotten to make room (`--max-runs 3`, three newer runs)
+/// before its `--retain` was up, is not "unknown" (which a client reads as "run it again"): every request for it gets
+/// 410 with `run_forgotten` and how it ended, a re-POST of the same command starts nothing, another command under
+/// the id is a conflict. Before, it was 404 `run_not_known`, and the re-POST ran the command a second time.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_forgotten_for_room_is_gone_with_its_end_never_unknown() {
+    let server = server().arg("--max-runs", "3").start().await;
+    let workspace = server.workspace.path();
+    let body = json!({"cmd": ["sh", "-c", "echo ran >> counter; while [ ! -e go ]; do sleep 0.05; done"],
+                      "run_id": "away"});
+    // The client goes while its run goes on (it is back within the window, below, but too late for the result).
+    let owner = server.open_stream(body.clone()).await;
+    wait_until("the command to start", || workspace.join("counter").exists());
+    drop(owner);
+    std::fs::write(workspace.join("go"), "").unwrap();
+    server.wait_for_run("away", "its end", |info| info.state == RunState::Exited).await;
+    for id in ["one", "two", "three"] {
+        assert_eq!(server.exec(json!({"cmd": ["true"], "run_id": id})).await.exit_code, 0);
+    }
+    let gone = |response: reqwest::Response| async move {
+        assert_eq!(response.status(), 410);
+        let error: protocol::ErrorBody = json_of(response).await;
+        assert_eq!(error.code, Some(protocol::ErrorCode::RunForgotten), "{}", error.error);
+        assert!(
+            error.error.contains("exited with exit code 0") && error.error.contains("no longer kept"),
+            "{}",
+            error.error
+        );
+        assert!(!error.error.contains("again") || error.error.contains("not started again"), "{}", error.error);
+    };
+    gone(server.get("/runs/away").send().await.unwrap()).await;
+    gone(server.get("/runs/away/stream?stdout=4").send().await.unwrap()).await;
+    gone(server.post("/exec/stream", body.to_string()).send().await.unwrap()).await;
+    gone(server.post("/exec", body.to_string()).send().await.unwrap()).await;
+    assert_eq!(lines_in(&workspace.join("counter")), 1, "the command ran once");
+    let other = json!({"cmd": ["true"], "run_id": "away"});
+    let response = server.post("/exec", other.to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 409);
+    let error: protocol::ErrorBody = json_of(response).await;
+    assert!(error.error.contains("run_id away already names another command") && error.error.contains("new id"));
+    // The newer runs are kept as before, and the list holds only kept runs.
+    assert_eq!(server.run_info("three").await.0, 200);
+    let list: RunList = json_of(server.get("/runs").send().await.unwrap()).await;
+    assert_eq!(list.runs.len(), 3);
+    server.stop().await;
+}
+
+/// After `--retain` a forgotten run's id is free again, as a kept run's is: unknown, and a POST starts it anew.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forgotten_runs_id_is_free_once_its_retention_ended() {
+    let server = server().arg("--max-runs", "1").arg("--retain", "1").start().await;
+    let body = json!({"cmd": ["sh", "-c", "echo ran >> counter"], "run_id": "old"});
+    server.exec(body.clone()).await;
+    server.exec(json!({"cmd": ["true"], "run_id": "new"})).await;
+    assert_eq!(server.get("/runs/old").send().await.unwrap().status(), 410);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server.get("/runs/old").send().await.unwrap().status() == 410 {
+        assert!(std::time::Instant::now() < deadline, "the tombstone outlived --retain");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let response = server.get("/runs/old").send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    server.exec(body).await;
+    assert_eq!(lines_in(&server.workspace.path().join("counter")), 2);
+    server.stop().await;
+}
+
+/// A spill file that comes back short (cut by something that got to it: only the server can, since it has no name
+/// and the server is not dumpable; or a failing disk) ends a replay with an error frame naming it and exit -1, and a
+/// re-POST's reply says the same: never a `dropped` frame followed by the command's exit 0, which presented the
+/// loss as a complete, successful run. (The in-process server's descriptors are this test's, which is how the test
+/// reaches the file.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_spill_file_ends_the_replay_with_an_error_not_a_dropped_frame() {
+    let (server, _state, state_dir) = spilling_server("262144", &[]).await;
+    let body = json!({"cmd": ["sh", "-c", "head -c 500000 /dev/zero | tr '\\0' x"], "run_id": "cut"});
+    assert_eq!(server.exec(body.clone()).await.output.len(), 500_000);
+    let fd = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .find(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.starts_with(&state_dir)))
+        .expect("the spill file's descriptor");
+    std::fs::OpenOptions::new().write(true).open(fd.path()).unwrap().set_len(100_000).unwrap();
+
+    let frames = Frames::new(server.get("/runs/cut/stream").send().await.unwrap()).rest().await;
+    assert!(!frames.iter().any(|f| matches!(f, Frame::Dropped { .. })), "a dropped frame: {:?}", frames.last());
+    let [.., Frame::Error { data, .. }, Frame::Exit { data: -1, stdout_bytes: Some(500_000), .. }] = &frames[..] else {
+        panic!("no error and exit -1 at the end: {:?}", &frames[frames.len().saturating_sub(2)..]);
+    };
+    assert!(data.contains("cannot read run cut's kept stdout from byte 65536") && data.contains("lost"), "{data}");
+    assert!(data.contains("the spill file ends before byte 131072"), "{data}");
+    assert!(rebuild(&frames, true).len() <= 100_000);
+    let again = server.exec(body).await;
+    assert_eq!(again.exit_code, -1);
+    assert!(again.error.as_deref().is_some_and(|error| error.contains("cannot read run cut's kept stdout")));
+    server.stop().await;
+}
+
+/// A run keeps a bounded part of its argv, whatever the request held (up to the 1 MiB of a body): `GET /runs` shows
+/// it cut where it says so, and the id still names exactly that command (the same request again attaches, one that
+/// differs only in the part cut away is a conflict). Before, every kept run held its whole argv outside
+/// `--run-memory` (7 × 127 KiB here), and the list sent all of it for every run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_run_holds_a_bounded_part_of_its_argv() {
+    let server = server().start().await;
+    // Just under the kernel's 128 KiB limit on one argument.
+    let big = "a".repeat(127 << 10);
+    let mut cmd = vec!["sh".to_string(), "-c".into(), "echo ran >> counter".into()];
+    cmd.extend((0..7).map(|i| format!("{i}{big}")));
+    let body = json!({"cmd": cmd, "run_id": "long"});
+    assert_eq!(server.exec(body.clone()).await.exit_code, 0);
+    let response = server.get("/runs").send().await.unwrap();
+    let listed = response.bytes().await.unwrap();
+    assert!(listed.len() < 8 << 10, "GET /runs sent {} bytes for one run", listed.len());
+    let list: RunList = serde_json::from_slice(&listed).unwrap();
+    let argv = &list.runs[0].argv;
+    assert_eq!(argv[..3], cmd[..3]);
+    assert!(argv[3].starts_with("0aaa") && argv[3].ends_with(" bytes cut]"), "{}", &argv[3][argv[3].len() - 40..]);
+    assert_eq!(argv.last().unwrap(), "…[6 more arguments]");
+    // The same command again: the stored result, not a second run; one changed at its very end: 409.
+    assert_eq!(server.exec(body).await.exit_code, 0);
+    assert_eq!(lines_in(&server.workspace.path().join("counter")), 1);
+    cmd.last_mut().unwrap().push('b');
+    let response = server.post("/exec", json!({"cmd": cmd, "run_id": "long"}).to_string()).send().await.unwrap();
+    assert_eq!(response.status(), 409);
+    let error: protocol::ErrorBody = json_of(response).await;
+    assert!(error.error.len() < 8 << 10 && error.error.contains("bytes cut]"), "{} bytes", error.error.len());
+    server.stop().await;
 }
 
 /// 1000 short named runs, a tenth of them spilling: the registry and the state folder stay within --max-runs.
@@ -504,7 +786,7 @@ async fn a_thousand_runs_stay_within_max_runs() {
         let cmd = if i % 10 == 0 { "head -c 300000 /dev/zero" } else { "echo short" };
         let reply = server.exec(json!({"cmd": ["sh", "-c", cmd], "run_id": format!("run-{i}")})).await;
         assert_eq!(reply.exit_code, 0);
-        most_files = most_files.max(std::fs::read_dir(&state_dir).unwrap().count());
+        most_files = most_files.max(spill_files(&state_dir).len());
     }
     let list: RunList = json_of(server.get("/runs").send().await.unwrap()).await;
     assert_eq!(list.runs.len(), 20, "--max-runs bounds the registry");

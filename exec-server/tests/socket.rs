@@ -122,3 +122,18 @@ fn the_socket_appears_with_its_mode_by_a_rename() {
     assert_eq!(staging_left, ["exec.sock"], "the private folder it was made in is gone");
     terminate(&mut server);
 }
+
+/// The in-process server returns from `start` only once its UNIX socket listens: a connect right after it succeeds.
+/// On a current-thread runtime nothing else runs between the two, so a socket bound later (by the serving task, as
+/// before) is never there yet.
+#[tokio::test(flavor = "current_thread")]
+async fn the_in_process_server_listens_on_its_unix_socket_when_start_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("exec.sock");
+    let server = crate::support::server().arg("--listen", &format!("unix:{}", socket.display())).start().await;
+    let unix = UnixStream::connect(&socket).expect("the socket listens once start returned");
+    // Read on a blocking thread: this runtime's one thread serves the request meanwhile.
+    let reply = tokio::task::spawn_blocking(move || raw_exchange(unix, "GET", "/health", "", "")).await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    server.stop().await;
+}

@@ -144,6 +144,14 @@ pub fn raw_post(addr: std::net::SocketAddr, path: &str, body: &str) -> BufReader
     BufReader::new(socket)
 }
 
+/// A raw HTTP/1.1 GET on a plain socket, left to the test to read (or not).
+pub fn raw_get(addr: std::net::SocketAddr, path: &str) -> BufReader<TcpStream> {
+    let mut socket = TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(socket, "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
+    BufReader::new(socket)
+}
+
 /// A whole raw HTTP/1.1 exchange on a plain socket (`Connection: close`), with a bearer token if given: for tests
 /// that need no async runtime, or must see the response exactly as sent.
 pub fn raw_request(addr: std::net::SocketAddr, method: &str, path: &str, token: Option<&str>, body: &str) -> String {

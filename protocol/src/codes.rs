@@ -12,6 +12,13 @@ pub enum ErrorCode {
     /// `404` from `/runs/{id}…`: the server keeps runs, and this one it does not (never existed, or ended more than
     /// `--retain` ago). Any other 404 means no runs endpoint at all, which is why a client must tell them apart.
     RunNotKnown,
+    /// `410` from `/runs/{id}…` and from a POST naming the id: the run ended while no client read it and was
+    /// forgotten to make room under `--max-runs` before its `--retain` was up. The message says how it ended; it was
+    /// not started again, and a client must not advise running it again.
+    RunForgotten,
+    /// `416` from `GET /runs/{id}/stream`: an offset beyond the bytes that stream holds (so far, while the run goes
+    /// on): the reader claims bytes the server never sent, so it is not waited for.
+    OffsetBeyondEnd,
     /// `409` from `POST /runs/{id}/stdin`: the chunk starts beyond the bytes the server has taken (the body's
     /// `received`): the client resends from there.
     StdinGap,

@@ -191,33 +191,83 @@ async fn hostile_arguments_stay_literal() {
     assert!(created.is_empty(), "{created:?}");
 }
 
+/// `line` run by `sh -c` twice, natively and with `{X}` replaced by ssh-exec: (exit code, stdout, stderr) of each.
+/// ssh-exec runs in the workspace and the command on the host in its folder; natively it runs in that folder too.
+async fn native_and_forwarded(sshd: &Sshd, line: &str) -> [(Option<i32>, Vec<u8>, Vec<u8>); 2] {
+    let run = |mut command: tokio::process::Command| async move {
+        let output = tokio::time::timeout(Duration::from_secs(60), command.output()).await.unwrap().unwrap();
+        (output.status.code(), output.stdout, output.stderr)
+    };
+    let mut native = tokio::process::Command::new("sh");
+    native.arg("-c").arg(line.replace("{X}", "")).current_dir(sshd.host_cwd.path());
+    let mut forwarded = sshd.client().other("sh");
+    forwarded.arg("-c").arg(line.replace("{X}", &protocol::shell::quote(SSH_BIN)));
+    [run(native).await, run(forwarded).await]
+}
+
+/// stdin is the command's, as natively and as ssh streams it: a file, a pipe, a heredoc, a slow writer, 20 MiB;
+/// each the same bytes and exit code as the same line run natively. SSH_STDIN=0 forwards nothing.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
-async fn stdin_is_forwarded_from_a_file_or_when_asked() {
+async fn stdin_is_the_commands_as_natively() {
     let sshd = sshd!();
     let data = testkit::random_bytes(200_000, 9);
-    let file = sshd.path("input");
-    std::fs::write(&file, &data).unwrap();
-    let output = sshd.client().stdin(Stdio::from(std::fs::File::open(&file).unwrap())).args(["cat"]).run().await;
-    assert_eq!(output.status.code(), Some(0));
-    assert!(output.stdout == data, "a regular file is forwarded byte for byte");
+    std::fs::write(sshd.host_cwd.path().join("input"), &data).unwrap();
+    std::fs::write(sshd.workspace.path().join("input"), &data).unwrap();
+    let lines = [
+        "{X} cat < input",
+        "printf 'a\nb\n' | {X} sh -c 'cat; echo done; exit 3'",
+        "{X} sh -s <<'EOF'\necho from a heredoc \"$0\"\nread line; echo \"read $line\"\nEOF",
+        "(sleep 0.3; echo late; sleep 0.3; echo later) | {X} cat",
+        "head -c 20971520 /dev/zero | {X} sha256sum",
+        "printf 'x\ny\n' | {X} head -1",
+        "true | {X} wc -c",
+    ];
+    for line in lines {
+        let [native, forwarded] = native_and_forwarded(&sshd, line).await;
+        assert_eq!(forwarded, native, "{line}");
+    }
+    let [_, forwarded] = native_and_forwarded(&sshd, "printf unread | SSH_STDIN=0 {X} wc -c").await;
+    assert_eq!(forwarded, (Some(0), b"0\n".to_vec(), Vec::new()));
+}
 
-    // A pipe that never closes is not read: the command sees end of file at once, and a hint names SSH_STDIN.
-    let mut child = sshd.client().stdin(Stdio::piped()).args(["sh", "-c", "wc -c"]).spawn();
+/// A command that does not read its stdin ends the call at once, even when stdin never closes (as natively: the
+/// command's end is the call's end).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn a_never_closing_stdin_does_not_hold_a_command_that_does_not_read_it() {
+    let sshd = sshd!();
+    let mut child = sshd.client().stdin(Stdio::piped()).args(["sh", "-c", "echo hi; exit 4"]).spawn();
     let mut pipe = child.stdin.take().unwrap();
-    tokio::io::AsyncWriteExt::write_all(&mut pipe, b"unread").await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut pipe, b"never read").await.unwrap();
     let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
-    assert_eq!(stdout(&output).trim(), "0");
-    assert!(stderr(&output).contains("SSH_STDIN=1"), "{}", stderr(&output));
+    assert_eq!((output.status.code(), stdout(&output).as_str(), stderr(&output).as_str()), (Some(4), "hi\n", ""));
     drop(pipe);
+}
 
-    // SSH_STDIN=1: the pipe is the command's.
-    let mut child = sshd.client().env("SSH_STDIN", "1").stdin(Stdio::piped()).args(["cat"]).spawn();
-    let mut pipe = child.stdin.take().unwrap();
-    tokio::io::AsyncWriteExt::write_all(&mut pipe, b"through a pipe").await.unwrap();
-    drop(pipe);
-    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
-    assert_eq!(stdout(&output), "through a pipe");
+/// A command that cannot run gets the shell's codes, as natively: 127 for a name not found and a path that does not
+/// exist, 126 for a file that is not executable and a folder; with one line naming it.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn commands_that_cannot_run_exit_127_and_126_as_natively() {
+    let sshd = sshd!();
+    std::fs::write(sshd.host_cwd.path().join("not-executable"), "echo x\n").unwrap();
+    std::fs::create_dir(sshd.host_cwd.path().join("folder")).unwrap();
+    let cases = [
+        ("no-such-command-xyz", "no-such-command-xyz: command not found\n"),
+        ("./missing", "./missing: No such file or directory\n"),
+        ("./not-executable", "./not-executable: Permission denied\n"),
+        ("./folder", "./folder: Permission denied\n"),
+    ];
+    for (command, said) in cases {
+        let [native, forwarded] = native_and_forwarded(&sshd, &format!("{{X}} {command}")).await;
+        assert_eq!(forwarded.0, native.0, "{command}");
+        assert!(matches!(forwarded.0, Some(126 | 127)), "{command}: {:?}", forwarded.0);
+        assert_eq!(
+            (String::from_utf8_lossy(&forwarded.1), String::from_utf8_lossy(&forwarded.2)),
+            ("".into(), said.into())
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -329,4 +379,202 @@ async fn a_terminal_or_a_login_shell_keeps_output_and_exit_codes() {
 
     let output = sshd.client().env("SSH_LOGIN_SHELL", "1").args(["sh", "-c", "echo login; exit 5"]).run().await;
     assert_eq!((output.status.code(), stdout(&output).as_str()), (Some(5), "login\n"), "{}", stderr(&output));
+}
+
+/// Issue 24 item 10: a known_hosts file in a folder with a space, and a key whose path holds `%` tokens, are the
+/// files ssh reads, literally: no false "something is in between" alarm (ssh split the path at the space into two
+/// files), no key looked up under the expansion of `%d`. Through the shared connection and directly.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn paths_with_spaces_and_percent_signs_reach_ssh_literally() {
+    let sshd = sshd!();
+    let odd = sshd.path("with space %d %% \"quoted\" 'single'");
+    std::fs::create_dir(&odd).unwrap();
+    let known_hosts = odd.join("known hosts %h");
+    let key = odd.join("key %d%r");
+    std::fs::copy(sshd.path("known_hosts"), &known_hosts).unwrap();
+    std::fs::copy(sshd.path("user_key"), &key).unwrap();
+    for persist in ["60", "0"] {
+        let output = sshd
+            .client()
+            .env("SSH_KNOWN_HOSTS", &known_hosts)
+            .env("SSH_KEY_PATH", &key)
+            .env("SSH_CONTROL_PERSIST", persist)
+            .args(["echo", "in"])
+            .run()
+            .await;
+        assert_eq!(
+            (output.status.code(), stdout(&output).as_str(), stderr(&output).as_str()),
+            (Some(0), "in\n", ""),
+            "SSH_CONTROL_PERSIST={persist}"
+        );
+    }
+}
+
+/// Issue 24 item 11: a private copy of a key is removed once the key it copies changes or goes (a rotated key must
+/// not live on in ssh-exec's folder), and the copy of the key in use stays.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn stale_private_key_copies_are_removed() {
+    let sshd = sshd!();
+    let copies = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(sshd.runtime_dir().join("ssh-exec"))
+            .map(|entries| {
+                entries.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+            })
+            .unwrap_or_default();
+        // A copy, and its note of the key's path (`.source`), which goes with it.
+        names.retain(|name| name.starts_with("key-"));
+        names.sort();
+        names
+    };
+    let loose = sshd.path("loose_key");
+    std::fs::copy(sshd.path("user_key"), &loose).unwrap();
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let call = || sshd.client().env("SSH_KEY_PATH", &loose).env("SSH_CONTROL_PERSIST", "0").args(["true"]).run();
+    let output = call().await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let first = copies();
+    assert_eq!(first.len(), 2, "{first:?}");
+
+    // The key is rotated: the old copy goes, the new key's copy is the one left.
+    let rotated = sshd.path("rotated_key");
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&rotated)
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut authorized = std::fs::read_to_string(sshd.path("authorized_keys")).unwrap();
+    authorized.push_str(&std::fs::read_to_string(sshd.path("rotated_key.pub")).unwrap());
+    std::fs::write(sshd.path("authorized_keys"), authorized).unwrap();
+    std::fs::copy(&rotated, &loose).unwrap();
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let output = call().await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let second = copies();
+    assert_eq!(second, first, "one copy per key path");
+    let copy = sshd.runtime_dir().join("ssh-exec").join(&first[0]);
+    assert_eq!(std::fs::read(copy).unwrap(), std::fs::read(&rotated).unwrap(), "the old key's bytes are gone");
+
+    // The key is gone, and the call that finds it gone still removes its copy: nothing of it stays on disk.
+    std::fs::remove_file(&loose).unwrap();
+    sshd.client().env("SSH_KEY_PATH", "").env("SSH_CONTROL_PERSIST", "0").args(["true"]).run().await;
+    assert_eq!(copies(), Vec::<String>::new(), "a copy of a deleted key lives on");
+}
+
+/// `line` run by sh under `script` (a real terminal for its stdin and stdout, as a person at a prompt has), with
+/// ssh-exec's configuration: the running child, its stdin (what is typed) and its stdout (the screen).
+fn at_a_terminal(sshd: &Sshd, line: &str) -> tokio::process::Child {
+    let mut script = sshd.client().env("SHELL", "/bin/sh").other("script");
+    script.args(["-qefc", &line.replace("{X}", &protocol::shell::quote(SSH_BIN)), "/dev/null"]);
+    script.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    script.spawn().unwrap()
+}
+
+/// Reads `from` until what was read contains `awaited`.
+async fn read_until(from: &mut tokio::process::ChildStdout, seen: &mut Vec<u8>, awaited: &str) {
+    use tokio::io::AsyncReadExt;
+    let mut piece = [0u8; 4096];
+    while !String::from_utf8_lossy(seen).contains(awaited) {
+        let n = tokio::time::timeout(Duration::from_secs(30), from.read(&mut piece)).await.unwrap().unwrap();
+        assert!(n > 0, "ended before {awaited:?}: {:?}", String::from_utf8_lossy(seen));
+        seen.extend_from_slice(&piece[..n]);
+    }
+}
+
+/// Issue 23 for ssh-exec: at a terminal (stdin and stdout both terminals) the command gets one on the host by
+/// default (`ssh -tt`), as it would natively; SSH_TTY=0 gives it the plain streams, and a pipe on our side means no
+/// terminal unless SSH_TTY=1 forces one. Ctrl-C is then a byte the host's terminal turns into SIGINT.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn at_a_terminal_the_command_gets_a_terminal() {
+    let sshd = sshd!();
+    let probe = "{X} sh -c 'tty; [ -t 0 ] && [ -t 1 ] && echo both-terminals; exit 3'";
+    let output = at_a_terminal(&sshd, probe).wait_with_output().await.unwrap();
+    let screen = stdout(&output);
+    assert_eq!(output.status.code(), Some(3), "{screen}");
+    assert!(screen.contains("/dev/pts/") && screen.contains("both-terminals"), "{screen:?}");
+
+    let output = at_a_terminal(&sshd, &format!("SSH_TTY=0 {probe}")).wait_with_output().await.unwrap();
+    let screen = stdout(&output);
+    assert!(screen.contains("not a tty") && !screen.contains("both-terminals"), "{screen:?}");
+    let output = at_a_terminal(&sshd, &format!("{probe} | cat")).wait_with_output().await.unwrap();
+    assert!(stdout(&output).contains("not a tty"), "a pipe on stdout: {:?}", stdout(&output));
+
+    // Ctrl-C typed at the terminal reaches the command as SIGINT: its handler runs and its code comes back.
+    let mut child = at_a_terminal(&sshd, "{X} sh -c 'trap \"echo caught; exit 3\" INT; echo ready; sleep 30'");
+    let mut screen = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut screen, &mut seen, "ready").await;
+    let mut keys = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut keys, b"\x03").await.unwrap();
+    read_until(&mut screen, &mut seen, "caught").await;
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait()).await.unwrap().unwrap();
+    assert_eq!(status.code(), Some(3), "{:?}", String::from_utf8_lossy(&seen));
+    drop(keys);
+}
+
+/// The terminal is put back however the call ends: in order, and when ssh (which restores it itself on its way out)
+/// is killed while it holds the terminal in raw mode. `stty -g` before and after, in the same terminal.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn the_terminal_is_restored_on_every_way_out() {
+    let sshd = sshd!();
+    let check = |call: &str| {
+        format!(
+            "before=$(stty -g); {call}; code=$?; after=$(stty -g); \
+             if [ \"$before\" = \"$after\" ]; then echo restored-$code; else echo changed-$code; fi"
+        )
+    };
+    let output = at_a_terminal(&sshd, &check("{X} sh -c 'exit 4'")).wait_with_output().await.unwrap();
+    assert!(stdout(&output).contains("restored-4"), "{:?}", stdout(&output));
+
+    let marker = testkit::marker();
+    let mut child = at_a_terminal(&sshd, &check(&format!("{{X}} sh -c 'echo ready; sleep 30; : {marker}'")));
+    let mut screen = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut screen, &mut seen, "ready").await;
+    let ssh: Vec<u32> = testkit::processes_matching(&marker)
+        .into_iter()
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "ssh"))
+        .collect();
+    assert_eq!(ssh.len(), 1, "{ssh:?}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(ssh[0] as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    read_until(&mut screen, &mut seen, "-255").await;
+    let screen = String::from_utf8_lossy(&seen);
+    assert!(screen.contains("restored-255"), "{screen:?}");
+    let _ = child.wait().await;
+}
+
+/// stdin a terminal, stdout not (`> file`): no terminal on the host, and stdin is the terminal's lines as typed
+/// (read by ssh-exec, so ssh stays out of the terminal's foreground); a Ctrl-C the terminal turns into SIGINT for
+/// ssh-exec reaches the command as SIGINT, and what it prints then is kept.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn a_terminal_stdin_without_a_terminal_stdout_gives_its_lines_and_its_ctrl_c() {
+    let sshd = sshd!();
+    let out = sshd.workspace.path().join("out");
+    // (The outer shell outlives the Ctrl-C, as an interactive one does, to print the code.)
+    let line = "trap : INT; {X} sh -c 'read l; echo \"got $l\"; tty; trap \"echo caught; exit 3\" INT; echo ready; \
+                sleep 30' > out; echo code=$?";
+    let mut child = at_a_terminal(&sshd, line);
+    let mut keys = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut keys, b"hello\n").await.unwrap();
+    // Waits for the file to say so (polled: nothing else announces it), at most 30 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&out).is_ok_and(|text| text.contains("ready")) {
+        assert!(std::time::Instant::now() < deadline, "{:?}", std::fs::read_to_string(&out));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::io::AsyncWriteExt::write_all(&mut keys, b"\x03").await.unwrap();
+    let mut screen = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut screen, &mut seen, "code=").await;
+    read_until(&mut screen, &mut seen, "\n").await;
+    let _ = child.wait().await;
+    assert!(String::from_utf8_lossy(&seen).contains("code=3"), "{:?}", String::from_utf8_lossy(&seen));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "got hello\nnot a tty\nready\ncaught\n");
+    drop(keys);
 }

@@ -52,7 +52,8 @@ pub async fn rows(engine: &ContainerEngine) -> Result<Vec<Row>, EngineError> {
 
 /// `healthy (engine)` when the engine's own HEALTHCHECK says so, else what the health command says through exec
 /// (`healthy (probe)`, `unhealthy (probe)`), as the gate checks: the two can disagree, so the listing names its
-/// source. (The image's command: a profile's override is not known from the container.)
+/// source. The command is the container's own health check: the image's, or the profile's override, which `up`
+/// writes into the container (so a run's `ps` probes what its gate probed).
 async fn health(engine: &ContainerEngine, container: &str) -> String {
     let Ok(inspected) = engine.inspect(container).await else { return "unknown".into() };
     if engine_verdict(&inspected.state.unwrap_or_default()) == EngineVerdict::Healthy {

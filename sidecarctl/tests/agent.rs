@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use sidecarctl::names::random_hex;
 
-use crate::engines::{on_both_engines, Kind, TestEngine};
+use crate::engines::{on_both_engines, TestEngine};
 
 on_both_engines!(
     a_builder_that_exits_early_shows_its_last_log_lines,
     the_agent_user_is_checked_first_and_agent_user_works,
     the_agents_tty_follows_the_window_size,
-    ps_names_the_source_of_the_health_it_shows,
 );
 
 /// A builder that exits before it is healthy is removed with its logs: the error now carries its last lines
@@ -149,54 +148,4 @@ fn the_agents_tty_follows_the_window_size(engine: &TestEngine) {
     wait_for("size 40 120");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
-}
-
-/// Both ways the health gate and `ps` can learn a builder is healthy (issue 25, item 1): the health command through
-/// exec answers at once on either engine (`healthy (probe)`); Docker also runs the image's HEALTHCHECK and, after
-/// its interval, reports `healthy` itself (`healthy (engine)`, waited for as the state Docker reaches). Podman
-/// without systemd never runs it, so there the listing stays `(probe)`.
-fn ps_names_the_source_of_the_health_it_shows(engine: &TestEngine) {
-    let workspace = tempfile::tempdir().unwrap();
-    let folder = workspace.path().display().to_string();
-    let run = format!("health-{}", random_hex(4));
-    let args = engine.up_args(
-        &run,
-        &[
-            "--detach",
-            "--no-token",
-            "--sidecar",
-            "python",
-            "--workspace",
-            &folder,
-            "--",
-            "sidecar-agent",
-            "sleep",
-            "600",
-        ],
-    );
-    let up = engine.sidecarctl(&args).stdin(Stdio::null()).output().unwrap();
-    let stderr = String::from_utf8_lossy(&up.stderr).into_owned();
-    assert_eq!(up.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("builder-python healthy after") && stderr.contains("(the "), "{stderr}");
-    let health = || {
-        let listing = String::from_utf8_lossy(&engine.sidecarctl(&["ps"]).output().unwrap().stdout).into_owned();
-        let row = listing.lines().find(|l| l.starts_with(&run) && l.contains("build-sidecar")).map(str::to_owned);
-        row.unwrap_or_else(|| panic!("no builder of {run} in:\n{listing}"))
-    };
-    let first = health();
-    assert!(first.contains("healthy ("), "{first}");
-    match engine.kind {
-        Kind::Docker => {
-            // The image's interval is seconds; the engine's own status is a state it reaches, polled for.
-            let deadline = std::time::Instant::now() + Duration::from_secs(120);
-            while !health().ends_with("healthy (engine)") {
-                assert!(std::time::Instant::now() < deadline, "Docker never reported the builder healthy itself");
-                std::thread::sleep(Duration::from_millis(500));
-            }
-        }
-        Kind::Podman => assert!(first.ends_with("healthy (probe)"), "{first}"),
-    }
-    let down = engine.sidecarctl(&["down", &run, "--stop-grace", "1"]).output().unwrap();
-    assert_eq!(down.status.code(), Some(0), "{}", String::from_utf8_lossy(&down.stderr));
-    engine.assert_nothing_left(&run);
 }

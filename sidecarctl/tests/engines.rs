@@ -206,11 +206,17 @@ impl TestEngine {
     /// (Docker sets its defaults itself), then `rest`.
     pub fn up_args<'a>(&self, name: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
         let mut args = vec!["up", "--name", name, "--stop-grace", "3"];
-        if self.kind == Kind::Podman {
-            args.extend(["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]);
-        }
+        args.extend(self.limit_args());
         args.extend(rest);
         args
+    }
+
+    /// The `--ulimit` flags a run needs on this engine (`up`, `compose`): Podman's explicit limits, none on Docker.
+    pub fn limit_args(&self) -> Vec<&'static str> {
+        match self.kind {
+            Kind::Podman => vec!["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"],
+            Kind::Docker => Vec::new(),
+        }
     }
 
     /// The image's configuration on this engine, or `None` when it has no such image.

@@ -4,6 +4,8 @@
 //! a missing prerequisite is a failure.
 
 mod agent;
+mod caches;
+mod discovery;
 mod emitters;
 mod engines;
 mod kube_schemas;

@@ -14,6 +14,7 @@ on_both_engines!(
     up_runs_the_agent_after_healthy_builders_and_leaves_only_the_caches,
     a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing,
     ctrl_c_during_the_gate_leaves_nothing,
+    a_profiles_health_command_decides_on_both_engines,
     detach_then_ps_then_down,
     ps_reports_health_from_the_engine_or_from_the_health_command,
     the_ssh_block_reaches_the_agent,
@@ -122,6 +123,25 @@ fn a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing(engine: &
     engine.assert_nothing_left(&run);
 }
 
+/// Waits until `up` (its progress on `stderr`) has created run `run`'s builder, which is then in the health gate;
+/// returns the progress read so far. The builder line is printed just before the creation, and the engine has the
+/// container once the call returns (a state of the engine, polled).
+fn wait_for_builder(engine: &TestEngine, run: &str, stderr: &mut impl BufRead) -> String {
+    let seen = read_until(stderr, "builder sidecarctl-");
+    let engine_has_builder = || {
+        runtime().block_on(async {
+            let engine = ContainerEngine::connect(Some(engine.host())).await.unwrap();
+            !engine.containers(&[run_filter(run)]).await.unwrap().is_empty()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !engine_has_builder() {
+        assert!(Instant::now() < deadline, "the builder never appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    seen
+}
+
 fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let run = unique("it-sigint");
@@ -130,20 +150,8 @@ fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    // The builder line is printed just before it is created; its first health check comes after the creation.
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let seen = read_until(&mut stderr, "builder sidecarctl-");
-    let engine_has_builder = || {
-        runtime().block_on(async {
-            let engine = ContainerEngine::connect(Some(engine.host())).await.unwrap();
-            !engine.containers(&[run_filter(&run)]).await.unwrap().is_empty()
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !engine_has_builder() {
-        assert!(Instant::now() < deadline, "the builder never appeared");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let seen = wait_for_builder(engine, &run, &mut stderr);
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     let status = child.wait().unwrap();
@@ -154,9 +162,38 @@ fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
     engine.assert_nothing_left(&run);
 }
 
+/// A profile's health command decides on both engines (issue 25): `up` writes it into the container's health
+/// check, as compose does, so a builder whose profile says `[CMD, "false"]` is never healthy, on Docker as on
+/// Podman. Before, it went only to the exec probe: Docker's own status came from the image's HEALTHCHECK (every
+/// 5 s), which passed, and the gate said "healthy after 6.3s (the engine's HEALTHCHECK)" where Podman timed out.
+/// `ready_timeout` is well past the image's interval, so the image's check would have had its say.
+fn a_profiles_health_command_decides_on_both_engines(engine: &TestEngine) {
+    let workspace = tempfile::tempdir().unwrap();
+    let run = unique("it-health-override");
+    let mut child =
+        up_one_python(engine, &run, workspace.path(), "ready_timeout: 12, healthcheck: {test: [CMD, 'false']}")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = wait_for_builder(engine, &run, &mut stderr);
+    let inspected = runtime().block_on(engine.connect().unwrap().inspect(&format!("sidecarctl-{run}-builder-python")));
+    let check = inspected.ok().and_then(|c| c.config).and_then(|c| c.healthcheck).unwrap_or_default();
+    std::io::Read::read_to_string(&mut stderr, &mut seen).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(125), "{seen}");
+    assert!(seen.contains("build sidecar 'python' did not become healthy within 12s"), "{seen}");
+    assert!(!seen.contains("healthy after"), "{seen}");
+    // The container's own check is the profile's, at the gate's pace, on either engine.
+    assert_eq!(check.test.as_deref(), Some(&["CMD".to_owned(), "false".into()][..]), "{check:?}");
+    assert_eq!(check.interval, Some(2_000_000_000), "{check:?}");
+    engine.assert_nothing_left(&run);
+}
+
 /// `up --detach` of a run named `prefix-…` with a python builder and an agent that sleeps: the run's name, once
-/// `up` has printed it (and only it) and exited 0. The workspace must outlive the run.
-fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> String {
+/// `up` has printed it (and only it) and exited 0, and its progress. The workspace must outlive the run.
+fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> (String, String) {
     let workspace_arg = workspace.display().to_string();
     let run = unique(prefix);
     let args = engine.up_args(
@@ -166,12 +203,12 @@ fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> String 
     let output = engine.sidecarctl(&args).output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout), format!("{run}\n"));
-    run
+    (run, text(&output.stderr))
 }
 
 fn detach_then_ps_then_down(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
-    let run = detach_python(engine, "it-detach", workspace.path());
+    let (run, _) = detach_python(engine, "it-detach", workspace.path());
 
     let ps = engine.sidecarctl(&["ps"]).output().unwrap();
     let listing = text(&ps.stdout);
@@ -198,36 +235,58 @@ fn detach_then_ps_then_down(engine: &TestEngine) {
     engine.assert_nothing_left(&run);
 }
 
-/// `ps` reports a builder's health from the engine where the engine runs HEALTHCHECKs (Docker: its own status turns
-/// healthy once its first probe passed) and from the health command through exec where it does not (Podman without
-/// systemd: the engine's status stays `starting`, so the `healthy` in the listing came from the probe).
+/// `ps` reports a builder's health and says where it came from (issue 25, item 1): `healthy (engine)` from the
+/// engine's own HEALTHCHECK where the engine runs it (Docker: its status turns healthy once its first check passed,
+/// after the image's interval), `healthy (probe)` from the health command through exec where it has not spoken
+/// (Docker before its first check; Podman without systemd always, its status staying `starting`). `up`'s progress
+/// says the same of the gate.
 fn ps_reports_health_from_the_engine_or_from_the_health_command(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
-    let run = detach_python(engine, "it-health", workspace.path());
+    let (run, progress) = detach_python(engine, "it-health", workspace.path());
     let builder = format!("sidecarctl-{run}-builder-python");
     let client = engine.connect().unwrap();
     let engine_status = || {
         let inspected = runtime().block_on(client.inspect(&builder)).unwrap();
         inspected.state.and_then(|s| s.health).and_then(|h| h.status).map(|s| s.to_string()).unwrap_or_default()
     };
-    if engine.kind == Kind::Docker {
-        // The image's HEALTHCHECK (interval 5 s) runs in the engine: wait for its verdict (a state the engine sets).
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while engine_status() != "healthy" {
-            assert!(Instant::now() < deadline, "Docker never ran the HEALTHCHECK: {}", engine_status());
-            std::thread::sleep(Duration::from_millis(200));
+    // The builder's HEALTH column ("healthy (probe)"), with the engine's own status read before and after it.
+    let listed = || {
+        let before = engine_status();
+        let listing = text(&engine.sidecarctl(&["ps"]).output().unwrap().stdout);
+        let after = engine_status();
+        let row = listing.lines().find(|l| l.starts_with(&run) && l.contains("build-sidecar")).unwrap_or("");
+        let cells: Vec<&str> = row.split_whitespace().skip(3).collect();
+        assert_eq!(cells[..cells.len().min(2)], ["python", "running"], "{listing}");
+        (before, cells[2..].join(" "), after)
+    };
+    let gate = progress.lines().find(|l| l.contains("builder-python healthy after")).unwrap_or_default();
+    match engine.kind {
+        Kind::Podman => {
+            assert!(gate.ends_with("(the health command)"), "{progress}");
+            let (_, health, after) = listed();
+            assert_eq!(health, "healthy (probe)");
+            assert_eq!(after, "starting", "podman ran a HEALTHCHECK by itself: the probe path is untested");
         }
-    }
-    let ps = engine.sidecarctl(&["ps"]).output().unwrap();
-    let listing = text(&ps.stdout);
-    let row = listing.lines().find(|l| l.starts_with(&run) && l.contains("build-sidecar")).unwrap_or("");
-    assert_eq!(
-        row.split_whitespace().skip(3).take(3).collect::<Vec<_>>(),
-        ["python", "running", "healthy"],
-        "{listing}"
-    );
-    if engine.kind == Kind::Podman {
-        assert_eq!(engine_status(), "starting", "podman ran a HEALTHCHECK by itself: the probe path is untested");
+        Kind::Docker => {
+            assert!(
+                gate.ends_with("(the health command)") || gate.ends_with("(the engine's HEALTHCHECK)"),
+                "{progress}"
+            );
+            // Before Docker's first check (start period 3 s, interval 5 s) the probe answers, and says so.
+            let (before, health, after) = listed();
+            match (before.as_str(), after.as_str()) {
+                ("healthy", _) => assert_eq!(health, "healthy (engine)"),
+                (_, "healthy") => assert!(health == "healthy (engine)" || health == "healthy (probe)", "{health}"),
+                _ => assert_eq!(health, "healthy (probe)", "the engine's status was {after}"),
+            }
+            // The image's HEALTHCHECK runs in the engine: its verdict is a state the engine reaches, polled for.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while engine_status() != "healthy" {
+                assert!(Instant::now() < deadline, "Docker never ran the HEALTHCHECK: {}", engine_status());
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            assert_eq!(listed().1, "healthy (engine)");
+        }
     }
     let down = engine.sidecarctl(&["down", &run, "--stop-grace", "3"]).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));

@@ -67,6 +67,11 @@ pub struct Job {
     pub idle_timeout: Option<Duration>,
     /// Filled with the command's process group once it started, for a transport that signals it (a named run).
     pub group: Option<Arc<OnceLock<Pgid>>>,
+    /// Cancelled when the command's output must be taken as fast as it comes: a stop began (timeout, idle
+    /// timeout, cancellation, shutdown), or its leader exited and then its deadline passed or the shutdown came
+    /// while its pipes were still being read. A transport that paces its reading of the output (a named run, for
+    /// its followers) stops pacing then, or the command's end would wait on a reader.
+    pub drain_now: Option<CancellationToken>,
     /// End the daemons this command leaves behind even when the server keeps daemons (the request's
     /// `"daemons": "end"`).
     pub end_daemons: bool,
@@ -273,10 +278,11 @@ impl ProcessEngine {
 
         let last_output = Arc::new(LastOutput::new());
         let (mut running, mut readers) = self.spawn(id, &mut job, &program, capture, &last_output)?;
+        let deadline = tokio::time::Instant::now() + job.timeout;
         // The pipes are read while the leader is waited for, in this same task (see `Readers`).
         let mut read = None;
         let end = {
-            let waiting = self.wait(&mut running.leader, &job, &last_output, &cancel);
+            let waiting = self.wait(&mut running.leader, &job, deadline, &last_output, &cancel);
             tokio::pin!(waiting);
             loop {
                 tokio::select! {
@@ -293,7 +299,7 @@ impl ProcessEngine {
         };
         let (stdout, stderr) = match read {
             Some(both) => both,
-            None => self.drain(readers).await,
+            None => self.drain(readers, &job, deadline).await,
         };
         // Its output is read (to the terminal's end, or the drain window's): the transport's handle lets go of it.
         if let Some(terminal) = &job.terminal {
@@ -382,11 +388,11 @@ impl ProcessEngine {
         &self,
         leader: &mut group::Leader,
         job: &Job,
+        deadline: tokio::time::Instant,
         last_output: &LastOutput,
         cancel: &CancellationToken,
     ) -> LeaderEnd {
         let grace = self.inner.policy.grace;
-        let deadline = tokio::time::Instant::now() + job.timeout;
         let idle = async {
             let Some(idle) = job.idle_timeout else { return std::future::pending().await };
             // Sleeps until the idle limit counted from the last output; output since then moves the limit on.
@@ -406,6 +412,7 @@ impl ProcessEngine {
             () = cancel.cancelled() => Stop::Cancelled,
             () = self.inner.shutdown.cancelled() => Stop::Cancelled,
         };
+        job.drain_now.iter().for_each(CancellationToken::cancel);
         // The leader may have exited by itself before the stop came, its exit not yet seen here: then it was not
         // stopped, and the outcome says so (what is left of its group is ended after it, as after any exit).
         if let Ok(Some(status)) = leader.child().try_wait() {
@@ -422,14 +429,27 @@ impl ProcessEngine {
     }
 
     /// Drain: pipes held open by a background descendant must not hold the result, so once the leader is gone
-    /// they are read for the drain window at most, then no more.
-    async fn drain<K>(&self, readers: Readers<K>) -> BothPipes<K> {
+    /// they are read for the drain window at most, then no more. What was read still goes to the capture, which may
+    /// be slow to take it (a paced transport): at the command's deadline, or at the shutdown, it is told to take it
+    /// at once ([`Job::drain_now`]), so nothing a transport waits for holds the end past them.
+    async fn drain<K>(&self, readers: Readers<K>, job: &Job, deadline: tokio::time::Instant) -> BothPipes<K> {
         let Readers { mut reading, stop } = readers;
-        tokio::select! {
-            both = &mut reading => both,
-            () = tokio::time::sleep(self.inner.policy.drain) => {
-                stop.cancel();
-                reading.await
+        let window = tokio::time::sleep(self.inner.policy.drain);
+        tokio::pin!(window);
+        let hurry = async {
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {}
+                () = self.inner.shutdown.cancelled() => {}
+            }
+            job.drain_now.iter().for_each(CancellationToken::cancel);
+        };
+        tokio::pin!(hurry);
+        let mut hurried = job.drain_now.is_none();
+        loop {
+            tokio::select! {
+                both = &mut reading => return both,
+                () = &mut window, if !stop.is_cancelled() => stop.cancel(),
+                () = &mut hurry, if !hurried => hurried = true,
             }
         }
     }
@@ -622,6 +642,7 @@ mod tests {
                 timeout: Duration::from_secs(60),
                 idle_timeout: None,
                 group: Some(group.clone()),
+                drain_now: None,
                 end_daemons: false,
             };
             let cancel = CancellationToken::new();

@@ -164,8 +164,11 @@ fn resolve_program(program: &OsString, job: &Job) -> Option<PathBuf> {
     }
     let path = job.env.iter().rev().find(|(name, _)| name == "PATH").map(|(_, value)| value.as_os_str());
     let cwd = job.cwd.enter();
-    let found = program::executables_on_path(program, path.unwrap_or(OsStr::new(program::DEFAULT_PATH)), &cwd).next();
-    found
+    let found =
+        program::executables_on_path(program, path.unwrap_or(OsStr::new(program::DEFAULT_PATH)), &cwd).next()?;
+    // Found through a relative entry: named by the folder's own path, not the descriptor's `/proc/self/fd/N`, which
+    // means nothing to the interpreter a `#!` script runs in (another process, after the descriptor closed).
+    Some(found.strip_prefix(&cwd).map_or_else(|_| found.clone(), |rest| job.cwd.path().join(rest)))
 }
 
 /// Why a command did not start (`spawn`: what the spawn reported; `None` when the lookup on PATH found nothing), in

@@ -198,6 +198,7 @@ pub fn job_of(
         timeout: Duration::from_secs(timeout_of(request.timeout.as_ref(), min_timeout, max_timeout)),
         idle_timeout: None,
         group: None,
+        drain_now: None,
         end_daemons: false,
     })
 }

@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -145,7 +145,13 @@ pub struct FileRead {
 impl FileRead {
     pub fn read(&self) -> std::io::Result<Bytes> {
         let mut out = vec![0; self.len];
-        self.file.read_exact_at(&mut out, self.position)?;
+        self.file.read_exact_at(&mut out, self.position).map_err(|err| match err.kind() {
+            std::io::ErrorKind::UnexpectedEof => std::io::Error::other(format!(
+                "the spill file ends before byte {}, which was written to it",
+                self.position + self.len as u64
+            )),
+            _ => err,
+        })?;
         Ok(Bytes::from(out))
     }
 }
@@ -263,9 +269,9 @@ impl StreamLog {
         self.kept_from() - self.head.min(self.total)
     }
 
-    /// The spill file, if the stream spilled.
-    pub fn spill_file(&self) -> Option<&PathBuf> {
-        matches!(self.store, Store::File(_)).then_some(&self.spill_path)
+    /// Whether the stream spilled (to a file without a name).
+    pub fn spilled(&self) -> bool {
+        matches!(self.store, Store::File(_))
     }
 
     /// Where offset `offset` (kept) lives in the store.
@@ -389,11 +395,11 @@ impl StreamLog {
         }
     }
 
-    /// Moves the stream to a new spill file (mode 0600, in the state folder): every kept chunk's bytes wait for the
-    /// writer (readers take them from memory meanwhile), and the budget gets its share back.
+    /// Moves the stream to a new spill file (in the state folder, without a name: see `spill_file`): every kept
+    /// chunk's bytes wait for the writer (readers take them from memory meanwhile), and the budget gets its share
+    /// back.
     fn spill(&mut self) -> std::io::Result<()> {
-        let file =
-            std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&self.spill_path)?;
+        let file = super::spill_file::create_unnamed(&self.spill_path)?;
         let writes: Vec<(u64, Bytes)> =
             (self.head_chunks.iter().chain(&self.recent)).flat_map(|(start, chunk)| self.plan(*start, chunk)).collect();
         self.unwritten = writes;
@@ -460,13 +466,13 @@ fn slice_of(chunks: &VecDeque<(u64, Bytes)>, offset: u64, len: u64) -> Option<By
 }
 
 impl Drop for StreamLog {
-    /// Gives its memory back to the budget and removes the spill file: its name at once; its pages, which closing
-    /// a large file frees from the page cache (~15 ms for 224 MiB), on a blocking thread when there is a runtime:
-    /// not in the request that forgot the run, nor under the registry's lock when the sweeper forgets many.
+    /// Gives its memory back to the budget and removes the spill file (it has no name: closing it frees it). Its
+    /// pages, which closing a large file frees from the page cache (~15 ms for 224 MiB), go on a blocking thread
+    /// when there is a runtime: not in the request that forgot the run, nor under the registry's lock when the
+    /// sweeper forgets many.
     fn drop(&mut self) {
         self.budget.release(std::mem::take(&mut self.charged));
         let Store::File(file) = std::mem::replace(&mut self.store, Store::Memory) else { return };
-        let _ = std::fs::remove_file(&self.spill_path);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             drop(runtime.spawn_blocking(move || drop(file)));
         }
@@ -557,10 +563,10 @@ mod tests {
             assert_eq!(replay(&log, from).0, want, "from {from}");
         }
         if memory >= 10_000 {
-            assert!(log.spill_file().is_none(), "within the budget: in memory");
+            assert!(!log.spilled(), "within the budget: in memory");
         }
         if memory <= CHUNK_OVERHEAD && total > 0 {
-            assert!(log.spill_file().is_some(), "no chunk fits the budget");
+            assert!(log.spilled(), "no chunk fits the budget");
         }
         drop(log);
         assert!(!dir.exists(), "the spill file goes with the log");
@@ -615,17 +621,17 @@ mod tests {
         let path = |name: &str| dir.join(format!("runlog-test-{}-budget-{name}", std::process::id()));
         let mut a = StreamLog::new(1000, budget.clone(), path("a"));
         append(&mut a, &[b'a'; 150]).unwrap();
-        assert_eq!((a.spill_file().is_none(), budget.used()), (true, 150 + CHUNK_OVERHEAD));
+        assert_eq!((!a.spilled(), budget.used()), (true, 150 + CHUNK_OVERHEAD));
         let mut b = StreamLog::new(1000, budget.clone(), path("b"));
         append(&mut b, &[b'b'; 100]).unwrap();
-        assert!(b.spill_file().is_some(), "the budget is full: b spills");
+        assert!(b.spilled(), "the budget is full: b spills");
         assert_eq!(budget.used(), 150 + CHUNK_OVERHEAD);
         assert_eq!(replay(&b, 0).0, vec![b'b'; 100]);
         drop(a);
         assert_eq!(budget.used(), 0);
         let mut c = StreamLog::new(1000, budget.clone(), path("c"));
         append(&mut c, &[b'c'; 100]).unwrap();
-        assert!(c.spill_file().is_none(), "a's share came back");
+        assert!(!c.spilled(), "a's share came back");
         // The dropped middle's chunks are let go in memory too.
         let mut d = StreamLog::new(20, Budget::new(10_000), path("d"));
         for _ in 0..10 {

@@ -3,16 +3,21 @@
 //! after they end. The registry here is transport-free; `http::api::runs` serves it.
 
 mod input;
+mod kept_argv;
 mod log;
 mod named_run;
 mod retention;
 pub mod signals;
+mod spill_file;
 mod state_dir;
+mod tombstone;
 mod writer;
 
 pub use input::{InputRefusal, RunInput, Taken, MAX_UNWRITTEN};
+pub use kept_argv::KeptArgv;
 pub use log::{Budget, Read, StreamLog};
 pub use named_run::{Attachment, Follower, NamedRun};
+pub use tombstone::Tombstone;
 pub use writer::SpillWriter;
 
 use std::collections::HashMap;
@@ -24,6 +29,7 @@ use std::time::{Duration, Instant};
 use protocol::RunId;
 
 use state_dir::StateDir;
+use tombstone::Tombstones;
 
 /// The flags that shape named runs.
 #[derive(Debug, Clone)]
@@ -49,6 +55,8 @@ struct Inner {
     state_dir: Mutex<Option<StateDir>>,
     state_path: PathBuf,
     runs: Mutex<HashMap<RunId, Arc<NamedRun>>>,
+    /// The runs forgotten for room before their retention ended (locked after `runs` when both are).
+    tombstones: Mutex<Tombstones>,
     /// The memory all runs' logs share (`--run-memory`).
     budget: Arc<Budget>,
     /// Spill files get a fresh number each: a forgotten run's file may still be read while a new run takes its id.
@@ -66,10 +74,13 @@ pub enum Claim {
 /// Why a run could not be claimed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimError {
-    /// The id names a run of another command or folder.
+    /// The id names a run of another command or folder (`argv` as the run shows it: see [`KeptArgv`]).
     Conflict { id: RunId, argv: Vec<String>, cwd: PathBuf },
     /// `--max-runs` runs are kept and all still run.
     Full { max_runs: usize },
+    /// The id named a run that ended and was forgotten to make room before its `--retain` was up (its tombstone);
+    /// `same_command`: the request is that run's command (a client back for its result).
+    Forgotten { id: RunId, tombstone: Tombstone, same_command: bool },
 }
 
 impl std::fmt::Display for ClaimError {
@@ -86,6 +97,17 @@ impl std::fmt::Display for ClaimError {
                 "{max_runs} named runs are running (the limit set by --max-runs); retry once one has ended, or \
                  DELETE one"
             ),
+            ClaimError::Forgotten { id, tombstone, same_command: true } => write!(
+                f,
+                "run {id} ended while no client was reading it: it {}; its output is no longer kept (forgotten to make \
+                 room for newer runs under --max-runs), and it was not started again",
+                tombstone.how_it_ended()
+            ),
+            ClaimError::Forgotten { id, tombstone, same_command: false } => write!(
+                f,
+                "run_id {id} already names another command, which {} and is no longer kept; choose a new id",
+                tombstone.how_it_ended()
+            ),
         }
     }
 }
@@ -96,12 +118,14 @@ impl Runs {
         let state_dir = StateDir::create(settings.state_dir.as_deref())?;
         let state_path = state_dir.path().to_path_buf();
         let run_memory = settings.run_memory;
+        let max_runs = settings.max_runs;
         let runs = Runs {
             inner: Arc::new(Inner {
                 settings,
                 state_dir: Mutex::new(Some(state_dir)),
                 state_path,
                 runs: Mutex::default(),
+                tombstones: Mutex::new(Tombstones::new(max_runs)),
                 budget: Budget::new(run_memory),
                 next_file: AtomicU64::new(0),
             }),
@@ -125,22 +149,48 @@ impl Runs {
         let mut runs = self.inner.runs.lock().unwrap();
         retention::forget_expired(&mut runs, settings.retain, Instant::now());
         if let Some(run) = runs.get(id) {
-            if run.argv != argv || run.cwd != cwd {
-                return Err(ClaimError::Conflict { id: id.clone(), argv: run.argv.clone(), cwd: run.cwd.clone() });
-            }
-            return Ok(Claim::Existing(run.clone()));
+            return same_command(run, argv, cwd).map(Claim::Existing);
         }
-        if !retention::make_room(&mut runs, settings.max_runs) {
+        let mut tombstones = self.inner.tombstones.lock().unwrap();
+        tombstones.expire(settings.retain, Instant::now());
+        if let Some(tombstone) = tombstones.get(id) {
+            return Err(forgotten(id, tombstone, argv, cwd));
+        }
+        if !retention::make_room(&mut runs, settings.max_runs, |run| tombstones.bury(run)) {
             return Err(ClaimError::Full { max_runs: settings.max_runs });
         }
+        drop(tombstones);
         let log = |stream: &str| {
             let number = self.inner.next_file.fetch_add(1, Ordering::Relaxed);
             let path = self.inner.state_path.join(format!("{id}.{number}.{stream}"));
             StreamLog::new(settings.run_log_max, self.inner.budget.clone(), path)
         };
-        let run = Arc::new(NamedRun::new(id.clone(), argv.to_vec(), cwd.to_path_buf(), log("stdout"), log("stderr")));
+        let run = Arc::new(NamedRun::new(
+            id.clone(),
+            KeptArgv::new(argv, cwd),
+            cwd.to_path_buf(),
+            log("stdout"),
+            log("stderr"),
+        ));
         runs.insert(id.clone(), run.clone());
         Ok(Claim::New(run))
+    }
+
+    /// The run `id` names if it is kept and is that of `argv` in `cwd`; [`ClaimError::Conflict`] if it is another's;
+    /// `None` if none is kept. For a request that can start nothing (its cwd is missing), which must still not take
+    /// a kept id for another command.
+    pub fn kept_as(&self, id: &RunId, argv: &[String], cwd: &Path) -> Result<Option<Arc<NamedRun>>, ClaimError> {
+        if let Some(tombstone) = self.forgotten(id) {
+            return Err(forgotten(id, &tombstone, argv, cwd));
+        }
+        self.get(id).map(|run| same_command(&run, argv, cwd)).transpose()
+    }
+
+    /// The tombstone of `id`, if it names a run forgotten for room within its retention.
+    pub fn forgotten(&self, id: &RunId) -> Option<Tombstone> {
+        let mut tombstones = self.inner.tombstones.lock().unwrap();
+        tombstones.expire(self.inner.settings.retain, Instant::now());
+        tombstones.get(id).cloned()
     }
 
     /// The run `id` names, if kept.
@@ -176,8 +226,24 @@ impl Runs {
     /// At exit: forgets every run and removes the state folder (if it is ours).
     pub fn close(&self) {
         self.inner.runs.lock().unwrap().clear();
+        *self.inner.tombstones.lock().unwrap() = Tombstones::new(self.inner.settings.max_runs);
         self.inner.state_dir.lock().unwrap().take();
     }
+}
+
+/// `run`, if it is that of `argv` in `cwd` (an id always names one command in one folder), else the conflict.
+fn same_command(run: &Arc<NamedRun>, argv: &[String], cwd: &Path) -> Result<Arc<NamedRun>, ClaimError> {
+    if !run.command.is_of(argv, cwd) {
+        let shown = run.command.shown().to_vec();
+        return Err(ClaimError::Conflict { id: run.id.clone(), argv: shown, cwd: run.cwd.clone() });
+    }
+    Ok(run.clone())
+}
+
+/// The refusal for a request naming a forgotten run: a client back for it is told how it ended; another command is
+/// a conflict.
+fn forgotten(id: &RunId, tombstone: &Tombstone, argv: &[String], cwd: &Path) -> ClaimError {
+    ClaimError::Forgotten { id: id.clone(), tombstone: tombstone.clone(), same_command: tombstone.is_of(argv, cwd) }
 }
 
 /// Forgets expired runs once a second, until the registry is gone.
@@ -187,5 +253,6 @@ async fn sweep(registry: Weak<Inner>) {
         let Some(registry) = registry.upgrade() else { return };
         let mut runs = registry.runs.lock().unwrap();
         retention::forget_expired(&mut runs, registry.settings.retain, Instant::now());
+        registry.tombstones.lock().unwrap().expire(registry.settings.retain, Instant::now());
     }
 }

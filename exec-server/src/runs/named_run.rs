@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::input::RunInput;
+use super::kept_argv::KeptArgv;
 use super::log::{Found, Pending, Read, StreamLog, MEMORY_PER_STREAM};
 use crate::ending::Ending;
 use crate::engine::terminal::Terminal;
@@ -19,7 +20,8 @@ use crate::engine::terminal::Terminal;
 #[derive(Debug)]
 pub struct NamedRun {
     pub id: RunId,
-    pub argv: Vec<String>,
+    /// Its command: a digest to compare with, and the argv cut for people.
+    pub command: KeptArgv,
     pub cwd: PathBuf,
     pub started_unix_ms: u64,
     pub started: Instant,
@@ -80,13 +82,13 @@ impl Inner {
 }
 
 impl NamedRun {
-    pub fn new(id: RunId, argv: Vec<String>, cwd: PathBuf, stdout: StreamLog, stderr: StreamLog) -> Self {
+    pub fn new(id: RunId, command: KeptArgv, cwd: PathBuf, stdout: StreamLog, stderr: StreamLog) -> Self {
         let started_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         NamedRun {
             id,
-            argv,
+            command,
             cwd,
             started_unix_ms,
             started: Instant::now(),
@@ -146,9 +148,13 @@ impl NamedRun {
 
     /// Waits while a reader following the run's stream is more than [`PACE_LAG`] behind it on either stream, so
     /// that the command goes at the pace of its live readers, as an unnamed stream does (and none of them ever
-    /// loses bytes to the log's cap). Not once the run is cancelled (it must be able to drain and end), and not
-    /// while nobody follows it: then the log takes the output as fast as it comes.
-    pub async fn paced(&self, progress: &mut watch::Receiver<u64>) {
+    /// loses bytes to the log's cap). Not once the run is cancelled, nor once `drain_now` says the output must be
+    /// taken at once (a stop began: timeout, idle timeout, cancellation, shutdown; or the command's leader exited
+    /// and its deadline or the shutdown came while its pipes drained, see [`crate::engine::Job::drain_now`]): the
+    /// command must then drain and end whatever a follower does, so that one which stops reading cannot keep the
+    /// run, its slot or its other readers waiting past its timeout. And not while nobody follows it: then the log
+    /// takes the output as fast as it comes.
+    pub async fn paced(&self, progress: &mut watch::Receiver<u64>, drain_now: &CancellationToken) {
         loop {
             progress.borrow_and_update();
             let behind = {
@@ -156,12 +162,13 @@ impl NamedRun {
                 let totals = [inner.stdout.total(), inner.stderr.total()];
                 inner.followers.iter().any(|(_, at)| (0..2).any(|i| totals[i].saturating_sub(at[i]) > PACE_LAG))
             };
-            if !behind || self.cancel.is_cancelled() {
+            if !behind || self.cancel.is_cancelled() || drain_now.is_cancelled() {
                 return;
             }
             tokio::select! {
                 _ = progress.changed() => {}
                 () = self.cancel.cancelled() => return,
+                () = drain_now.cancelled() => return,
             }
         }
     }
@@ -318,7 +325,7 @@ impl NamedRun {
         let duration = end.map_or_else(|| self.started.elapsed(), |end| end.duration);
         RunInfo {
             id: self.id.clone(),
-            argv: self.argv.clone(),
+            argv: self.command.shown().to_vec(),
             cwd: self.cwd.display().to_string(),
             started_unix_ms: self.started_unix_ms,
             state: end.map_or(RunState::Running, |end| end.state),

@@ -1,5 +1,6 @@
 //! Which ended runs are forgotten, and when: after `--retain`, or sooner, oldest ended first, when `--max-runs`
-//! runs are kept and a new one needs the room. A running run is never forgotten here (DELETE stops it first).
+//! runs are kept and a new one needs the room (that one leaves a tombstone, see `tombstone`). A running run is never
+//! forgotten here (DELETE stops it first).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,9 +17,13 @@ pub fn forget_expired(runs: &mut HashMap<RunId, Arc<NamedRun>>, retain: Duration
     before - runs.len()
 }
 
-/// Makes room for one more run under `max_runs` by forgetting the runs that ended first. `false`: every kept run
-/// is still running.
-pub fn make_room(runs: &mut HashMap<RunId, Arc<NamedRun>>, max_runs: usize) -> bool {
+/// Makes room for one more run under `max_runs` by forgetting the runs that ended first, each handed to
+/// `forgotten` (which leaves its tombstone). `false`: every kept run is still running.
+pub fn make_room(
+    runs: &mut HashMap<RunId, Arc<NamedRun>>,
+    max_runs: usize,
+    mut forgotten: impl FnMut(&NamedRun),
+) -> bool {
     while runs.len() >= max_runs {
         let oldest = runs
             .iter()
@@ -26,7 +31,9 @@ pub fn make_room(runs: &mut HashMap<RunId, Arc<NamedRun>>, max_runs: usize) -> b
             .min_by_key(|(ended, _)| *ended);
         match oldest {
             Some((_, id)) => {
-                runs.remove(&id);
+                if let Some(run) = runs.remove(&id) {
+                    forgotten(&run);
+                }
             }
             None => return false,
         }

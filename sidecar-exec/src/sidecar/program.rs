@@ -48,10 +48,11 @@ pub struct Options {
     /// its code; Ctrl-C cancels it, as for a command started here
     #[arg(long, num_args = 2, value_names = ["RUNTIME", "RUN_ID"], exclusive = true, verbatim_doc_comment)]
     attach: Option<Vec<String>>,
-    /// Write a #!/bin/sh wrapper into DIR (default /opt/sidecar/wrappers) for each
-    /// command that is not already on PATH outside DIR: to its runtime's sidecar in
-    /// BUILD_SIDECARS, else to the SSH host when SSH_HOST is set (ssh-exec; also
-    /// SSH_COMMANDS, host-run and auto-run); remove stale ones
+    /// Write a wrapper (a link to the client) into DIR (default /opt/sidecar/wrappers)
+    /// for each command that is not already on PATH outside DIR: to its runtime's
+    /// sidecar in BUILD_SIDECARS when its builder has it, else to the SSH host when
+    /// SSH_HOST is set (ssh-exec; also SSH_COMMANDS, host-run and auto-run); remove
+    /// stale ones
     #[arg(long, value_name = "DIR", exclusive = true, verbatim_doc_comment)]
     install_wrappers: Option<Option<PathBuf>>,
     /// Show what forwarding RUNTIME COMMAND… would send (the sidecar, the mode, stdin,

@@ -136,6 +136,8 @@ pub struct ReplyReader {
     searched: usize,
     /// The last 0-3 characters of stdout's base64, waiting for the rest of their group of four.
     b64_carry: Vec<u8>,
+    /// A group with `=` was decoded: stdout's base64 ends there, and a group after it is invalid.
+    b64_padded: bool,
     b64_decoded: bool,
     /// stdout's bytes written out so far by [`ReplyReader::write_output`].
     written: u64,
@@ -271,12 +273,23 @@ impl ReplyReader {
             data = &data[take..];
             if self.b64_carry.len() == 4 {
                 protocol::text::append_from_base64(&mut self.output, &self.b64_carry).map_err(|_| invalid())?;
+                self.b64_padded = self.b64_carry[3] == b'=';
                 self.b64_carry.clear();
             }
         }
         let whole = data.len() / 4 * 4;
-        protocol::text::append_from_base64(&mut self.output, &data[..whole]).map_err(|_| invalid())?;
+        if whole > 0 {
+            // Decoded a piece at a time, `AA==` then `AAAA` would each pass: padding must end the whole base64.
+            if self.b64_padded {
+                return Err(invalid());
+            }
+            protocol::text::append_from_base64(&mut self.output, &data[..whole]).map_err(|_| invalid())?;
+            self.b64_padded = data[whole - 1] == b'=';
+        }
         self.b64_carry.extend_from_slice(&data[whole..]);
+        if self.b64_padded && !self.b64_carry.is_empty() {
+            return Err(invalid());
+        }
         if let Some(end) = end {
             if !self.b64_carry.is_empty() {
                 return Err(invalid());

@@ -117,9 +117,25 @@ fn line(run: &RunInfo) -> String {
         run.stderr_bytes,
         run.attached,
         run.duration_ms as f64 / 1000.0,
-        terminal_safe(&protocol::shell::join(&run.argv)),
+        terminal_safe(&shown_command(&protocol::shell::join(&run.argv))),
         run.error.as_deref().map(|error| format!(" ({})", terminal_safe(error))).unwrap_or_default()
     )
+}
+
+/// The most of a run's command line one `--runs` line shows, in bytes: a line stays a line on a terminal (a run's
+/// kept argv may hold 4 KiB, issue 24 item 13); `--attach` and the server's `/runs/{id}` still have it whole.
+const COMMAND_SHOWN: usize = 200;
+
+/// `command`, cut at a character boundary to at most [`COMMAND_SHOWN`] bytes, saying how much was left out.
+fn shown_command(command: &str) -> String {
+    if command.len() <= COMMAND_SHOWN {
+        return command.to_owned();
+    }
+    let mut end = COMMAND_SHOWN;
+    while !command.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[{} more bytes]", &command[..end], command.len() - end)
 }
 
 /// `--attach RUNTIME ID`: prints the run's output kept so far, follows it live across lost connections as a
@@ -133,4 +149,21 @@ pub async fn attach(target: &Target, run: &mut OwnedRun, verbose: bool) -> Clien
     let plan = Follow { target, client: &client, settings: None, body: None, verbose, stdin_open: None, program: None };
     let mut errors = ErrorFrames { print: true, ..ErrorFrames::default() };
     resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, First::Send(NextRequest::Reattach), None).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shown_command, COMMAND_SHOWN};
+
+    #[test]
+    fn a_long_command_is_cut_on_its_line_and_says_how_much() {
+        assert_eq!(shown_command("npm test"), "npm test");
+        let exact = "a".repeat(COMMAND_SHOWN);
+        assert_eq!(shown_command(&exact), exact);
+        let long = format!("python3 -c {}", "é".repeat(300));
+        let shown = shown_command(&long);
+        let (kept, rest) = shown.split_once('…').unwrap();
+        assert!(kept.len() <= COMMAND_SHOWN && long.starts_with(kept), "{shown}");
+        assert_eq!(rest, format!("[{} more bytes]", long.len() - kept.len()));
+    }
 }

@@ -30,7 +30,7 @@ pub fn ssh(settings: &SshSettings, key: Option<&Path>, route: &Route) -> tokio::
     command.args(common(settings, key));
     command.args(["-o", "ControlMaster=no", "-o"]);
     command.arg(match route {
-        Route::Shared(socket) => format!("ControlPath={}", escaped(socket)),
+        Route::Shared(socket) => file_option("ControlPath", socket),
         Route::Direct => "ControlPath=none".to_owned(),
     });
     command
@@ -42,7 +42,7 @@ pub fn master(settings: &SshSettings, key: Option<&Path>, socket: &Path) -> toki
     let mut command = tokio::process::Command::new("ssh");
     command.args(common(settings, key));
     command.args(["-o", "ControlMaster=yes", "-o"]);
-    command.arg(format!("ControlPath={}", escaped(socket)));
+    command.arg(file_option("ControlPath", socket));
     command.args(["-o", &format!("ControlPersist={}", settings.control_persist), "-N", "-f", "--", &settings.host]);
     command
 }
@@ -67,7 +67,7 @@ fn common(settings: &SshSettings, key: Option<&Path>) -> Vec<String> {
     option("ServerAliveCountMax=4".into());
     match &settings.known_hosts {
         Some(file) => {
-            option(format!("UserKnownHostsFile={}", escaped(file)));
+            option(file_option("UserKnownHostsFile", file));
             option("StrictHostKeyChecking=yes".into());
         }
         None => option("StrictHostKeyChecking=accept-new".into()),
@@ -75,14 +75,30 @@ fn common(settings: &SshSettings, key: Option<&Path>) -> Vec<String> {
     if let Some(alias) = &settings.host_key_alias {
         option(format!("HostKeyAlias={alias}"));
     }
+    // Not `-i`: ssh checks `-i`'s path as given (so an escaped `%%` is "not accessible" and the key is dropped),
+    // then expands `%` tokens in it; IdentityFile is read as the other file options are.
     if let Some(key) = key {
-        args.push("-i".to_owned());
-        args.push(escaped(key));
+        option(file_option("IdentityFile", key));
     }
     args
 }
 
-/// ssh expands `%` tokens (and a leading `~`) in file options: a literal `%` is written `%%`.
-fn escaped(path: &Path) -> String {
-    path.to_string_lossy().replace('%', "%%")
+/// `-o NAME="PATH"` for a file option, so ssh reads `path` literally: ssh splits an option's value into words at
+/// spaces (UserKnownHostsFile takes several files: `/a b/known_hosts` was two, and neither held the key: a false
+/// "host key does not match" alarm) unless it is double-quoted, inside which `\` and `\"` are its escapes; and it
+/// expands `%` tokens (`%d` is the home folder) in file options, where `%%` is a literal `%`.
+fn file_option(name: &str, path: &Path) -> String {
+    let path = path.to_string_lossy().replace('\\', "\\\\").replace('"', "\\\"").replace('%', "%%");
+    format!("{name}=\"{path}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_option_is_quoted_and_escaped() {
+        let option = file_option("UserKnownHostsFile", Path::new(r#"/a b/%d "q" \x 'y'"#));
+        assert_eq!(option, r#"UserKnownHostsFile="/a b/%%d \"q\" \\x 'y'""#);
+    }
 }

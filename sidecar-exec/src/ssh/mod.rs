@@ -13,4 +13,5 @@ pub mod program;
 pub mod script;
 pub mod session;
 pub mod settings;
+pub mod terminal;
 pub mod transport;

@@ -1,6 +1,7 @@
 //! The `ssh-exec` program: options, one call prepared from the environment, and how it ends.
 
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
@@ -12,11 +13,11 @@ use crate::ssh::command::Route;
 use crate::ssh::config_error::SshConfigError;
 use crate::ssh::mux::{self, MasterError, NoFolder};
 use crate::ssh::script::{self, Nonce, ScriptBody, ShellSetup};
-use crate::ssh::session::{self, Launch, SessionEnd};
+use crate::ssh::session::{self, Launch, SessionEnd, StdinRoute};
 use crate::ssh::settings::{self, SshSettings};
-use crate::ssh::{auto, key, transport};
+use crate::ssh::{auto, key, terminal, transport};
 use crate::wrappers::backends::Client;
-use crate::{argv, stdin, wrappers};
+use crate::{argv, wrappers};
 
 pub const USAGE: &str = "usage: ssh-exec [--] <command> [args…]
        ssh-exec --check
@@ -64,8 +65,13 @@ fn after_help() -> String {
     let mut text =
         "Exit codes: the command's own; 128+N when it died of signal N; 1 for usage or configuration errors and 255
 when the connection failed or was lost, each with an `ssh-exec:` line (a command that exits 255 itself gives 255
-with no line); 130/143/129 when interrupted here by SIGINT/SIGTERM/SIGHUP (the command's whole process group on
-the host is stopped: TERM, then KILL after SSH_STOP_GRACE); 141 when our stdout closes early (`| head -1`), quietly.
+with no line); 127/126 with a line naming it when the command is not found or cannot be run. SIGINT, SIGTERM and
+SIGHUP sent to ssh-exec reach the command's process group on the host as the same signal, and ssh-exec exits with
+its code (130/143/129 if it dies of them). 141 when our stdout closes early (`| head -1`), quietly: the command's
+group is stopped (TERM, then KILL after SSH_STOP_GRACE).
+
+stdin is forwarded (streamed by ssh; SSH_STDIN=0: not). At a terminal (stdin and stdout both terminals) the command
+gets one on the host (ssh -tt; SSH_TTY=0/1 forces it), and the terminal is restored however the call ends.
 
 Environment:
 "
@@ -140,9 +146,9 @@ struct PreparedCall {
     nonce: Nonce,
     script: String,
     host_cwd: Option<String>,
-    forward_stdin: bool,
-    foreground: bool,
-    unread_pipe: bool,
+    stdin: StdinRoute,
+    /// The command runs on a terminal on the host (`ssh -tt`).
+    tty: bool,
 }
 
 fn prepare(mode: &CallKind) -> Result<PreparedCall, ConfigError<SshConfigError>> {
@@ -174,6 +180,9 @@ fn prepare(mode: &CallKind) -> Result<PreparedCall, ConfigError<SshConfigError>>
             None
         }
     };
+    if let Some(folder) = &folder {
+        key::remove_stale_copies(folder);
+    }
     let key = settings.key.as_deref().map(|key| key::usable(key, folder.as_deref())).transpose()?;
     let nonce = Nonce::new();
     let call = ShellSetup {
@@ -192,19 +201,14 @@ fn prepare(mode: &CallKind) -> Result<PreparedCall, ConfigError<SshConfigError>>
     if script.len() > script::MAX_SCRIPT_BYTES {
         return Err(SshConfigError::ScriptTooLarge { bytes: script.len() }.into());
     }
-    let kind = stdin::kind();
-    let forward_stdin = settings.tty || stdin::forwarded(kind, settings.forward_stdin_pipe);
-    Ok(PreparedCall {
-        foreground: settings.tty || (forward_stdin && kind == stdin::StdinKind::Other),
-        unread_pipe: !forward_stdin && kind == stdin::StdinKind::Pipe,
-        settings,
-        key,
-        folder,
-        nonce,
-        script,
-        host_cwd,
-        forward_stdin,
-    })
+    let tty = matches!(mode, CallKind::Command(_)) && terminal::wanted(settings.tty);
+    let stdin = match (tty, settings.forward_stdin && matches!(mode, CallKind::Command(_))) {
+        (true, _) => StdinRoute::Inherit,
+        (false, false) => StdinRoute::Null,
+        (false, true) if std::io::stdin().is_terminal() => StdinRoute::Terminal,
+        (false, true) => StdinRoute::Inherit,
+    };
+    Ok(PreparedCall { settings, key, folder, nonce, script, host_cwd, stdin, tty })
 }
 
 fn call(mode: CallKind) -> i32 {
@@ -212,17 +216,10 @@ fn call(mode: CallKind) -> i32 {
         Ok(prepared) => prepared,
         Err(mistake) => return config_mistake(mistake),
     };
-    // Asked before the call and, if not yet, once after: never waiting, at most one line.
-    let unread_data = || prepared.unread_pipe && stdin::has_data_now();
-    let hinted = unread_data();
-    if hinted {
-        eprintln!("ssh-exec: {}", stdin::unread_hint("SSH_STDIN"));
-    }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime");
+    let terminal = prepared.tty.then(terminal::Restore::save);
     let exit = runtime.block_on(execute(&prepared));
-    if !hinted && unread_data() {
-        eprintln!("ssh-exec: {}", stdin::unread_hint("SSH_STDIN"));
-    }
+    drop(terminal);
     let check_passed = matches!(mode, CallKind::Check) && exit.code == 0;
     let code = exit.report("ssh-exec");
     if check_passed {
@@ -267,8 +264,8 @@ async fn execute(prepared: &PreparedCall) -> ClientExit {
         route: &route,
         nonce: &prepared.nonce,
         script: &prepared.script,
-        forward_stdin: prepared.forward_stdin,
-        foreground: prepared.foreground,
+        stdin: prepared.stdin,
+        tty: prepared.tty,
     };
     let mut outcome = session::run(&launch, &mut interrupts).await;
     if let (SessionEnd::NotStarted(_, said), Route::Shared(_)) = (&outcome, &route) {

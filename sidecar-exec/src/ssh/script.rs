@@ -2,7 +2,7 @@
 //!
 //! ssh gives a client only the remote shell's exit status, and 255 means both "ssh failed" and "the command exited
 //! 255"; a command killed by a signal also comes back as 255. So the host's shell reports on a side channel:
-//! two marker lines on stderr (on stdout with SSH_TTY=1, where the terminal merges the streams), each starting with
+//! two marker lines on stderr (on stdout in a call with a terminal, which merges the streams), each starting with
 //! a random 32-hex-digit nonce made for this call, which the client removes from the output:
 //!
 //! - `<nonce>:start:<pid>` first, before anything else the shell does: the command is about to run, and `<pid>` is
@@ -76,6 +76,10 @@ pub const MAX_SCRIPT_BYTES: usize = 120 * 1024;
 pub fn script(call: &ShellSetup, body: ScriptBody) -> String {
     let nonce = &call.nonce.0;
     let mut lines = vec![format!("printf '%s:start:%s\\n' {nonce} \"$$\" >&2")];
+    // The signals ssh-exec delivers go to the whole group, this shell included, and a terminal's Ctrl-C and Ctrl-\
+    // too: caught (not ignored, which the command would inherit), the shell outlives them and reports how the
+    // command ended with them.
+    lines.push("trap : INT TERM HUP QUIT".into());
     for (name, value) in call.env {
         lines.push(format!("{name}={}; export {name}", quote(value)));
     }
@@ -90,8 +94,19 @@ pub fn script(call: &ShellSetup, body: ScriptBody) -> String {
         // stderr: the shell's stderr is /dev/null meanwhile, the command's is the real one (fd 3).
         ScriptBody::Command(words) => {
             lines.push("exec 3>&2 2>/dev/null".into());
-            lines.push(format!("{} 2>&3 3>&-", join(words)));
-            lines.push("s=$?; exec 2>&3 3>&-".into());
+            // A command that cannot run gets the shell's codes (127, 126) and the words sidecar-exec gives them, not
+            // each host shell's own ("sh: 1: x: not found", "zsh: command not found: x").
+            let program = quote(words.first().map_or("", String::as_str));
+            lines.push(format!(
+                "c={program}; s=\n\
+                 case $c in\n\
+                 */*) if [ ! -e \"$c\" ]; then printf '%s: No such file or directory\\n' \"$c\" >&3; s=127\n\
+                 elif [ -d \"$c\" ] || [ ! -x \"$c\" ]; then printf '%s: Permission denied\\n' \"$c\" >&3; s=126; fi ;;\n\
+                 *) command -v \"$c\" >/dev/null 2>&1 || {{ printf '%s: command not found\\n' \"$c\" >&3; s=127; }} ;;\n\
+                 esac"
+            ));
+            lines.push(format!("if [ -z \"$s\" ]; then {} 2>&3 3>&-; s=$?; fi", join(words)));
+            lines.push("exec 2>&3 3>&-".into());
         }
         ScriptBody::Check => lines.push("true".into()),
         ScriptBody::Probe(names) => lines.push(format!(
@@ -114,6 +129,13 @@ pub fn script(call: &ShellSetup, body: ScriptBody) -> String {
     } else {
         script
     }
+}
+
+/// The script of the second session that delivers signal `name` (`INT`, `TERM`, `HUP`) to the command's whole
+/// process group `pgid`, as it came to ssh-exec. It succeeds when the group is already gone (the command ended
+/// meanwhile: nothing left to signal).
+pub fn signal_script(pgid: i32, name: &str) -> String {
+    format!("kill -{name} -{pgid} 2>/dev/null || ! kill -0 -{pgid} 2>/dev/null")
 }
 
 /// The script of the second session that stops a running command: SIGTERM (and SIGCONT, so a stopped process sees

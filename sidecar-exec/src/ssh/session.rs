@@ -1,9 +1,10 @@
-//! One call on the host: runs `ssh`, copies its output to ours without the side channel's markers, and stops the
-//! remote command's whole process group when asked to (a signal, our stdout closing) or when it leaves processes
-//! behind that hold its output open.
+//! One call on the host: runs `ssh`, copies its output to ours without the side channel's markers, delivers the
+//! signals we get to the remote command's process group as they came, and stops that group when our stdout closes
+//! or when the command leaves processes behind that hold its output open.
 //!
-//! Stopping takes a second session ([`crate::ssh::script::stop_script`]): closing the first does not signal
-//! anything on the host (without a terminal sshd sends no SIGHUP), so the command would run on unseen.
+//! Signalling and stopping take a second session ([`crate::ssh::script::signal_script`],
+//! [`crate::ssh::script::stop_script`]): closing the first does not signal anything on the host (without a terminal
+//! sshd sends no SIGHUP), and ssh has no way to send a signal that OpenSSH's sshd acts on.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -18,7 +19,7 @@ use tokio::time::{sleep_until, timeout, Instant};
 use crate::interrupt::{Interrupt, InterruptHandlers};
 use crate::ssh::command::{self, Route};
 use crate::ssh::markers::{Marker, Scanner};
-use crate::ssh::script::{stop_script, Nonce};
+use crate::ssh::script::{signal_script, stop_script, Nonce};
 use crate::ssh::settings::SshSettings;
 use crate::terminal_safe::terminal_safe;
 
@@ -43,12 +44,25 @@ pub struct Launch<'a> {
     pub route: &'a Route,
     pub nonce: &'a Nonce,
     pub script: &'a str,
-    /// Give ssh our stdin (else /dev/null: the remote command reads end of file).
-    pub forward_stdin: bool,
-    /// ssh needs the terminal (SSH_TTY=1, or a terminal stdin forwarded): it stays in our process group, the
-    /// terminal's foreground. Otherwise it gets a group of its own, so a Ctrl-C reaches only us and we stop the
-    /// remote command in order.
-    pub foreground: bool,
+    pub stdin: StdinRoute,
+    /// `ssh -tt`: ssh needs the terminal, so it stays in our process group, the terminal's foreground (Ctrl-C is then
+    /// a byte the host's terminal turns into SIGINT). Otherwise ssh gets a group of its own, so a Ctrl-C reaches only
+    /// us and we deliver it.
+    pub tty: bool,
+}
+
+/// How our stdin reaches ssh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinRoute {
+    /// ssh reads it itself (a pipe, a file, a heredoc, /dev/null; the terminal of a `-tt` call), streamed as ssh
+    /// streams it.
+    Inherit,
+    /// /dev/null (SSH_STDIN=0): the command reads end of file.
+    Null,
+    /// A terminal, for a call without one on the host: read here, line by line as the terminal gives it in its own
+    /// mode (Ctrl-D is end of file), and written to ssh through a pipe, so ssh can stay out of the terminal's
+    /// foreground (it would otherwise get the Ctrl-C that is ours to deliver).
+    Terminal,
 }
 
 /// How a call ended.
@@ -58,7 +72,8 @@ pub enum SessionEnd {
     Exited(i32),
     /// The host directory could not be entered; nothing ran.
     NoCwd,
-    /// We were interrupted; `Some` says why the remote command may not have been stopped.
+    /// We were interrupted and the command's end did not come back (ssh ended first, or the command never
+    /// started); `Some` says why it may still run there.
     Interrupted(Interrupt, Option<StopFailure>),
     /// Our stdout was closed (`| head -1`); the remote command was stopped.
     BrokenPipe,
@@ -91,7 +106,9 @@ struct CallState {
     exit_code: Option<i32>,
     no_cwd: bool,
     broken_pipe: bool,
+    /// The last signal we got (delivered, or waiting for the start marker in `pending`).
     interrupt: Option<Interrupt>,
+    pending: Vec<Interrupt>,
     ssh_status: Option<Option<i32>>,
     eofs: usize,
     held_err: Vec<u8>,
@@ -114,9 +131,11 @@ impl CallState {
         }
     }
 
-    /// Whether this side stopped the call: a signal, or our stdout closed (then nobody reads what is left).
+    /// Whether this side stopped the call: our stdout closed (then nobody reads what is left), or a signal came
+    /// before the command started (then only the start marker is waited for). A signal delivered to a running
+    /// command does not stop the call: the command ends as it does with that signal.
     fn stopped_by_us(&self) -> bool {
-        self.interrupt.is_some() || self.broken_pipe
+        self.broken_pipe || !self.pending.is_empty()
     }
 
     fn set_timer(&mut self, timer: Timer, after: Duration) {
@@ -132,12 +151,24 @@ impl CallState {
 /// Runs the call to its end and says how it ended.
 pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> SessionEnd {
     let mut ssh = command::ssh(launch.settings, launch.key, launch.route);
-    ssh.arg(if launch.settings.tty { "-tt" } else { "-T" });
+    ssh.arg(if launch.tty { "-tt" } else { "-T" });
     ssh.arg("--").arg(&launch.settings.host).arg(launch.script);
-    ssh.stdin(if launch.forward_stdin { Stdio::inherit() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if !launch.foreground {
+    let mut terminal_input = None;
+    ssh.stdin(match launch.stdin {
+        StdinRoute::Inherit => Stdio::inherit(),
+        StdinRoute::Null => Stdio::null(),
+        // Close-on-exec, so that ssh holds only the reading end: the writing end's close is the command's end of file.
+        StdinRoute::Terminal => match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+            Ok((reader, writer)) => {
+                terminal_input = Some(std::fs::File::from(writer));
+                Stdio::from(reader)
+            }
+            Err(err) => return SessionEnd::NotStarted(None, format!("cannot make a pipe for stdin: {err}")),
+        },
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if !launch.tty {
         ssh.process_group(0);
     }
     let mut child = match ssh.spawn() {
@@ -146,6 +177,12 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
             return SessionEnd::NotStarted(None, format!("cannot run ssh: {err} (is OpenSSH's client installed?)"))
         }
     };
+    // Dropping the command drops its copy of the pipe's reading end: ssh holds the only one, so a write after ssh
+    // ended fails instead of blocking.
+    drop(ssh);
+    if let Some(writer) = terminal_input {
+        copy_terminal_input(writer);
+    }
     let started = Arc::new(watch::channel(false).0);
     let (events, mut inbox) = mpsc::unbounded_channel();
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
@@ -175,7 +212,11 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
             Some(event) = inbox.recv() => match event {
                 PumpEvent::Marker(Marker::Started { pgid }) => {
                     state.pgid = Some(pgid);
-                    if state.interrupt.is_some() || state.broken_pipe {
+                    state.timers.retain(|(timer, _)| *timer != Timer::Header);
+                    for interrupt in std::mem::take(&mut state.pending) {
+                        deliver(launch, pgid, interrupt);
+                    }
+                    if state.broken_pipe {
                         begin_stop(launch, &mut state);
                     }
                 }
@@ -205,21 +246,21 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
                 ssh_ended.send_replace(true);
             }
             interrupt = interrupts.recv() => {
-                if state.interrupt.is_some() {
-                    // A second signal: stop waiting for the host.
-                    let _ = child.start_kill();
-                    break;
-                }
                 state.interrupt = Some(interrupt);
                 if state.ssh_status.is_some() {
                     break;
                 }
-                if state.pgid.is_some() {
-                    begin_stop(launch, &mut state);
-                } else {
-                    // Not started yet: it may be about to, and then it is stopped like any other.
-                    let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 5);
-                    state.set_timer(Timer::Header, patience);
+                match state.pgid {
+                    // Delivered as it came, every time (a second Ctrl-C is a second SIGINT, as natively); the call
+                    // goes on until the command ends as it does with it.
+                    Some(pgid) if state.exit_code.is_none() => deliver(launch, pgid, interrupt),
+                    Some(_) => {}
+                    None => {
+                        // Not started yet: it may be about to, and then it gets the signal like any other.
+                        state.pending.push(interrupt);
+                        let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 5);
+                        state.set_timer(Timer::Header, patience);
+                    }
                 }
             }
             result = async { state.stop.as_mut().unwrap().await }, if state.stop.is_some() => {
@@ -254,12 +295,12 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
         let _ = std::io::Write::write_all(&mut std::io::stderr(), &state.held_err);
     }
     let ssh_status = state.ssh_status.flatten();
-    if let Some(interrupt) = state.interrupt {
-        SessionEnd::Interrupted(interrupt, state.stop_failure)
-    } else if state.broken_pipe {
+    if state.broken_pipe {
         SessionEnd::BrokenPipe
     } else if let Some(code) = state.exit_code {
         SessionEnd::Exited(code)
+    } else if let Some(interrupt) = state.interrupt {
+        SessionEnd::Interrupted(interrupt, state.stop_failure)
     } else if state.no_cwd {
         SessionEnd::NoCwd
     } else if state.pgid.is_some() {
@@ -268,6 +309,61 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &state.held_out);
         SessionEnd::NotStarted(ssh_status, String::from_utf8_lossy(&state.held_err).into_owned())
     }
+}
+
+/// Sends `interrupt` to the command's process group `pgid` through a session of its own, without waiting: the call
+/// goes on reading. A failure is said at once on stderr (the command then runs on; another signal tries again).
+fn deliver(launch: &Launch<'_>, pgid: i32, interrupt: Interrupt) {
+    let mut session = command::ssh(launch.settings, launch.key, launch.route);
+    session.arg("-T").arg("--").arg(&launch.settings.host).arg(signal_script(pgid, signal_name(interrupt)));
+    session.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
+    let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 10);
+    let address = launch.settings.address();
+    tokio::spawn(async move {
+        let why = match session.spawn() {
+            Err(err) => StopProblem::NoSsh(err),
+            Ok(child) => match timeout(patience, child.wait_with_output()).await {
+                Ok(Ok(output)) if output.status.success() => return,
+                Ok(Ok(output)) => StopProblem::Failed(String::from_utf8_lossy(&output.stderr).into()),
+                Ok(Err(err)) => StopProblem::Lost(err),
+                Err(_) => StopProblem::TooSlow(patience),
+            },
+        };
+        let failure = StopFailure { address, pgid, why };
+        eprintln!("ssh-exec: could not deliver SIG{} to the command on the host: {failure}", signal_name(interrupt));
+    });
+}
+
+/// The name `kill` knows `interrupt` by.
+fn signal_name(interrupt: Interrupt) -> &'static str {
+    match interrupt {
+        Interrupt::Int => "INT",
+        Interrupt::Term => "TERM",
+        Interrupt::Hup => "HUP",
+    }
+}
+
+/// Copies our stdin (a terminal, [`StdinRoute::Terminal`]) to ssh's, in a thread of its own: a read of the terminal
+/// blocks until a line or Ctrl-D comes, and a plain thread blocked so never holds up the end of the call (the
+/// program exits without waiting for it). Our end of the terminal, 0 bytes (Ctrl-D on an empty line) or a failed
+/// write (ssh gone) closes the pipe: end of file for the command.
+fn copy_terminal_input(mut to_ssh: std::fs::File) {
+    std::thread::spawn(move || {
+        let mut buffer = vec![0u8; 64 * 1024];
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            match std::io::Read::read(&mut stdin, &mut buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if std::io::Write::write_all(&mut to_ssh, &buffer[..n]).is_err() {
+                        break;
+                    }
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    });
 }
 
 /// Starts the stop session for the command's group, once, when the group is known.
@@ -354,12 +450,19 @@ async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let mut output = LocalOutput { stream, sink, broken: false, events: events.clone() };
     let mut buffer = vec![0u8; 64 * 1024];
     let (mut out, mut markers, mut held) = (Vec::new(), Vec::new(), Vec::new());
+    let mut start_seen = started.subscribe();
     loop {
         out.clear();
         let read = tokio::select! {
             // Data that is there is always read first: the wait only ends a read that finds nothing.
             biased;
             read = from.read(&mut buffer) => read,
+            // What this stream held waits for the start marker, which the other stream may bring while this one
+            // is quiet (`echo ready; sleep 30`): then it is written at once, not with this stream's next bytes.
+            () = async { drop(start_seen.wait_for(|started| *started).await) }, if !held.is_empty() => {
+                output.write(&std::mem::take(&mut held)).await;
+                continue;
+            }
             () = eof_wait_after(ssh_ended.clone()) => Ok(0),
         };
         let n = match read {
@@ -492,10 +595,14 @@ mod tests {
         state.set_timer(Timer::AfterStop, AFTER_STOP);
         state.ssh_ended(Some(0));
         assert_eq!(state.next_timer(), None);
-        let mut interrupted = CallState { interrupt: Some(Interrupt::Int), ..CallState::default() };
+        let mut interrupted = CallState { broken_pipe: true, ..CallState::default() };
         interrupted.set_timer(Timer::AfterStop, AFTER_STOP);
         interrupted.ssh_ended(Some(0));
         assert!(matches!(interrupted.next_timer(), Some((Timer::AfterStop, _))), "a stop in progress keeps its");
+        let mut signalled = CallState { interrupt: Some(Interrupt::Int), pgid: Some(7), ..CallState::default() };
+        signalled.set_timer(Timer::Drain, DRAIN);
+        signalled.ssh_ended(Some(0));
+        assert_eq!(signalled.next_timer(), None, "a delivered signal is no stop: nothing cuts the output");
     }
 
     /// A stream something else still holds open once ssh has ended (nothing more comes) is taken as ended: the

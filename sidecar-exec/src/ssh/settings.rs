@@ -27,8 +27,8 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SSH_CONTROL_PERSIST", "seconds the shared connection stays open after its last command (default 60; 0: one connection per command)"),
     ("SSH_MAX_SESSIONS", "commands at once on the shared connection (default 8; the host's sshd allows 10 by default)"),
     ("SSH_STOP_GRACE", "seconds between SIGTERM and SIGKILL when a command on the host is stopped (default 2; tenths allowed)"),
-    ("SSH_TTY", "1: give the command a terminal (ssh -tt); stdin is then forwarded"),
-    ("SSH_STDIN", "1: forward stdin even when it is a pipe or terminal (a regular file is always forwarded)"),
+    ("SSH_TTY", "1: give the command a terminal (ssh -tt), 0: never; default: when stdin and stdout are terminals"),
+    ("SSH_STDIN", "0: do not forward stdin (the command reads end of file); default: forwarded, streamed by ssh"),
     ("SSH_COMMANDS", "for --install-wrappers: more commands (comma or space separated) that go to the host"),
 ];
 
@@ -62,8 +62,10 @@ pub struct SshSettings {
     pub max_sessions: u32,
     /// Between SIGTERM and SIGKILL when the command is stopped, in tenths of a second (the stop script counts them).
     pub stop_grace_tenths: u32,
-    pub tty: bool,
-    pub forward_stdin_pipe: bool,
+    /// SSH_TTY: `Some(true)` forces a terminal, `Some(false)` forbids one, `None` decides by our own terminals.
+    pub tty: Option<bool>,
+    /// Whether stdin is forwarded (everything but SSH_STDIN=0).
+    pub forward_stdin: bool,
 }
 
 impl SshSettings {
@@ -109,8 +111,12 @@ impl SshSettings {
             control_persist: whole_seconds("SSH_CONTROL_PERSIST", 60, 0, 604_800)?,
             max_sessions: env::count("SSH_MAX_SESSIONS", 8, 1, 1000)?,
             stop_grace_tenths: grace.map_or(DEFAULT_STOP_GRACE_TENTHS, |grace| (grace.as_millis() / 100) as u32),
-            tty: env::switched_on("SSH_TTY"),
-            forward_stdin_pipe: env::switched_on("SSH_STDIN"),
+            tty: match (env::switched_on("SSH_TTY"), env::switched_off("SSH_TTY")) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            forward_stdin: !env::switched_off("SSH_STDIN"),
         })
     }
 

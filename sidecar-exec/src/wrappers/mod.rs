@@ -1,10 +1,14 @@
 //! The wrapper installer, an option of both programs (`sidecar-exec --install-wrappers [DIR]`, `ssh-exec
-//! --install-wrappers [DIR]`, so an agent image with only one of them can install its wrappers): one tiny `#!/bin/sh`
-//! wrapper per command that runs elsewhere, for commands the agent image does not have itself, one backend per
-//! command: native > sidecar > SSH. [`backends`] reads what the configuration asks for and which client each
-//! wrapper execs, [`install`] writes the folder, [`program`] is the option.
+//! --install-wrappers [DIR]`, so an agent image with only one of them can install its wrappers): one wrapper per
+//! command that runs elsewhere, for commands the agent image does not have itself, one backend per command: native >
+//! sidecar (when its builder has the command) > SSH. [`backends`] reads what the configuration asks for and which
+//! client each wrapper runs, [`builder_commands`] asks each sidecar which commands it has, [`install`] writes the
+//! folder, [`program`] is the option. A wrapper is a link to its client named after the command; [`called_as`] is
+//! how the client reads it.
 
 pub mod backends;
+pub mod builder_commands;
+pub mod called_as;
 pub mod install;
 pub mod program;
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use crate::exit::ClientExit;
 use crate::sidecar::sidecars;
 use crate::wrappers::backends::{Backends, Client};
+use crate::wrappers::builder_commands::{self, Answer};
 use crate::wrappers::{install, DEFAULT_DIR};
 
 /// Installs the wrappers into `dir` (default [`DEFAULT_DIR`]) as `running`; the exit code.
@@ -27,8 +28,16 @@ pub fn install_wrappers(running: Client, dir: Option<PathBuf>) -> i32 {
         Ok(backends) => backends,
         Err(err) => return ClientExit::config(err).report(program),
     };
+    let answers = match &backends.sidecar {
+        Some(sidecar) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a current-thread runtime")
+            .block_on(builder_commands::ask_all(&sidecar.sidecars)),
+        None => Default::default(),
+    };
     let path = std::env::var("PATH").unwrap_or_default();
-    let report = match install::install(&dir, &backends, &path) {
+    let report = match install::install(&dir, &backends, &answers, &path) {
         Ok(report) => report,
         Err(err) => return ClientExit::fail(err.to_string()).report(program),
     };
@@ -46,6 +55,15 @@ pub fn install_wrappers(running: Client, dir: Option<PathBuf>) -> i32 {
         );
         return 0;
     }
+    for (runtime, answer) in &answers {
+        if let Answer::Unknown(why) = answer {
+            let commands = protocol::commands_for(runtime).unwrap_or_default().join(" ");
+            eprintln!(
+                "{program}: the {runtime} sidecar {why}: wrapping all its commands [{commands}]; one it lacks fails \
+                 when called (127); run this again once it is up"
+            );
+        }
+    }
     for runtime in &report.unknown_runtimes {
         eprintln!("{program}: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it");
     }
@@ -57,11 +75,13 @@ pub fn install_wrappers(running: Client, dir: Option<PathBuf>) -> i32 {
         );
     }
     eprintln!(
-        "{program}: wrappers in {}: sidecar [{}]; ssh [{}]; native, not wrapped [{}]; removed [{}]",
+        "{program}: wrappers in {}: sidecar [{}]; ssh [{}]; native, not wrapped [{}]; not on the builder, not wrapped \
+         [{}]; removed [{}]",
         dir.display(),
         report.sidecar.join(" "),
         report.ssh.join(" "),
         report.native.join(" "),
+        report.missing.join(" "),
         report.removed.join(" ")
     );
     0

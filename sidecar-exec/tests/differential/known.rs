@@ -36,22 +36,13 @@ pub struct Known {
 const OFFSET: &str =
     "issue 22, Client: a regular file's offset left where a native run leaves it (the bytes the command \
                       consumed), or the difference stated; today the client reads the whole file";
-const SECOND_INT: &str = "issue 22, Client, Signals: a second Ctrl-C delivered again; today the first one cancels the \
-                          command, so it never gets to its second";
 const DIED_OF: &str = "issue 22, Client, Signals (exit with the command's code): natively the caller sees the command \
                        die of the signal (waitpid's WIFSIGNALED); the client exits 128+N instead, and would match by \
                        dying of the same signal";
 const CLOSED_STDOUT: &str = "stated: a closed stdout cancels the remote command (issue 22: 'a closed stdout (EPIPE) \
                              still cancels'), so the command never meets the closed pipe itself and Python's \
                              BrokenPipeError traceback is not printed; the exit code (141) and stdout are native";
-const WRAPPED_MISSING: &str = "issue 22, Client (wrappers only for commands the builder has, branch ssh-wrappers): \
-                               ruff is still wrapped though the builder lacks it, so `command -v` finds it; the \
-                               client already exits 127 with the shell's `ruff: command not found` (start_error), \
-                               only bash's `bash: line 1:` prefix differs";
 // The same items for ssh-exec ("ssh-exec for the same points").
-const SSH_STDIN: &str =
-    "issue 22, Client (ssh-exec for the same points): stdin forwarded by default when it is a pipe \
-                         or a heredoc; today a pipe is not read (a hint on stderr when it holds data)";
 const SSH_SIGNALS: &str =
     "issue 22, Client, Signals (ssh-exec for the same points): the signal delivered to the host's \
                            group as sent; today ssh-exec stops the command with SIGTERM and exits 128+N";
@@ -85,24 +76,11 @@ use Column::{Ssh, Wrappers};
 
 pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Wrappers, "head-1-brokenpipe", &[Stderr], CLOSED_STDOUT),
-    known(Wrappers, "missing-command", &[Stderr], WRAPPED_MISSING),
-    known(Wrappers, "command-v-fallback", &[Stdout, Stderr], WRAPPED_MISSING),
     known(Wrappers, "env-on-command-line", &[Stdout], COMMAND_LINE_ENV),
     known(Wrappers, "env-secret-stays", &[Stdout], SECRET),
     known(Ssh, "head-1-brokenpipe", &[Stderr], EPIPE),
-    known(Ssh, "pipe-in", &[Stdout, Stderr], SSH_STDIN),
-    known(Ssh, "script-on-stdin", &[Stdout, Stderr], SSH_STDIN),
-    known(Ssh, "heredoc", &[Stdout, Stderr], SSH_STDIN),
-    known(Ssh, "here-string", &[Stdout, Stderr], SSH_STDIN),
-    known(Ssh, "binary-stdin", &[Stdout, Stderr], SSH_STDIN),
-    known(Ssh, "100-mib-in-pipe", &[Stdout, Stderr], SSH_STDIN),
-    known(Ssh, "slow-writer", &[Stdout, Stderr], SSH_STDIN),
-    known(Ssh, "unclosed-stdin-one-line", &[Stdout, Stderr], SSH_STDIN),
-    known(Ssh, "sigint-handler", &[Stdout, ExitCode], SSH_SIGNALS),
-    known(Ssh, "sigint-twice", &[Stdout, ExitCode, Stopping], SECOND_INT),
     known(Ssh, "sigint-keyboardinterrupt", &[Stdout, Stderr, ExitCode], SSH_SIGNALS),
     known(Ssh, "sigterm", &[ExitCode], DIED_OF),
-    known(Ssh, "sighup-handler", &[Stdout, ExitCode], SSH_SIGNALS),
     known(Ssh, "sigquit-handler", &[Stdout, ExitCode, Stopping], SSH_QUIT),
     known(Ssh, "ctrl-z-then-fg", &[Stdout, Stopping], SSH_TSTP),
     known(Ssh, "missing-command", &[Stderr], SSH_MISSING),

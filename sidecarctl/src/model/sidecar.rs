@@ -24,7 +24,8 @@ pub struct Sidecar {
     pub env_passthrough: Vec<String>,
     /// Named volumes or host folders, never removed.
     pub cache_volumes: Vec<Volume>,
-    /// The profile's health command override, compose form (`["CMD", …]`, `["CMD-SHELL", …]`).
+    /// The profile's health command override, compose form (`["CMD", …]`, `["CMD-SHELL", …]`; a bare argv in the
+    /// profile becomes `["CMD", argv…]`).
     pub healthcheck: Option<Vec<String>>,
     pub workspace_target: String,
     /// Seconds, > 0; kept as written for messages ("within 60s").
@@ -116,7 +117,11 @@ impl Sidecar {
                 if !command_named {
                     return Err(ModelError::BadHealthcheck { index });
                 }
-                Some(h.test.clone())
+                // A bare argv is kept in the `CMD` form: the one the engines' health check and compose take.
+                match h.test[0].as_str() {
+                    "CMD" | "CMD-SHELL" => Some(h.test.clone()),
+                    _ => Some(std::iter::once("CMD".to_owned()).chain(h.test.iter().cloned()).collect()),
+                }
             }
         };
         Ok(Sidecar {

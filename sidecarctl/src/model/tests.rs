@@ -141,6 +141,11 @@ fn beyond_the_seed_other_mistakes_are_named() {
         message(&format!("{base}    - {{runtime: node, image: x, healthcheck: {{test: [CMD]}}}}\n"), &opts()),
         "tool_backends.sidecars[0].healthcheck.test must name a command"
     );
+    // A bare argv is the `CMD` form, the one an engine's health check and compose take (`["false"]` alone would be
+    // an unknown test type to Docker).
+    let bare =
+        build_yaml(&format!("{base}    - {{runtime: node, image: x, healthcheck: {{test: ['false']}}}}\n"), &opts());
+    assert_eq!(bare.unwrap().sidecars[0].healthcheck.as_deref(), Some(&["CMD".to_owned(), "false".into()][..]));
     assert_eq!(
         message(&format!("{base}    - {{runtime: node, image: x, env: {{A: [1]}}}}\n"), &opts()),
         "tool_backends.sidecars[0].env.A must be a string, number or boolean"

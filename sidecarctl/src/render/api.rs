@@ -5,12 +5,14 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use bollard::models::{ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, ResourcesUlimits};
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HealthConfig, HostConfig, NetworkingConfig, ResourcesUlimits,
+};
 
 use crate::engine::EngineKind;
 use crate::model::{Volume, VolumeSource};
 use crate::names::{Origin, RunName, LABEL_TOKEN_DIR, ROLE_AGENT, ROLE_BUILDER};
-use crate::plan::{Container, Plan, Role, User};
+use crate::plan::{Container, Health, Plan, Role, User, HEALTH_INTERVAL, HEALTH_TIMEOUT};
 
 /// What a body needs beyond the plan.
 #[derive(Debug, Clone)]
@@ -36,9 +38,10 @@ pub struct Attach {
     pub stdin: bool,
 }
 
-/// The container body: the plan's image, command, user, groups, working folder, environment and binds (the token
-/// file `token_file` at the plan's token path, read-only), the run's labels and network (a builder with its alias
-/// `builder-RT`), every capability dropped, no new privileges, no restart policy and no published port.
+/// The container body: the plan's image, command, user, groups, working folder, environment, binds (the token
+/// file `token_file` at the plan's token path, read-only) and a profile's health command, the run's labels and
+/// network (a builder with its alias `builder-RT`), every capability dropped, no new privileges, no restart policy
+/// and no published port.
 pub fn body(
     ctx: &Context<'_>,
     container: &Container,
@@ -76,6 +79,7 @@ pub fn body(
         attach_stdout: agent.then_some(true),
         attach_stderr: agent.then_some(true),
         labels: Some(labels),
+        healthcheck: container.health.as_ref().and_then(health_check),
         host_config: Some(HostConfig {
             tmpfs: (!container.tmpfs.is_empty())
                 .then(|| container.tmpfs.iter().map(|path| (path.clone(), tmpfs_options(ctx, container))).collect()),
@@ -84,6 +88,21 @@ pub fn body(
         networking_config: Some(network(ctx, alias)),
         ..Default::default()
     }
+}
+
+/// The container's own health check when the profile overrides the image's, at the gate's pace (compose's
+/// `healthcheck:`): Docker runs it and reports its status, which the gate and `ps` read before any exec probe, so
+/// an engine's verdict and the probe's come from the same command. Without an override the image's HEALTHCHECK
+/// stays as the image declares it (the gate's probe runs that one too).
+fn health_check(health: &Health) -> Option<HealthConfig> {
+    let nanos = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+    Some(HealthConfig {
+        test: Some(health.test.clone()?),
+        interval: Some(nanos(HEALTH_INTERVAL)),
+        timeout: Some(nanos(HEALTH_TIMEOUT)),
+        retries: Some(i64::try_from(health.retries()).unwrap_or(i64::MAX)),
+        ..Default::default()
+    })
 }
 
 /// A tmpfs owned by the container's user: Podman's `U` (it ignores `mode=` and refuses `uid=`), Docker's
@@ -233,6 +252,26 @@ tool_backends:
         assert_eq!(body.host_config.as_ref().unwrap().group_add, None, "the image's user has the group already");
         assert_eq!(body.env.unwrap(), ["EXEC_SERVER_PORT=8080", "EXEC_SERVER_TOKEN_FILE=/run/secrets/sidecar-token"]);
         assert_eq!(body.cmd.unwrap().last().map(String::as_str), Some("--verbose"));
+    }
+
+    /// A profile's health command is the container's health check, at the gate's pace, so Docker's own status
+    /// follows it; without one the image's HEALTHCHECK stays (issue 25: Docker's image check passed a builder whose
+    /// profile said `[CMD, "false"]`, while Podman, probed through exec, timed out).
+    #[test]
+    fn a_profiles_health_command_is_the_containers_health_check() {
+        let r = run("tool_backends:\n  sidecars:\n    - {runtime: node, image: n, ready_timeout: 7, \
+                     healthcheck: {test: [CMD, 'false'], interval: 30s}}\n    - {runtime: python, image: p}\n");
+        let plan = Plan::new(&r, AgentRequest::default(), Target::Up);
+        let name = RunName::named("r1").unwrap();
+        let ctx = context(&plan, &name, &r.workspace);
+        let check = body(&ctx, &plan.builders[0], None, None).healthcheck.expect("the override is the container's");
+        assert_eq!(check.test.unwrap(), ["CMD", "false"]);
+        let second = 1_000_000_000;
+        assert_eq!((check.interval, check.timeout), (Some(2 * second), Some(3 * second)), "the gate's, not the 30s");
+        assert_eq!(check.retries, Some(4), "ceil(7 s / 2 s)");
+        assert_eq!(check.start_period, None, "the image's");
+        assert_eq!(body(&ctx, &plan.builders[1], None, None).healthcheck, None, "the image's HEALTHCHECK");
+        assert_eq!(body(&ctx, &plan.agent, None, None).healthcheck, None);
     }
 
     #[test]

@@ -28,6 +28,9 @@ struct Seen {
     mounts: BTreeMap<String, bool>,
     /// Where the token file is seen.
     token: Option<String>,
+    /// The health command the container itself runs: the engine's check (`up`), compose's `healthcheck:` (a Pod
+    /// probes `/health`).
+    health: Option<Vec<String>>,
 }
 
 fn seen_plan(plan: &Plan) -> Vec<Seen> {
@@ -40,6 +43,13 @@ fn seen_plan(plan: &Plan) -> Vec<Seen> {
             env: c.env.iter().cloned().collect(),
             mounts: c.mounts.iter().map(|m| (m.target.clone(), m.read_only)).collect(),
             token: c.token.map(str::to_owned),
+            // Declared per target: `up` writes only a profile's override (the image's HEALTHCHECK stays), compose
+            // writes one always (an OCI-format image has none), a Pod probes over HTTP.
+            health: c.health.as_ref().and_then(|h| match plan.target {
+                Target::Up => h.test.clone(),
+                Target::Compose => Some(h.test_or_images()),
+                Target::Pod => None,
+            }),
         })
         .collect()
 }
@@ -143,6 +153,7 @@ fn seen_api(run: &RunConfig, plan: &Plan) -> Vec<Seen> {
                     .collect(),
                 mounts: binds.iter().filter(|b| !b.starts_with(TOKEN_FILE)).map(|b| short_volume(b)).collect(),
                 token,
+                health: body.healthcheck.and_then(|h| h.test),
             }
         })
         .collect()
@@ -171,6 +182,9 @@ fn seen_compose(file: &str) -> Vec<Seen> {
                 .map(|(target, read_only)| (compose_meaning(&target), read_only))
                 .collect(),
             token: strings(&service["secrets"]).first().map(|secret| format!("/run/secrets/{secret}")),
+            health: service
+                .get("healthcheck")
+                .map(|check| strings(&check["test"]).iter().map(|a| compose_meaning(a)).collect()),
         })
         .collect()
 }
@@ -202,6 +216,7 @@ fn seen_kube(file: &str) -> Vec<Seen> {
                     .map(|m| (text(&m["mountPath"]), m.get("readOnly").and_then(Value::as_bool).unwrap_or(false)))
                     .collect(),
                 token: mounts.iter().find(is_token).map(|m| format!("{}/token", text(&m["mountPath"]))),
+                health: None,
             }
         })
         .collect()
@@ -234,6 +249,9 @@ fn three_ways(profile: &str, options: RunOptions, agent: &[&str]) -> [Vec<Seen>;
         for (a, b) in up.iter().zip(other) {
             assert_eq!((&a.name, &a.image, &a.working_dir, &a.mounts), (&b.name, &b.image, &b.working_dir, &b.mounts));
             assert_eq!(a.token.is_some(), b.token.is_some(), "{what}: {}'s token", a.name);
+            if a.health.is_some() && what == "compose" {
+                assert_eq!(a.health, b.health, "{what}: {}'s health command", a.name);
+            }
             let names = |s: &Seen| s.env.keys().filter(|k| *k != "HOME").cloned().collect::<Vec<_>>();
             assert_eq!(names(a), names(b), "{what}: {}'s variables", a.name);
             for (name, value) in &a.env {
@@ -311,6 +329,8 @@ fn every_kind_of_volume_and_override_is_one_plan_three_ways() {
     // The override is the user's, as written, on every target; in a Pod it keeps the port it names, and the other
     // builder, which had the same port, moves.
     assert_eq!(up[1].command, pod[1].command);
+    assert_eq!(up[1].health.as_deref(), Some(&["CMD-SHELL".to_owned(), "true".into()][..]), "the override");
+    assert_eq!(up[0].health, None, "the image's HEALTHCHECK");
     assert_eq!(pod[1].command.last().map(String::as_str), Some("-verbose"));
     assert_eq!(pod[1].env["EXEC_SERVER_PORT"], "8080");
     assert_eq!(pod[0].env["EXEC_SERVER_PORT"], "8081");
@@ -334,6 +354,8 @@ fn dollars_mean_the_same_three_ways() {
         assert_eq!((builder.env["P"].as_str(), builder.env["E"].as_str()), ("$$5", "$"));
         assert!(agent.mounts.contains_key("/m/$(X)") && builder.mounts.contains_key("/cache/npm"));
     }
+    assert_eq!(up[0].health.as_deref(), Some(&["CMD-SHELL".to_owned(), r#"test -n "$HOME""#.into()][..]));
+    assert_eq!(compose[0].health, up[0].health);
     assert_eq!(up[0].image, "img$x");
     assert_eq!(compose[0].image, "img$x");
 }

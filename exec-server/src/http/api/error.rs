@@ -38,6 +38,26 @@ impl AppError {
         }
     }
 
+    /// `416` for a replay offset past what the stream holds: a valid number (to the schema) that no reader can have
+    /// reached, with its own code.
+    pub fn offset_beyond_end(stream: &str, offset: u64, total: u64) -> Self {
+        AppError {
+            code: Some(ErrorCode::OffsetBeyondEnd),
+            ..AppError::new(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                format!(
+                    "{stream} offset {offset} is beyond the {total} bytes that stream holds so far: resume from at \
+                     most {total}"
+                ),
+            )
+        }
+    }
+
+    /// `410` for a run forgotten to make room, within its retention: how it ended, with its own code.
+    pub fn run_forgotten(message: String) -> Self {
+        AppError { code: Some(ErrorCode::RunForgotten), ..AppError::new(StatusCode::GONE, message) }
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         AppError::new(StatusCode::BAD_REQUEST, message)
     }

@@ -26,9 +26,14 @@ pub async fn exec(
     let job = match (job, run_id) {
         (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job, controls, b64_only).await,
         (Ok(job), None) => job,
-        (Err(not_started), _) => {
-            state.engine.not_started(&not_started);
-            return Ok(reply::never_ran(&Ending::not_started(&not_started)));
+        (Err(unstarted), run_id) => {
+            if let Some(id) = &run_id {
+                if let Some((run, attachment)) = super::named::attach_unstarted(&state, id, &unstarted)? {
+                    return Ok(super::named::exec_attached(&state, run, attachment, b64_only).await);
+                }
+            }
+            state.engine.not_started(&unstarted.error);
+            return Ok(reply::never_ran(&Ending::not_started(&unstarted.error)));
         }
     };
     let permit = state.permit()?;

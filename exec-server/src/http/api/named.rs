@@ -8,10 +8,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use protocol::{RunId, StreamKind};
 use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::reply_budget::{HeadTail, ReplyOutput};
-use super::request::Controls;
+use super::request::{Controls, Unstarted};
 use super::{reply, run_stream, AppError, AppState};
 use crate::ending::Ending;
 use crate::engine::{Job, ProcessEngine, Stream, READ_SIZE};
@@ -53,16 +54,46 @@ pub fn claim_and_attach(
             start(state.engine.clone(), run.clone(), job, permit);
             Ok((run, attachment))
         }
-        Err(err @ ClaimError::Conflict { .. }) => Err(AppError::new(StatusCode::CONFLICT, err.to_string())),
-        Err(err @ ClaimError::Full { .. }) => Err(AppError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())),
+        Err(err) => Err(claim_error(err)),
     }
 }
 
+/// A named request whose command cannot start (its cwd is missing): the kept run of that id, attached to, if it is
+/// this command (a retry after its folder went gets that run, as any re-POST does); 409 if the id names another
+/// command; `None` if the id names no kept run (the caller reports the start failure, and nothing is kept).
+pub fn attach_unstarted(
+    state: &AppState,
+    id: &RunId,
+    unstarted: &Unstarted,
+) -> Result<Option<(Arc<NamedRun>, Attachment)>, AppError> {
+    let run = state.runs.kept_as(id, &unstarted.argv, &unstarted.cwd).map_err(claim_error)?;
+    Ok(run.map(|run| {
+        let attachment = run.attach(state.runs.settings().reattach_window);
+        (run, attachment)
+    }))
+}
+
+/// 409 for an id of another command, 503 when every kept run still runs, 410 for the same command as a run
+/// forgotten for room (it ended: the message says how).
+fn claim_error(err: ClaimError) -> AppError {
+    let status = match err {
+        ClaimError::Conflict { .. } | ClaimError::Forgotten { same_command: false, .. } => StatusCode::CONFLICT,
+        ClaimError::Full { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        ClaimError::Forgotten { same_command: true, .. } => return AppError::run_forgotten(err.to_string()),
+    };
+    AppError::new(status, err.to_string())
+}
+
 /// Runs `job` for `run` in its own task: its output goes to the run's log at the pace of the readers following it
-/// (as an unnamed stream goes at its client's), or as fast as it comes while none does (see [`NamedRun::paced`]), and
-/// its end is recorded. The slot is held until the command has ended.
+/// (as an unnamed stream goes at its client's), or as fast as it comes while none does or once the engine says it
+/// must (see [`NamedRun::paced`]), and its end is recorded. The slot is held until the command has ended, which no
+/// follower can hold up: a timeout, DELETE or shutdown ends the run for everyone.
 fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedSemaphorePermit) {
     job.group = Some(run.group.clone());
+    // Once the engine says so (a stop began, or the command is past its deadline or the shutdown while its pipes
+    // drain), its followers no longer pace it: whatever they do, the end comes.
+    let drain_now = CancellationToken::new();
+    job.drain_now = Some(drain_now.clone());
     let timeout = job.timeout;
     let task = async move {
         let _permit = permit;
@@ -72,7 +103,7 @@ fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedS
         let mut progress = run.follower_progress();
         let mut writer: Option<SpillWriter> = None;
         while let Some(chunk) = chunks.recv().await {
-            run.paced(&mut progress).await;
+            run.paced(&mut progress, &drain_now).await;
             if let Some(pending) = run.append(chunk.kind, chunk.bytes.into()) {
                 writer.get_or_insert_with(|| SpillWriter::start(run.clone())).write(chunk.kind, pending).await;
             }
@@ -96,10 +127,15 @@ pub fn stream(
     b64_only: bool,
 ) -> Result<Response, AppError> {
     let (run, attachment) = claim_and_attach(state, id, job, controls)?;
+    Ok(stream_attached(state, run, attachment, b64_only))
+}
+
+/// The frames of `run`, claimed and attached to, from the start.
+pub fn stream_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
     let headers = run_headers(&run);
     let mut response = run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive);
     response.headers_mut().extend(headers);
-    Ok(response)
+    response
 }
 
 /// What a reply says of the run: its stdin is open for `POST /runs/{id}/stdin` (`x-stdin-stream`), it runs on a
@@ -126,16 +162,26 @@ pub async fn exec(
     b64_only: bool,
 ) -> Result<Response, AppError> {
     let (run, attachment) = claim_and_attach(state, id, job, controls)?;
-    let end = wait_for_end(&run).await;
+    Ok(exec_attached(state, run, attachment, b64_only).await)
+}
+
+/// The reply of `run`, claimed and attached to, once it has ended.
+pub async fn exec_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
+    let mut end = wait_for_end(&run).await;
     drop(attachment);
     let (stdout, stderr) = (
         kept(&run, StreamKind::Stdout, state.settings.max_output),
         kept(&run, StreamKind::Stderr, state.settings.max_output),
     );
-    let mut reply = reply::ran(&end, stdout, stderr, None, b64_only);
+    // Kept output that cannot be read is a server failure, said as one (exit -1 and the error), as a replay says it.
+    let unreadable = [&stdout, &stderr].into_iter().find_map(|(_, unreadable)| unreadable.clone());
+    if let Some(message) = unreadable {
+        end = Ending { exit_code: -1, error: Some(message), ..end };
+    }
+    let mut reply = reply::ran(&end, stdout.0, stderr.0, None, b64_only);
     reply.headers_mut().insert(protocol::RUN_KEPT_HEADER, axum::http::HeaderValue::from_static("1"));
     reply.headers_mut().extend(run_headers(&run));
-    Ok(reply)
+    reply
 }
 
 /// The run's end, once it has one.
@@ -154,8 +200,8 @@ pub async fn wait_for_end(run: &NamedRun) -> Ending {
 }
 
 /// What a reply keeps of a stream's log: all of it, or head and tail within `budget` (its own dropped middle
-/// counted in the cut).
-fn kept(run: &NamedRun, kind: StreamKind, budget: usize) -> ReplyOutput {
+/// counted in the cut); and the message when the kept bytes could not be read from some offset on.
+fn kept(run: &NamedRun, kind: StreamKind, budget: usize) -> (ReplyOutput, Option<String>) {
     let mut kept = HeadTail::new(budget);
     let mut offset = 0;
     loop {
@@ -168,12 +214,12 @@ fn kept(run: &NamedRun, kind: StreamKind, budget: usize) -> ReplyOutput {
                 offset += gap;
                 kept.skip(gap);
             }
-            Ok(Read::End) => break,
-            Err(_) => {
+            Ok(Read::End) => return (kept.into_reply_output(), None),
+            Err(err) => {
                 kept.skip(run.total(kind).saturating_sub(offset));
-                break;
+                let message = run_stream::unreadable(run, kind, offset, &err);
+                return (kept.into_reply_output(), Some(message));
             }
         }
     }
-    kept.into_reply_output()
 }

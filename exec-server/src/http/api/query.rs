@@ -1,23 +1,27 @@
-//! The query strings the `/runs` endpoints take: plain `name=value` pairs of byte offsets and booleans. No decoding
-//! is needed (a value that is not a plain number or `true`/`false` is refused by the parse), and the last of a
-//! repeated name wins.
-
-use std::convert::Infallible;
+//! The query strings the `/runs` endpoints take: `name=value` pairs of byte offsets and booleans, percent-decoded
+//! (as the path's run id is, so `?stdout=%31%30` is offset 10, as a client's URL library may write it), the last
+//! of a repeated name winning.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use super::AppError;
 
-/// A request's query, as pairs.
+/// A request's query, as decoded pairs.
 pub struct Query(Vec<(String, String)>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Query {
-    type Rejection = Infallible;
+    type Rejection = AppError;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Infallible> {
-        let pairs = parts.uri.query().unwrap_or("").split('&').filter_map(|pair| pair.split_once('='));
-        Ok(Query(pairs.map(|(name, value)| (name.to_owned(), value.to_owned())).collect()))
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AppError> {
+        let axum::extract::Query(pairs) =
+            axum::extract::Query::<Vec<(String, String)>>::from_request_parts(parts, state).await.map_err(|err| {
+                AppError::bad_request(format!(
+                    "the query string cannot be read ({}): give name=value pairs",
+                    err.body_text()
+                ))
+            })?;
+        Ok(Query(pairs))
     }
 }
 

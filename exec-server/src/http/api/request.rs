@@ -24,7 +24,7 @@ use crate::workspace::{resolve_cwd, CwdError};
 pub struct RequestedJob {
     /// The job to run, or the contract's start failure (a missing cwd) to report as a command that did not start.
     /// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there.
-    pub job: Result<Job, StartError>,
+    pub job: Result<Job, Unstarted>,
     /// The run's name, when the request gave one (a named run, issue 12).
     pub run_id: Option<RunId>,
     /// The request's `b64_only`: how the reply or frames carry output that is not UTF-8 (a wire matter, not the
@@ -41,6 +41,15 @@ pub struct Controls {
     pub input: Option<StdinFeed>,
     /// With `tty`: the terminal's handle (`POST /runs/{id}/resize`, signals to its foreground group).
     pub terminal: Option<Arc<Terminal>>,
+}
+
+/// A request whose command cannot start (its cwd is missing): the failure, and the command it named (a named
+/// request's id must still not be taken for another command).
+pub struct Unstarted {
+    pub argv: Vec<String>,
+    /// The working directory as resolved (what a kept run of the same command was started in).
+    pub cwd: std::path::PathBuf,
+    pub error: StartError,
 }
 
 impl FromRequest<AppState> for RequestedJob {
@@ -133,7 +142,11 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         Ok(cwd) => cwd,
         Err(CwdError::Missing { path, problem }) => {
             return Ok(RequestedJob {
-                job: Err(StartError::WorkingDirectory { path, problem }),
+                job: Err(Unstarted {
+                    argv: request.cmd,
+                    cwd: path.clone(),
+                    error: StartError::WorkingDirectory { path, problem },
+                }),
                 run_id: request.run_id,
                 b64_only: request.b64_only,
                 controls: Controls::default(),
@@ -171,6 +184,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
             .filter(|secs| *secs > 0)
             .map(|secs| Duration::from_secs(secs.min(timeout_secs))),
         group: None,
+        drain_now: None,
         end_daemons: request.daemons == Some(protocol::DaemonsRequest::End),
     };
     let controls = Controls { input, terminal: handle };

@@ -11,6 +11,7 @@ use protocol::{Frame, FrameEncoder, StreamKind};
 use tokio::sync::watch;
 
 use super::sse::{self, FrameSource, Step};
+use crate::ending::Ending;
 use crate::engine::READ_SIZE;
 use crate::runs::{Attachment, Follower, NamedRun, Read};
 
@@ -57,7 +58,10 @@ impl FrameSource for RunLog {
             // reader's encoding.
             let mut progress = false;
             for (index, kind) in [StreamKind::Stdout, StreamKind::Stderr].into_iter().enumerate() {
-                progress |= read_some(&self.run, kind, &mut self.offsets[index], &mut encoders[index], out);
+                match read_some(&self.run, kind, &mut self.offsets[index], &mut encoders[index], out) {
+                    Ok(read) => progress |= read,
+                    Err(unreadable) => return Step::End(unreadable),
+                }
             }
             if progress {
                 if self.immediate {
@@ -83,34 +87,50 @@ impl FrameSource for RunLog {
     }
 }
 
-/// Reads the next piece of stream `kind` from `offset` into frames; false when there was nothing.
+/// Reads the next piece of stream `kind` from `offset` into frames; false when there was nothing. When the kept
+/// bytes cannot be read (the spill file failed, or came back short), the frames that end this reader's stream: an
+/// error frame naming it and an exit frame with code -1 and the streams' totals, as a server-side failure ends a
+/// stream. Never a `dropped` frame: that would say the server chose to drop bytes, and the run's own exit code
+/// after it would present what is missing as a complete, successful run.
 fn read_some(
     run: &NamedRun,
     kind: StreamKind,
     offset: &mut u64,
     encoder: &mut FrameEncoder,
     out: &mut Vec<Vec<u8>>,
-) -> bool {
+) -> Result<bool, Vec<Frame>> {
     let gap = match run.read(kind, *offset, READ_SIZE) {
         Ok(Read::Bytes(bytes)) => {
             *offset += bytes.len() as u64;
             encoder.push(&bytes, out);
-            return true;
+            return Ok(true);
         }
-        Ok(Read::End) => return false,
+        Ok(Read::End) => return Ok(false),
         Ok(Read::Dropped(gap)) => gap,
         Err(err) => {
-            // The spill file could not be read: what is left of it is reported as dropped, never made up.
-            tracing::warn!(error = %err, "cannot read a named run's output");
-            run.total(kind).saturating_sub(*offset)
+            encoder.flush(out);
+            let message = unreadable(run, kind, *offset, &err);
+            return Err(Ending::never_ran(message).frames(Some(run.progress().0)));
         }
     };
     if gap == 0 {
-        return false;
+        return Ok(false);
     }
     encoder.flush(out);
     out.push(Frame::Dropped { stream: kind, offset: *offset, bytes: gap }.to_event());
     *offset += gap;
     encoder.jump_to(*offset);
-    true
+    Ok(true)
+}
+
+/// The message for kept output that cannot be read, also logged.
+pub fn unreadable(run: &NamedRun, kind: StreamKind, offset: u64, err: &std::io::Error) -> String {
+    tracing::error!(run = %run.id, stream = kind.as_str(), offset, error = %err, "cannot read a named run's kept output");
+    format!(
+        "the server cannot read run {}'s kept {} from byte {offset} ({err}): the output from there is lost, so this \
+         replay ends here; the command's own end is in GET /runs/{}",
+        run.id,
+        kind.as_str(),
+        run.id
+    )
 }

@@ -14,14 +14,20 @@ use protocol::{RunId, RunList, SignalRequest, StoppedBy};
 use super::named::wait_for_end;
 use super::query::Query;
 use super::{run_stream, AppError, AppState};
-use crate::runs::{signals, NamedRun};
+use crate::runs::{signals, ClaimError, NamedRun};
 
-/// The run a path names, or 404 (400 for a name no run can have).
+/// The run a path names, or 404 (400 for a name no run can have; 410 for one forgotten for room, which ended).
 pub(super) fn find(state: &AppState, id: &str) -> Result<(RunId, Arc<NamedRun>), AppError> {
     let id: RunId = id.parse().map_err(|err: protocol::RunIdError| AppError::bad_request(err.to_string()))?;
     match state.runs.get(&id) {
         Some(run) => Ok((id, run)),
-        None => Err(AppError::run_not_known(&id)),
+        None => match state.runs.forgotten(&id) {
+            Some(tombstone) => {
+                let forgotten = ClaimError::Forgotten { id, tombstone, same_command: true };
+                Err(AppError::run_forgotten(forgotten.to_string()))
+            }
+            None => Err(AppError::run_not_known(&id)),
+        },
     }
 }
 
@@ -48,9 +54,7 @@ pub async fn stream(State(state): State<AppState>, Path(id): Path<String>, query
     let (totals, _) = run.progress();
     for ((name, offset), total) in ["stdout", "stderr"].iter().zip(offsets).zip(totals) {
         if offset > total {
-            return Err(AppError::bad_request(format!(
-                "{name} offset {offset} is beyond the {total} bytes that stream holds so far"
-            )));
+            return Err(AppError::offset_beyond_end(name, offset, total));
         }
     }
     Ok(run_stream::response(run, offsets, b64_only, attachment, state.settings.keepalive))

@@ -28,9 +28,14 @@ pub async fn exec_stream(
     let job = match (job, run_id) {
         (Ok(job), Some(run_id)) => return super::named::stream(&state, &run_id, job, controls, b64_only),
         (Ok(job), None) => job,
-        (Err(not_started), _) => {
-            state.engine.not_started(&not_started);
-            let frames = Ending::not_started(&not_started).frames(None);
+        (Err(unstarted), run_id) => {
+            if let Some(id) = &run_id {
+                if let Some((run, attachment)) = super::named::attach_unstarted(&state, id, &unstarted)? {
+                    return Ok(super::named::stream_attached(&state, run, attachment, b64_only));
+                }
+            }
+            state.engine.not_started(&unstarted.error);
+            let frames = Ending::not_started(&unstarted.error).frames(None);
             return Ok(sse::response(Ended(Some(frames)), encoders, keepalive));
         }
     };

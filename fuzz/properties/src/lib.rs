@@ -1,0 +1,28 @@
+//! The properties the hand-written decoders of untrusted bytes keep for any input, one module per decoder: each
+//! `check(input)` panics when a property fails. The fuzz targets in `fuzz/` call them on what libFuzzer makes; the
+//! regression test here replays every input saved in `fuzz/regressions/<target>/` (the minimised corpus and every
+//! crash found), so `cargo test --workspace` keeps what fuzzing once found.
+//!
+//! The properties are stronger than "does not panic": each decoder is compared with a reference (a plain model, or
+//! serde_json), must give the same result however its input is cut into pieces, must give back what the matching
+//! encoder wrote, and must not hold more than the bytes it was fed.
+
+pub mod frames;
+pub mod json_string;
+pub mod pieces;
+pub mod reply_reader;
+pub mod sse;
+
+/// A target's check: panics when the input breaks a property.
+pub type Check = fn(&[u8]);
+
+/// The fuzz targets, by the name of their folder under `fuzz/regressions/` and their `check`.
+pub const TARGETS: [(&str, Check); 4] = [
+    ("sse", sse::check),
+    ("json_string", json_string::check),
+    ("reply_reader", reply_reader::check),
+    ("frames", frames::check),
+];
+
+#[cfg(test)]
+mod regressions;

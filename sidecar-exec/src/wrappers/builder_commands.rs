@@ -1,0 +1,87 @@
+//! Which of its runtime's commands each build sidecar has, asked at install time: its `GET /info` `commands`
+//! (issue 22), all sidecars at once, each within [`ASK_WITHIN`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::sidecar::body::small_text;
+use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error};
+use crate::sidecar::sidecars::Sidecars;
+use crate::terminal_safe::terminal_safe;
+
+/// How long one sidecar has to answer `/info`. *Decision:* 2 s, all sidecars in parallel, so an agent whose builders
+/// are not up yet starts within 2 s (with every command wrapped, below); a builder that is up answers in well under a
+/// millisecond on its private network.
+pub const ASK_WITHIN: Duration = Duration::from_secs(2);
+
+/// What one sidecar said about its commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// It listed the commands of its runtime it has.
+    Has(Vec<String>),
+    /// It gave no list it can be held to: why. Its whole table is wrapped (a command it lacks then fails when called).
+    Unknown(Unlisted),
+}
+
+/// Why a sidecar's commands are not known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unlisted {
+    /// No answer within [`ASK_WITHIN`], a transport error, a refusal or an unreadable reply: what happened.
+    NoAnswer(String),
+    /// It answered, without `commands` (a server that only speaks the contract).
+    NotSaid,
+    /// It reports another runtime than the one BUILD_SIDECARS gives it, so its list is of another table.
+    OtherRuntime(String),
+}
+
+impl fmt::Display for Unlisted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unlisted::NoAnswer(why) => write!(f, "gave no /info ({why})"),
+            Unlisted::NotSaid => f.write_str("does not say which commands it has (its /info has no `commands`)"),
+            Unlisted::OtherRuntime(runtime) => write!(f, "reports runtime '{}'", terminal_safe(runtime)),
+        }
+    }
+}
+
+/// Asks every configured sidecar whose runtime the table knows, in parallel, each within [`ASK_WITHIN`].
+pub async fn ask_all(sidecars: &Sidecars) -> BTreeMap<String, Answer> {
+    let runtimes: Vec<&str> = sidecars.runtimes().filter(|runtime| protocol::commands_for(runtime).is_some()).collect();
+    let answers = futures_util::future::join_all(runtimes.iter().map(|runtime| async move {
+        let answer = match tokio::time::timeout(ASK_WITHIN, ask(sidecars, runtime)).await {
+            Ok(answer) => answer,
+            Err(_) => Answer::Unknown(Unlisted::NoAnswer(format!("no answer within {} s", ASK_WITHIN.as_secs()))),
+        };
+        ((*runtime).to_owned(), answer)
+    }))
+    .await;
+    answers.into_iter().collect()
+}
+
+async fn ask(sidecars: &Sidecars, runtime: &str) -> Answer {
+    let no_answer = |why: String| Answer::Unknown(Unlisted::NoAnswer(why));
+    let target = match sidecars.target(runtime) {
+        Ok(target) => target,
+        Err(err) => return no_answer(err.to_string()),
+    };
+    let client = match http_client(false, target.socket.as_deref()) {
+        Ok(client) => client,
+        Err(err) => return no_answer(err.to_string()),
+    };
+    let response = match authorized(client.get(target.endpoint("/info")), &target, None).send().await {
+        Ok(response) => response,
+        Err(err) => return no_answer(transport_error(&target, &err)),
+    };
+    let (status, location) = (response.status(), location(&response));
+    let body = small_text(response).await;
+    if !status.is_success() {
+        return no_answer(refusal(&target, None, status, location.as_deref(), &body));
+    }
+    match serde_json::from_str::<protocol::Info>(&body) {
+        Err(err) => no_answer(format!("an unreadable /info reply: {err}")),
+        Ok(info) if info.runtime != runtime => Answer::Unknown(Unlisted::OtherRuntime(info.runtime)),
+        Ok(protocol::Info { commands: Some(commands), .. }) => Answer::Has(commands),
+        Ok(_) => Answer::Unknown(Unlisted::NotSaid),
+    }
+}
