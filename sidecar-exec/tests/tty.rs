@@ -98,14 +98,17 @@ async fn a_local_resize_reaches_the_command() {
                   print('ready', flush=True)\n\
                   while True:\n    line = sys.stdin.readline().strip()\n    if line == 'stty': os.system('stty size')\n    if line == 'quit': sys.exit(0)\n";
     // Not input(): GNU readline defers a SIGWINCH handler until the line is read; a plain read runs it at once.
-    let (mut client, before) = client_on_a_terminal(&server, None, &["python3", "-c", script], 30, 100);
+    let mark = marker();
+    let (mut client, before) = client_on_a_terminal(&server, None, &["python3", "-c", script, &mark], 30, 100);
     let at = client.wait_for("30 100\r\nready\r\n", 0).await;
+    wait_until_reading(&mark).await;
     let raw = client.modes();
     assert!(raw.contains("-icanon") && raw.contains("-echo ") && raw.contains("-isig"), "raw while it runs: {raw}");
     client.resize(40, 120);
     let at = client.wait_for("winch 120 40\r\n", at).await;
     client.press(b"stty\r").await;
     let at = client.wait_for("\r\n40 120\r\n", at).await;
+    wait_until_reading(&mark).await;
     client.resize(20, 60);
     let at = client.wait_for("winch 60 20\r\n", at).await;
     client.press(b"stty\r").await;

@@ -139,8 +139,10 @@ pub struct Ended {
 const WAITING_FOR_INPUT: &[&str] = &["0", "7", "23", "232", "270", "271", "281"];
 
 /// Waits until a process whose command line holds `marker` is blocked waiting for input: a program that put its
-/// prompt up and is ready for the next key. *Why:* python's readline loses a Ctrl-C typed between printing its
-/// prompt and waiting for the key (natively too), so a test that types as soon as the prompt shows races it.
+/// prompt up and is ready for the next key. *Why:* seeing the prompt is not enough. CPython's signal handler only
+/// sets a flag, which its readline loop (and a plain `read`) looks at when `pselect6`/`read` returns EINTR; a
+/// Ctrl-C's SIGINT (or a resize's SIGWINCH) that lands between the prompt's last `write` and that call leaves it
+/// blocked until the next key (natively too), so a test that types as soon as the prompt shows races it.
 pub async fn wait_until_reading(marker: &str) {
     let reading = || {
         crate::processes_matching(marker).into_iter().any(|pid| {
