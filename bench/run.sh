@@ -33,6 +33,9 @@ if command -v podman >/dev/null && podman image exists localhost/sidecar-agent:l
 else
     echo "bench: no podman or no images here, so no sidecarctl section (run images/test.sh first)" >&2
 fi
+# P8: keystroke -> echo in TTY mode against ssh -tt in the same run (prints its table; BENCHMARKS.md's P8 section
+# quotes it).
+bench/p8.sh
 # P6: real builds (cargo, pytest, npm, go) through generated wrappers against the same builds natively (replaces its
 # own section; installs pytest into target/p6-venv and, as root, golang-go/npm when missing).
 bench/p6.sh

@@ -5,14 +5,11 @@
 
 use std::time::Duration;
 
-use protocol::{ErrorBody, ErrorCode, Frame, RunInfo, RunState};
-use serde_json::json;
-use tokio::io::AsyncReadExt;
-
-use exec_server::engine::terminal::TerminalOutput;
-
 use crate::runs::Frames;
 use crate::support::*;
+use protocol::{ErrorBody, ErrorCode, Frame, RunInfo, RunState};
+use serde_json::json;
+use testkit::{native_on_a_pty, wait_until_reading};
 
 /// The screen of a TTY run: its stdout bytes as they come, with waits for what should appear.
 struct Screen {
@@ -66,30 +63,6 @@ impl Keyboard<'_> {
     }
 }
 
-/// Waits until the one process whose command line carries `marker` sleeps: a program on a terminal that has shown
-/// its prompt is then blocked reading its keys, and only then does a signal the terminal sends it (Ctrl-C's SIGINT,
-/// a resize's SIGWINCH) interrupt that read. Seeing the prompt is not enough: CPython's handler only sets a flag,
-/// which its readline loop (and a plain `read`) looks at when `pselect6`/`read` returns EINTR; a signal that lands
-/// between the prompt's last `write` and that call leaves the call blocked until the next key (seen under load:
-/// python asleep in `pselect6(1, [0], …)`, its KeyboardInterrupt shown only after the next Enter). After that
-/// `write` a program waiting for keys makes no other call that sleeps, so "asleep" is "reading its keys".
-async fn wait_until_reading_keys(marker: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let states: Vec<_> = processes_matching(marker)
-            .into_iter()
-            .filter_map(|pid| process_group::procfs::stat(i32::try_from(pid).ok()?))
-            .collect();
-        if let [stat] = states[..] {
-            if stat.state == 'S' {
-                return;
-            }
-        }
-        assert!(std::time::Instant::now() < deadline, "{marker} never blocked reading its keys: {states:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 impl TestServer {
     /// Starts `cmd` on a `rows` × `cols` terminal as run `id`; the server says it is a terminal and its input open.
     async fn on_terminal(&self, id: &str, cmd: serde_json::Value, rows: u16, cols: u16) -> (Screen, Keyboard<'_>) {
@@ -111,20 +84,6 @@ impl TestServer {
             _ => Err((status, serde_json::from_slice(&bytes).unwrap())),
         }
     }
-}
-
-/// `argv` run here on a pty of `rows` × `cols` with `TERM`, as the server would: its screen and exit code.
-async fn native_on_a_pty(argv: &[&str], rows: u16, cols: u16) -> (Vec<u8>, i32) {
-    let pty = process_group::open_pty(rows, cols).unwrap();
-    let mut command = tokio::process::Command::new(argv[0]);
-    command.args(&argv[1..]).env("TERM", "xterm-256color");
-    let mut leader = process_group::spawn_pty_leader(command, pty.slave).unwrap();
-    let (output, _input) = pty.master.into_split();
-    // Read as the server reads a terminal: to the master's EIO.
-    let mut screen = Vec::new();
-    TerminalOutput(output).read_to_end(&mut screen).await.unwrap();
-    let (code, _) = process_group::exit_code_of(leader.wait().await.unwrap());
-    (screen, code)
 }
 
 /// What a program sees of its terminal: every stream a tty, the size, TERM, its session and group its own; the
@@ -153,7 +112,7 @@ async fn the_command_gets_a_terminal_of_its_size_and_a_resize_reaches_it() {
     let at = screen.wait_for("ready\r\n", 0).await;
     // A narrower window than the REPL's (python looks at its signal flags again once `print` returns, so only a
     // SIGWINCH between that look and the `read` waits for a key), never seen failing, but the same one.
-    wait_until_reading_keys(&marker).await;
+    wait_until_reading(&marker).await;
     let info = server.resize("tty-resize", 40, 120).await.unwrap();
     assert!(info.tty && info.state == RunState::Running);
     let at = screen.wait_for("winch 120 40\r\n", at).await;
@@ -190,8 +149,8 @@ async fn a_python_repl_takes_keys_as_a_terminal_does() {
     server.wait_for_run("tty-repl", "its reader gone", |info| info.attached == 0).await;
     let again = server.get(&format!("/runs/tty-repl/stream?stdout={at}")).send().await.unwrap();
     let mut screen = Screen { frames: Frames::new(again), bytes: seen, end: Vec::new() };
-    // Ctrl-C when python reads its keys at the prompt, as a person's comes (see `wait_until_reading_keys`).
-    wait_until_reading_keys(&marker).await;
+    // Ctrl-C when python reads its keys at the prompt, as a person's comes (see `testkit::wait_until_reading`).
+    wait_until_reading(&marker).await;
     keys.press("\u{3}").await;
     let at = screen.wait_for("KeyboardInterrupt\r\n", at).await;
     let at = screen.wait_for(">>> ", at).await;

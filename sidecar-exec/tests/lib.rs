@@ -15,4 +15,5 @@ mod ssh_wrappers;
 mod sshd;
 mod streamed;
 mod support;
+mod tty;
 mod wrappers;

@@ -51,6 +51,12 @@ impl BinaryRun {
         tokio::time::timeout(HANG, self.command.output()).await.unwrap_or_else(|_| panic!("{program} hung")).unwrap()
     }
 
+    /// The command itself, for a caller that starts it its own way (on a test's terminal: [`crate::Terminal::spawn`],
+    /// which replaces its stdin, stdout and stderr with the terminal).
+    pub fn into_command(self) -> tokio::process::Command {
+        self.command
+    }
+
     pub fn spawn(mut self) -> tokio::process::Child {
         self.command.spawn().unwrap()
     }

@@ -1,10 +1,11 @@
 //! Helpers shared by the integration tests of every crate: markers that tag the processes a test starts, checks
 //! that none survive, runs of our binaries ([`BinaryRun`]) and binaries running in the background ([`Running`]),
-//! waits on events, deterministic test data, and hostile files with a memory cap for the servers that meet them.
+//! waits on events, terminals a test opens ([`Terminal`]), deterministic test data, and hostile files with a memory cap for the servers that meet them.
 
 mod binary_run;
 mod cut_proxy;
 mod running;
+mod terminal;
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -14,6 +15,7 @@ pub use binary_run::{stderr, stdout, BinaryRun, HANG};
 pub use cut_proxy::CutProxy;
 use process_group::procfs;
 pub use running::{catches, Running};
+pub use terminal::{native_on_a_pty, wait_until_reading, Ended, Session, Terminal};
 
 /// A string unique to one call in this test process, to put on a command line and look for in /proc afterwards.
 /// It is also a valid number of seconds, so `sleep <marker>` is a long sleep that carries it.

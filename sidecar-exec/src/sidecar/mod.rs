@@ -3,7 +3,7 @@
 //! (SIDECAR_*), [`env_sent`] (the variables sent), [`explain`]. A call: [`stdin_body`] and [`request`] build it,
 //! [`forward`] sends it negotiated, streaming or blocking, [`stdin_source`] and [`stdin_pump`] stream stdin,
 //! [`signals`] delivers signals as sent, [`resume`] follows a named run across lost connections into [`output`],
-//! [`reported_code`] gives the exit code. On the wire: [`http`] (the
+//! [`reported_code`] gives the exit code; at a terminal, [`tty`] runs it on a remote one. On the wire: [`http`] (the
 //! client and its messages), [`body`], [`reply_reader`] and [`json_string`] (a blocking reply), [`sse`] and
 //! [`stream`] (an event stream). The other modes: [`runs`] (`--runs`, `--attach`, cancelling), [`status`].
 
@@ -33,3 +33,4 @@ pub mod stdin_pump;
 pub mod stdin_source;
 pub mod stream;
 pub mod token;
+pub mod tty;

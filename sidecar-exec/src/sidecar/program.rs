@@ -12,7 +12,7 @@ use crate::sidecar::resume::OwnedRun;
 use crate::sidecar::settings::{self, CallSettings, OutputMode};
 use crate::sidecar::sidecars::{Sidecars, Target};
 use crate::sidecar::stdin_source::StdinSource;
-use crate::sidecar::{explain, forward, request, run_id, runs, signal_death, status, stdin_body};
+use crate::sidecar::{explain, forward, request, run_id, runs, signal_death, status, stdin_body, tty};
 use crate::wrappers::backends::Client;
 use crate::{argv, stdin, wrappers};
 
@@ -185,6 +185,8 @@ struct PreparedCall {
     program: String,
     body: Vec<u8>,
     run: OwnedRun,
+    /// The command runs on a remote terminal ([`tty`]).
+    on_terminal: bool,
 }
 
 fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, ConfigError<SidecarConfigError>> {
@@ -198,11 +200,15 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
     // Streamed stdin needs a named run (input goes to /runs/{id}/stdin) and a streaming mode; otherwise stdin
     // travels as before issue 22: a regular file inline, a pipe only with SIDECAR_STDIN=1 (design §5, §7).
     let streams_stdin = run_id.is_some() && settings.mode != OutputMode::Blocking;
+    // A terminal needs its keystrokes streamed: not with SIDECAR_STDIN=0 (nor SIDECAR_RESUME=0 or the blocking mode).
+    let tty =
+        (streams_stdin && settings.stdin_switch != Some(false) && tty::wanted(settings.tty_switch)).then(tty::request);
     let (stdin, inline) = match (streams_stdin, settings.stdin_switch) {
         (true, Some(false)) => (StdinSource::Nothing, stdin_body::Stdin { bytes: None, unread_pipe: false }),
         (true, _) => (StdinSource::of_stdin(), stdin_body::Stdin { bytes: None, unread_pipe: false }),
         (false, switch) => (StdinSource::Nothing, stdin_body::read(switch == Some(true))?),
     };
+    let on_terminal = tty.is_some();
     let request = protocol::ExecRequest {
         cmd,
         cwd: Some(settings.cwd.clone()),
@@ -215,20 +221,22 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
         idle_timeout: settings.idle_timeout_secs.map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
         // This client reads `b64` and `output_b64`: binary output comes without its lossy twin.
         b64_only: true,
-        stdin_stream: stdin.streams(),
+        // With `tty` as well: a server that streams but has no terminals still streams the keys (to a pipe).
+        stdin_stream: stdin.streams() || tty.is_some(),
+        tty,
         ..Default::default()
     };
     let body = request::body(&request)?;
     let run = run_id.map_or_else(OwnedRun::unnamed, OwnedRun::named);
     let program = request.cmd.first().cloned().unwrap_or_default();
-    Ok(PreparedCall { target, settings, unread_pipe: inline.unread_pipe, stdin, program, body, run })
+    Ok(PreparedCall { target, settings, unread_pipe: inline.unread_pipe, stdin, program, body, run, on_terminal })
 }
 
 /// `sidecar-exec <runtime> <command> [args…]`; with `explain_only`, what would be sent, on stdout, and nothing
 /// is run.
 fn run(runtime: &OsString, command: &[OsString], explain_only: bool) -> i32 {
     let runtime_name = runtime.to_string_lossy().into_owned();
-    let PreparedCall { target, settings, unread_pipe, stdin, program, body, mut run } =
+    let PreparedCall { target, settings, unread_pipe, stdin, program, body, mut run, on_terminal } =
         match prepare(&runtime_name, command) {
             Ok(prepared) => prepared,
             Err(mistake) => return config_mistake(mistake),
@@ -251,6 +259,7 @@ fn run(runtime: &OsString, command: &[OsString], explain_only: bool) -> i32 {
     let exit = tokio_runtime().block_on(async {
         let exit = match settings.mode {
             OutputMode::Blocking => until_interrupted(forward::blocking(&call, &mut run)).await,
+            OutputMode::Negotiate | OutputMode::Stream if on_terminal => tty::forward(&call, &mut run).await,
             OutputMode::Negotiate | OutputMode::Stream => forward::streamed(&call, &mut run).await,
         };
         release(&target, &run).await;

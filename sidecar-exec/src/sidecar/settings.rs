@@ -27,6 +27,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SIDECAR_REQUEST_ID", "sent as X-Request-Id: the server's log lines of this call carry it"),
     ("SIDECAR_STDIN", "0: forward no stdin (the command reads /dev/null); default: a pipe, file, heredoc or terminal is streamed to the command"),
     ("SIDECAR_IDLE_TIMEOUT", "seconds the command may go without printing anything before it is stopped as timed out (124); default none"),
+    ("SIDECAR_TTY", "unset: run on a remote terminal (raw keys, resize) when stdin and stdout are terminals; 1: always; 0: never (the pipe behaviour)"),
     ("SIDECAR_RESUME", "0: do not name runs, so a lost connection ends the command (default: named, resumed transparently)"),
     ("SIDECAR_VERBOSE", "1: what is sent (target, mode, variable names) before the call, and one stderr line for each resume"),
 ];
@@ -46,6 +47,9 @@ pub struct CallSettings {
     /// SIDECAR_STDIN: `Some(false)` for 0 (forward nothing), `Some(true)` for 1, `None` unset (the default:
     /// stream it in the streaming modes, the old policy in the blocking one).
     pub stdin_switch: Option<bool>,
+    /// SIDECAR_TTY: `Some` forces TTY mode on or off; `None` (unset) decides by whether stdin and stdout are
+    /// terminals (see [`crate::sidecar::tty::wanted`]).
+    pub tty_switch: Option<bool>,
     /// `traceparent` and `X-Request-Id` from TRACEPARENT and SIDECAR_REQUEST_ID, when set: the server checks them
     /// (and replaces or ignores what it does not accept), so they are sent as they are.
     pub trace_headers: Vec<(&'static str, String)>,
@@ -77,6 +81,7 @@ impl CallSettings {
             env: sent.values,
             env_defaults: sent.defaults,
             stdin_switch: switch("SIDECAR_STDIN"),
+            tty_switch: switch("SIDECAR_TTY"),
             trace_headers: trace_headers(),
             idle_timeout_secs: idle_timeout.map(|idle| idle.as_secs()).filter(|&secs| secs > 0),
             resume: !env::switched_off("SIDECAR_RESUME"),

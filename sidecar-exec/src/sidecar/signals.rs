@@ -82,7 +82,10 @@ pub async fn deliver(
 /// continued (`fg`, `bg`), CONT to the remote group. While stopped, the run's timeout still counts.
 pub async fn stop_both(target: &Target, client: &reqwest::Client, settings: &CallSettings, id: &RunId) {
     deliver(target, client, settings, id, Signal::SIGTSTP).await;
-    let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    // In a TTY run the shell that continues us expects its terminal cooked.
+    crate::sidecar::tty::raw_mode::cooked_while(|| {
+        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    });
     deliver(target, client, settings, id, Signal::SIGCONT).await;
 }
 

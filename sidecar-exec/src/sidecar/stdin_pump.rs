@@ -48,7 +48,7 @@ impl StdinPump<'_> {
         let mut chunks = stdin_source::start_reader(self.source);
         let mut next = chunks.recv().await;
         loop {
-            let (data, mut eof) = match next.take() {
+            let (mut data, mut eof) = match next.take() {
                 Some(Piece::Bytes(data)) => (data, false),
                 Some(Piece::End) | None => (Vec::new(), true),
                 Some(Piece::Failed(err)) => {
@@ -56,13 +56,17 @@ impl StdinPump<'_> {
                     (Vec::new(), true)
                 }
             };
-            if !eof {
-                // A chunk that is the last one goes with the EOF (a heredoc is then one request).
+            // What was read while the last request was in flight goes in this one (keystrokes typed meanwhile are
+            // one POST), up to a chunk; a chunk that is the last one goes with the EOF (a heredoc is one request).
+            while !eof && next.is_none() {
                 match chunks.try_recv() {
+                    Ok(Piece::Bytes(more)) if data.len() + more.len() <= stdin_source::CHUNK_BYTES => {
+                        data.extend_from_slice(&more);
+                    }
                     Ok(Piece::End) => eof = true,
                     Ok(piece) => next = Some(piece),
                     Err(mpsc::error::TryRecvError::Disconnected) => eof = true,
-                    Err(mpsc::error::TryRecvError::Empty) => {}
+                    Err(mpsc::error::TryRecvError::Empty) => break,
                 }
             }
             match self.send(&data, eof).await {
@@ -131,7 +135,13 @@ impl StdinPump<'_> {
                     None => return Err(format!("sidecar at {} refused stdin as a gap", self.target.url)),
                 },
                 // Closed by an EOF already taken, the run is gone or never took input: nothing more to send.
-                Some(ErrorCode::StdinClosed | ErrorCode::RunNotKnown | ErrorCode::StdinNotOpen) => return Ok(true),
+                // A terminal has no EOF (the hung-up local terminal read one): what came before it was taken.
+                Some(
+                    ErrorCode::StdinClosed
+                    | ErrorCode::RunNotKnown
+                    | ErrorCode::StdinNotOpen
+                    | ErrorCode::StdinIsATerminal,
+                ) => return Ok(true),
                 _ if status.is_server_error() => tokio::time::sleep(backoff.next_wait()).await,
                 _ => {
                     let text = refusal.map_or_else(|| String::from_utf8_lossy(&body).into_owned(), |body| body.error);

@@ -1,0 +1,61 @@
+//! TTY mode (issue 23): when stdin and stdout are terminals (or `SIDECAR_TTY=1`), the command runs on a remote
+//! pseudo-terminal of the local window's size and `TERM`; the local terminal is raw ([`raw_mode`]), every keystroke
+//! goes as it comes through the streamed stdin of [`crate::sidecar::stdin_pump`], the window size follows SIGWINCH
+//! ([`window`]), and the output is the run's one stream, resumed like any named run's.
+
+pub mod raw_mode;
+pub mod window;
+
+use std::io::IsTerminal;
+
+use protocol::TtyRequest;
+
+use crate::exit::ClientExit;
+use crate::sidecar::forward::{self, Call};
+use crate::sidecar::http::http_client;
+use crate::sidecar::resume::OwnedRun;
+
+/// Whether a call runs on a terminal: `SIDECAR_TTY` (`switch`) when set, else whether stdin and stdout both are
+/// terminals. (stderr does not count: `cmd 2>log` at a terminal is still interactive, as with `ssh`.)
+pub fn wanted(switch: Option<bool>) -> bool {
+    switch.unwrap_or_else(|| std::io::stdin().is_terminal() && std::io::stdout().is_terminal())
+}
+
+/// The request's `tty`: the local window size and `TERM` (absent when unset: the server's default then).
+pub fn request() -> TtyRequest {
+    let size = window::size();
+    TtyRequest { rows: size.rows, cols: size.cols, term: std::env::var("TERM").ok().filter(|term| !term.is_empty()) }
+}
+
+/// What a client that gives up leaves switched on in the user's terminal emulator when the remote full-screen
+/// program was cut off: the alternate screen, a hidden cursor, bracketed paste, mouse reporting, keypad mode. Sent
+/// only when the client ends without the command's exit (the program cleans up after itself otherwise).
+const SCREEN_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l\x1b>";
+
+/// A streamed call ([`forward::streamed`]) on a terminal: raw mode for its duration, the window size followed. The
+/// terminal is restored before this returns, so the caller's message (if any) prints on a cooked terminal.
+pub async fn forward(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
+    if let Err(err) = raw_mode::enter() {
+        return ClientExit::fail(format!("cannot put the terminal in raw mode ({err}): set SIDECAR_TTY=0"));
+    }
+    let exit = {
+        let id = run.id.clone();
+        let resizes = async {
+            match (&id, http_client(true, call.target.socket.as_deref())) {
+                (Some(id), Ok(client)) => window::follow(call.target, &client, call.settings, id).await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            exit = forward::streamed(call, run) => exit,
+            () = resizes => unreachable!("following the window never ends"),
+        }
+    };
+    raw_mode::restore();
+    if run.live && std::io::stdout().is_terminal() {
+        use std::io::Write;
+        let mut stdout = std::io::stdout();
+        let _ = stdout.write_all(SCREEN_RESET.as_bytes()).and_then(|()| stdout.flush());
+    }
+    exit
+}

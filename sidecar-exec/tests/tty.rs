@@ -1,0 +1,311 @@
+//! TTY mode (issue 23) from the user's side: the real client on a terminal this test opens (a pty pair whose slave is
+//! the client's controlling terminal), against the real server. "As native" means the same program with the same
+//! keys on a terminal of the same size opened here, its screen compared byte for byte.
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use testkit::{native_on_a_pty, wait_until_reading, Ended, Session, Terminal};
+
+use crate::support::*;
+
+/// The client forwarding `argv` to `server` (through `url` when given: a proxy), on a `rows` × `cols` terminal of
+/// its own, and the terminal's modes from before it started.
+fn client_on_a_terminal(
+    server: &TestServer,
+    url: Option<&str>,
+    argv: &[&str],
+    rows: u16,
+    cols: u16,
+) -> (Session, String) {
+    let terminal = Terminal::open(rows, cols);
+    let before = terminal.modes();
+    let mut client = server.client().env("TERM", "xterm-256color").args(["python"]).args(argv);
+    if let Some(url) = url {
+        client = client.env("BUILD_SIDECARS", format!(r#"{{"python":{{"internal_url":"{url}"}}}}"#));
+    }
+    (terminal.spawn(client.into_command()), before)
+}
+
+/// `argv` natively on a terminal of the same kind, nothing else in between.
+fn native_on_a_terminal(argv: &[&str], rows: u16, cols: u16) -> Session {
+    let mut command = tokio::process::Command::new(argv[0]);
+    command.args(&argv[1..]).env("TERM", "xterm-256color").kill_on_drop(true);
+    Terminal::open(rows, cols).spawn(command)
+}
+
+/// One step of a user at a terminal: keys to type, then what to wait for on the screen.
+type Step = (&'static [u8], &'static str);
+
+/// Types `steps` one after the other, each once the previous one's screen came and the program carrying `marker`
+/// waits for a key; what it left.
+async fn type_steps(mut session: Session, marker: &str, steps: &[Step]) -> Ended {
+    let mut at = 0;
+    for (keys, then) in steps {
+        wait_until_reading(marker).await;
+        session.press(keys).await;
+        at = session.wait_for(then, at).await;
+    }
+    session.finish().await
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// What a program sees: every stream a terminal, the local window's size, TERM; the screen is the native one's, and
+/// the local terminal's modes are exactly back afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_at_a_terminal_gets_a_terminal_of_the_local_size() {
+    let server = server().await;
+    let probe = "import os, sys\n\
+                 print([f.isatty() for f in (sys.stdin, sys.stdout, sys.stderr)], os.environ['TERM'])\n\
+                 print(os.get_terminal_size())\n\
+                 os.system('stty size')\n";
+    let argv = ["python3", "-c", probe];
+    let (native, native_code) = native_on_a_pty(&argv, 30, 100).await;
+    assert!(text(&native).starts_with("[True, True, True] xterm-256color\r\n"), "{:?}", text(&native));
+    let (client, before) = client_on_a_terminal(&server, None, &argv, 30, 100);
+    let ended = client.finish().await;
+    assert_eq!((text(&ended.screen), ended.code), (text(&native), native_code));
+    assert_eq!(ended.code, 0);
+    assert_eq!(ended.modes, before, "the terminal's modes are back");
+    server.stop().await;
+}
+
+/// `SIDECAR_TTY=0` at a terminal: the pipe behaviour of issue 22 (no terminal on the far side, the local one left
+/// as it is).
+#[tokio::test(flavor = "multi_thread")]
+async fn sidecar_tty_0_at_a_terminal_gives_pipes() {
+    let server = server().await;
+    let terminal = Terminal::open(30, 100);
+    let before = terminal.modes();
+    let probe = "import sys; print([f.isatty() for f in (sys.stdin, sys.stdout, sys.stderr)])";
+    let client = server.client().env("SIDECAR_TTY", "0").args(["python", "python3", "-c", probe]);
+    let ended = terminal.spawn(client.into_command()).finish().await;
+    assert_eq!((text(&ended.screen), ended.code), ("[False, False, False]\r\n".to_owned(), 0));
+    assert_eq!(ended.modes, before);
+    server.stop().await;
+}
+
+/// The local terminal resized (TIOCSWINSZ on the master: SIGWINCH to the client) resizes the remote one: the
+/// command gets SIGWINCH, and `stty size` says the new size. Raw while the run has the terminal.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_resize_reaches_the_command() {
+    let server = server().await;
+    let script = "import os, signal, sys\n\
+                  signal.signal(signal.SIGWINCH, lambda n, f: print('winch', *os.get_terminal_size(), flush=True))\n\
+                  os.system('stty size')\n\
+                  print('ready', flush=True)\n\
+                  while True:\n    line = sys.stdin.readline().strip()\n    if line == 'stty': os.system('stty size')\n    if line == 'quit': sys.exit(0)\n";
+    // Not input(): GNU readline defers a SIGWINCH handler until the line is read; a plain read runs it at once.
+    let mark = marker();
+    let (mut client, before) = client_on_a_terminal(&server, None, &["python3", "-c", script, &mark], 30, 100);
+    let at = client.wait_for("30 100\r\nready\r\n", 0).await;
+    wait_until_reading(&mark).await;
+    let raw = client.modes();
+    assert!(raw.contains("-icanon") && raw.contains("-echo ") && raw.contains("-isig"), "raw while it runs: {raw}");
+    client.resize(40, 120);
+    let at = client.wait_for("winch 120 40\r\n", at).await;
+    client.press(b"stty\r").await;
+    let at = client.wait_for("\r\n40 120\r\n", at).await;
+    wait_until_reading(&mark).await;
+    client.resize(20, 60);
+    let at = client.wait_for("winch 60 20\r\n", at).await;
+    client.press(b"stty\r").await;
+    let at = client.wait_for("\r\n20 60\r\n", at).await;
+    client.press(b"quit\r").await;
+    client.wait_for("quit\r\n", at).await;
+    let ended = client.finish().await;
+    assert_eq!(ended.code, 0);
+    assert_eq!(ended.modes, before);
+    server.stop().await;
+}
+
+/// A user at an interactive python3: `1+1` gives 2, Ctrl-C at the prompt a KeyboardInterrupt and a new prompt,
+/// `input()` shows its prompt and returns the line, Ctrl-D exits 0. The screen is the native one's, keystroke for
+/// keystroke.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_repl_behaves_as_natively() {
+    let server = server().await;
+    let mark = format!("mark={}", marker());
+    // -X takes any name: the marker on the command line, to find the program wherever it runs.
+    let argv = ["python3", "-q", "-X", &mark];
+    let steps: &[Step] = &[
+        (b"", ">>> "),
+        (b"1+1\r", "\r\n2\r\n>>> "),
+        (b"\x03", "KeyboardInterrupt\r\n>>> "),
+        (b"print(input('name? '))\r", "\r\nname? "),
+        (b"Ada\r", "Ada\r\nAda\r\n>>> "),
+        (b"\x04", ""),
+    ];
+    let native = type_steps(native_on_a_terminal(&argv, 24, 80), &mark, steps).await;
+    let (client, before) = client_on_a_terminal(&server, None, &argv, 24, 80);
+    let forwarded = type_steps(client, &mark, steps).await;
+    assert_eq!((text(&forwarded.screen), forwarded.code), (text(&native.screen), native.code));
+    assert_eq!(forwarded.code, 0);
+    assert_eq!(forwarded.modes, before);
+    server.stop().await;
+}
+
+/// Exit codes are the command's: 0, 3, 130 for a Ctrl-C the program does not catch (the byte 0x03 through the
+/// remote line discipline, not a signal to the client), 137 for a command killed.
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_are_the_commands() {
+    let server = server().await;
+    for (script, keys, code) in [
+        ("echo ready; exit 0", &b""[..], 0),
+        ("echo ready; exit 3", b"", 3),
+        ("echo ready; exec sleep 60", b"\x03", 130),
+        ("echo ready; kill -KILL $$", b"", 137),
+    ] {
+        let (mut client, before) = client_on_a_terminal(&server, None, &["sh", "-c", script], 24, 80);
+        client.wait_for("ready\r\n", 0).await;
+        client.press(keys).await;
+        let ended = client.finish().await;
+        assert_eq!(ended.code, code, "{script}: {:?}", text(&ended.screen));
+        assert_eq!(ended.modes, before, "{script}");
+    }
+    server.stop().await;
+}
+
+/// SIGTERM and SIGHUP to the client are delivered to the command as signals; the client exits with the command's
+/// code, and the local terminal is restored. So it is when the client cannot reach the server at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn signals_and_errors_restore_the_terminal() {
+    let server = server().await;
+    for (signal, code) in [(Signal::SIGTERM, 143), (Signal::SIGHUP, 129)] {
+        let (mut client, before) =
+            client_on_a_terminal(&server, None, &["sh", "-c", "echo ready; exec sleep 60"], 24, 80);
+        client.wait_for("ready\r\n", 0).await;
+        assert_ne!(client.modes(), before, "raw while it runs");
+        kill(Pid::from_raw(client.pid()), signal).unwrap();
+        let ended = client.finish().await;
+        assert_eq!(ended.code, code, "{signal}: {:?}", text(&ended.screen));
+        assert_eq!(ended.modes, before, "{signal}");
+    }
+    // Nothing listens there: the client's own error, printed on a cooked terminal (ONLCR back: one CR per line),
+    // after the reset of screen modes a client that ends without the command's exit sends.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let (client, before) = client_on_a_terminal(&server, Some(&url), &["true"], 24, 80);
+    let ended = client.finish().await;
+    assert_eq!(ended.code, 1, "{:?}", text(&ended.screen));
+    let screen = text(&ended.screen);
+    let line = screen.rsplit('>').next().unwrap();
+    assert!(line.starts_with("sidecar-exec: failed to connect") && line.ends_with(")\r\n"), "{screen:?}");
+    assert_eq!(ended.modes, before);
+    server.stop().await;
+}
+
+/// The connection cut mid-session (testkit's CutProxy), twice, once with keys typed while it is down: the session
+/// goes on, the screen is the native one's byte for byte (nothing shown twice, nothing missing), and every key
+/// arrived once (a key sent twice would show twice in the REPL's echo and its result).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_connection_keeps_the_screen_and_delivers_each_key_once() {
+    let server = server_with(&["--reattach-window", "30"], None).await;
+    let upstream: std::net::SocketAddr = server.url.trim_start_matches("http://").parse().unwrap();
+    let proxy = CutProxy::start(upstream).await.unwrap();
+    let mark = format!("mark={}", marker());
+    let argv = ["python3", "-q", "-X", &mark];
+    let steps: &[Step] = &[
+        (b"", ">>> "),
+        (b"1+1\r", "\r\n2\r\n>>> "),
+        (b"6*7\r", "\r\n42\r\n>>> "),
+        (b"\x03", "KeyboardInterrupt\r\n>>> "),
+        (b"\x04", ""),
+    ];
+    let native = type_steps(native_on_a_terminal(&argv, 24, 80), &mark, steps).await;
+
+    let (mut client, before) = client_on_a_terminal(&server, Some(&proxy.url()), &argv, 24, 80);
+    let mut at = 0;
+    for (step, (keys, then)) in steps.iter().enumerate() {
+        wait_until_reading(&mark).await;
+        match step {
+            // Cut, then type at once: the keys are typed while the connections are down.
+            2 => {
+                assert!(proxy.cut_all() > 0, "the session's connections were live");
+                client.press(keys).await;
+            }
+            // Cut while nothing is typed: only the output stream resumes.
+            3 => {
+                assert!(proxy.cut_all() > 0);
+                client.press(keys).await;
+            }
+            _ => client.press(keys).await,
+        }
+        at = client.wait_for(then, at).await;
+    }
+    let forwarded = client.finish().await;
+    assert_eq!((text(&forwarded.screen), forwarded.code), (text(&native.screen), native.code));
+    assert_eq!(forwarded.code, 0);
+    assert_eq!(forwarded.modes, before);
+    assert!(proxy.cuts() >= 2, "cut {} connections", proxy.cuts());
+    server.stop().await;
+}
+
+/// A password prompt (`read -s`: no echo) shows its prompt, hides what is typed, and gets the line: as natively.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_password_prompt_hides_the_keys_as_natively() {
+    let server = server().await;
+    let mark = marker();
+    let script = format!("read -r -s -p 'password: ' p; echo; echo \"got $p\" # {mark}");
+    let argv = ["bash", "-c", &script];
+    let steps: &[Step] = &[(b"", "password: "), (b"s3cret\r", "got s3cret\r\n")];
+    let native = type_steps(native_on_a_terminal(&argv, 24, 80), &mark, steps).await;
+    let (client, before) = client_on_a_terminal(&server, None, &argv, 24, 80);
+    let forwarded = type_steps(client, &mark, steps).await;
+    assert_eq!((text(&forwarded.screen), forwarded.code), (text(&native.screen), native.code));
+    assert!(!text(&forwarded.screen).contains("password: s3cret"), "not echoed");
+    assert_eq!(forwarded.modes, before);
+    server.stop().await;
+}
+
+/// SIGTSTP to the client (in raw mode the terminal sends none, so only `kill` does): the remote command is stopped,
+/// the client stops with the terminal cooked for the shell (exactly the modes from before), and SIGCONT makes it
+/// raw again and continues the command.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_client_leaves_the_terminal_cooked_and_goes_raw_on_continue() {
+    let server = server().await;
+    let script =
+        "import sys\nprint('ready', flush=True)\nfor line in sys.stdin:\n    print('got', line.strip(), flush=True)\n";
+    let (mut client, before) = client_on_a_terminal(&server, None, &["python3", "-c", script], 24, 80);
+    let at = client.wait_for("ready\r\n", 0).await;
+    let pid = Pid::from_raw(client.pid());
+    kill(pid, Signal::SIGTSTP).unwrap();
+    let stopped = || process_group::procfs::stat(pid.as_raw()).is_some_and(|stat| stat.state == 'T');
+    tokio::task::block_in_place(|| wait_until("the client stopped", stopped));
+    assert_eq!(client.modes(), before, "cooked while stopped");
+    kill(pid, Signal::SIGCONT).unwrap();
+    // Raw again once it runs: the typed line reaches the remote terminal, which echoes it and hands it over.
+    tokio::task::block_in_place(|| wait_until("the client raw again", || client.modes() != before));
+    client.press(b"hello\r").await;
+    client.wait_for("hello\r\ngot hello\r\n", at).await;
+    client.press(b"\x04").await;
+    let ended = client.finish().await;
+    assert_eq!(ended.code, 0, "{:?}", text(&ended.screen));
+    assert_eq!(ended.modes, before);
+    server.stop().await;
+}
+
+/// A full-screen program (`less`, on the alternate screen) starts, pages on a key, quits on `q`: the screen equals
+/// native byte for byte, and the local terminal's modes are exactly back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_screen_program_behaves_as_natively() {
+    let server = server().await;
+    // The marker in the file's name finds less wherever it runs; `env -i` gives both sides the same environment.
+    let file = server.workspace.path().join(format!("{}.txt", marker()));
+    std::fs::write(&file, (1..=60).map(|n| format!("line {n:02}\n")).collect::<String>()).unwrap();
+    let file = file.to_str().unwrap();
+    let path = format!("PATH={}", std::env::var("PATH").unwrap());
+    let argv = ["env", "-i", &path, "TERM=xterm-256color", "less", file];
+    let steps: &[Step] = &[(b"", "line 23"), (b" ", "line 46"), (b"q", "")];
+    let native = type_steps(native_on_a_terminal(&argv, 24, 80), file, steps).await;
+    assert!(text(&native.screen).contains("\x1b[?1049h"), "less uses the alternate screen");
+    let (client, before) = client_on_a_terminal(&server, None, &argv, 24, 80);
+    let forwarded = type_steps(client, file, steps).await;
+    assert_eq!((text(&forwarded.screen), forwarded.code), (text(&native.screen), native.code));
+    assert_eq!(forwarded.code, 0);
+    assert_eq!(forwarded.modes, before);
+    server.stop().await;
+}
