@@ -54,11 +54,6 @@ const SSH_TSTP: &str = "issue 22, Client, Signals (ssh-exec): Ctrl-Z stops the h
 const SSH_MISSING: &str = "issue 22, Client (wrappers only for commands the host has, asked at install time): \
                            today every runtime command is wrapped, so `command -v` finds ruff, and the host's bash \
                            reports it missing from line 4 of ssh-exec's script";
-const SSH_PATTERN: &str =
-    "issue 22, Client, Environment (ssh-exec): patterns in SSH_ENV_PASSTHROUGH; today the pattern \
-                           is refused as not a variable name (exit 2)";
-const SSH_ALLOWLIST: &str = "issue 22, Client, Environment (ssh-exec): the default allowlist of terminal and locale \
-                             variables; today none crosses";
 const EPIPE: &str =
     "issue 22, Client, Signals: 'a closed stdout (EPIPE) still cancels': the host's command is stopped \
                      and never meets the closed pipe, so Python's BrokenPipeError traceback is not printed";
@@ -87,8 +82,6 @@ pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Ssh, "command-v-fallback", &[Stdout, Stderr], SSH_MISSING),
     known(Ssh, "died-of-sigterm", &[ExitCode], DIED_OF),
     known(Ssh, "env-on-command-line", &[Stdout], COMMAND_LINE_ENV),
-    known(Ssh, "env-allowlist", &[Stdout], SSH_ALLOWLIST),
-    known(Ssh, "env-pattern", &[Stdout, Stderr, ExitCode], SSH_PATTERN),
     known(Ssh, "env-secret-stays", &[Stdout], SECRET),
     known(Ssh, "while-read-not-reading", &[Stdout], OFFSET),
     known(Ssh, "while-read-one-line-each", &[Stdout], OFFSET),
