@@ -23,7 +23,6 @@ pub mod run_id;
 pub mod runs;
 pub mod settings;
 pub mod sidecars;
-pub mod signal_death;
 pub mod signals;
 pub mod sse;
 pub mod status;

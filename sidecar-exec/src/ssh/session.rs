@@ -68,8 +68,8 @@ pub enum StdinRoute {
 /// How a call ended.
 #[derive(Debug)]
 pub enum SessionEnd {
-    /// The command's exit marker: its status.
-    Exited(i32),
+    /// The command's exit marker: its status, and the last signal we delivered to it (if any).
+    Exited { code: i32, delivered: Option<Interrupt> },
     /// The host directory could not be entered; nothing ran.
     NoCwd,
     /// We were interrupted and the command's end did not come back (ssh ended first, or the command never
@@ -298,7 +298,7 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
     if state.broken_pipe {
         SessionEnd::BrokenPipe
     } else if let Some(code) = state.exit_code {
-        SessionEnd::Exited(code)
+        SessionEnd::Exited { code, delivered: state.interrupt }
     } else if let Some(interrupt) = state.interrupt {
         SessionEnd::Interrupted(interrupt, state.stop_failure)
     } else if state.no_cwd {

@@ -36,16 +36,10 @@ pub struct Known {
 const OFFSET: &str =
     "issue 22, Client: a regular file's offset left where a native run leaves it (the bytes the command \
                       consumed), or the difference stated; today the client reads the whole file";
-const DIED_OF: &str = "issue 22, Client, Signals (exit with the command's code): natively the caller sees the command \
-                       die of the signal (waitpid's WIFSIGNALED); the client exits 128+N instead, and would match by \
-                       dying of the same signal";
 const CLOSED_STDOUT: &str = "stated: a closed stdout cancels the remote command (issue 22: 'a closed stdout (EPIPE) \
                              still cancels'), so the command never meets the closed pipe itself and Python's \
                              BrokenPipeError traceback is not printed; the exit code (141) and stdout are native";
 // The same items for ssh-exec ("ssh-exec for the same points").
-const SSH_SIGNALS: &str =
-    "issue 22, Client, Signals (ssh-exec for the same points): the signal delivered to the host's \
-                           group as sent; today ssh-exec stops the command with SIGTERM and exits 128+N";
 const SSH_QUIT: &str =
     "issue 22, Client, Signals (ssh-exec): SIGQUIT delivered as sent; today ssh-exec dies of it, and \
                         the command keeps running on the host";
@@ -61,6 +55,9 @@ const EPIPE: &str =
 const COMMAND_LINE_ENV: &str = "stated: `FOO=bar cmd` cannot be told from an exported variable, and the contract's \
                                 allowlist keeps what it does not name here (SIDECAR_ENV_PASSTHROUGH=FOO sends it: \
                                 env-named-to-pass)";
+const SSH_DIED_OF: &str = "stated: the host's shell reports a command killed by signal N and one that exits 128+N \
+                           alike ($? is 128+N in sh, dash, bash and zsh), so ssh-exec dies of N only when it delivered \
+                           N itself (sigterm, sigint-keyboardinterrupt); a command that kills itself gives exit 128+N";
 const SECRET: &str = "stated: the contract's security rule, a variable the allowlist does not name never crosses";
 
 const fn known(column: Column, case: &'static str, aspects: &'static [Aspect], reason: &'static str) -> Known {
@@ -74,13 +71,11 @@ pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Wrappers, "env-on-command-line", &[Stdout], COMMAND_LINE_ENV),
     known(Wrappers, "env-secret-stays", &[Stdout], SECRET),
     known(Ssh, "head-1-brokenpipe", &[Stderr], EPIPE),
-    known(Ssh, "sigint-keyboardinterrupt", &[Stdout, Stderr, ExitCode], SSH_SIGNALS),
-    known(Ssh, "sigterm", &[ExitCode], DIED_OF),
     known(Ssh, "sigquit-handler", &[Stdout, ExitCode, Stopping], SSH_QUIT),
     known(Ssh, "ctrl-z-then-fg", &[Stdout, Stopping], SSH_TSTP),
     known(Ssh, "missing-command", &[Stderr], SSH_MISSING),
     known(Ssh, "command-v-fallback", &[Stdout, Stderr], SSH_MISSING),
-    known(Ssh, "died-of-sigterm", &[ExitCode], DIED_OF),
+    known(Ssh, "died-of-sigterm", &[ExitCode], SSH_DIED_OF),
     known(Ssh, "env-on-command-line", &[Stdout], COMMAND_LINE_ENV),
     known(Ssh, "env-secret-stays", &[Stdout], SECRET),
     known(Ssh, "while-read-not-reading", &[Stdout], OFFSET),
