@@ -6,7 +6,7 @@
 //!
 //! What both programs keep alike lives at the root: how a client ends ([`exit`]) and the one configuration error
 //! ([`config_error`]), its command line ([`argv`]) and variables ([`env`](mod@env)), the variables a command gets ([`env_sent`]), its stdin policy ([`stdin`]), the
-//! signals that interrupt it ([`interrupt`]) and dying of the command's ([`signal_death`]), and how text from the other side is made safe for its own line
+//! signals that interrupt it ([`interrupt`]) the signals sent on to the command ([`signals_as_sent`]) and dying of the command's ([`signal_death`]), and how text from the other side is made safe for its own line
 //! ([`terminal_safe`]). Nothing at the root knows either program; the programs know the root.
 
 pub mod argv;
@@ -17,6 +17,7 @@ pub mod exit;
 pub mod interrupt;
 pub mod sidecar;
 pub mod signal_death;
+pub mod signals_as_sent;
 pub mod ssh;
 pub mod stdin;
 pub mod terminal_safe;

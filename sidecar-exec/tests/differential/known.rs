@@ -3,7 +3,7 @@
 //! lands, the case stops differing and the suite fails until its entry goes. What stays is only what cannot be
 //! made identical (a reason starting with `stated`), and docs/testing.md states each of those too.
 
-use super::report::Aspect::{self, ExitCode, Stderr, Stdout, Stopping};
+use super::report::Aspect::{self, ExitCode, Stderr, Stdout};
 
 /// Which forwarding a column compares against native.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,11 +40,6 @@ const CLOSED_STDOUT: &str = "stated: a closed stdout cancels the remote command 
                              still cancels'), so the command never meets the closed pipe itself and Python's \
                              BrokenPipeError traceback is not printed; the exit code (141) and stdout are native";
 // The same items for ssh-exec ("ssh-exec for the same points").
-const SSH_QUIT: &str =
-    "issue 22, Client, Signals (ssh-exec): SIGQUIT delivered as sent; today ssh-exec dies of it, and \
-                        the command keeps running on the host";
-const SSH_TSTP: &str = "issue 22, Client, Signals (ssh-exec): Ctrl-Z stops the host's group with the client, `fg` \
-                        continues both; today only the client stops";
 const SSH_MISSING: &str = "issue 22, Client (wrappers only for commands the host has, asked at install time): \
                            today every runtime command is wrapped, so `command -v` finds ruff, and the host's bash \
                            reports it missing from line 4 of ssh-exec's script";
@@ -71,8 +66,6 @@ pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Wrappers, "env-on-command-line", &[Stdout], COMMAND_LINE_ENV),
     known(Wrappers, "env-secret-stays", &[Stdout], SECRET),
     known(Ssh, "head-1-brokenpipe", &[Stderr], EPIPE),
-    known(Ssh, "sigquit-handler", &[Stdout, ExitCode, Stopping], SSH_QUIT),
-    known(Ssh, "ctrl-z-then-fg", &[Stdout, Stopping], SSH_TSTP),
     known(Ssh, "missing-command", &[Stderr], SSH_MISSING),
     known(Ssh, "command-v-fallback", &[Stdout, Stderr], SSH_MISSING),
     known(Ssh, "died-of-sigterm", &[ExitCode], SSH_DIED_OF),
