@@ -112,6 +112,9 @@ struct CallState {
     /// The last signal we got (delivered, or waiting for the start marker in `pending`).
     interrupt: Option<Interrupt>,
     pending: Vec<Signal>,
+    /// A Ctrl-Z that came before the start marker (the command may already run: its start line is on its way), done
+    /// when the marker comes.
+    stop_pending: bool,
     ssh_status: Option<Option<i32>>,
     eofs: usize,
     held_err: Vec<u8>,
@@ -231,6 +234,9 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
                     for signal in std::mem::take(&mut state.pending) {
                         deliver(launch, pgid, signal);
                     }
+                    if std::mem::take(&mut state.stop_pending) {
+                        signals_as_sent::stop_both(|signal| deliver(launch, pgid, signal)).await;
+                    }
                     if state.broken_pipe {
                         begin_stop(launch, &mut state);
                     }
@@ -284,7 +290,8 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
                 (Received::Stop, Some(pgid)) if state.exit_code.is_none() => {
                     signals_as_sent::stop_both(|signal| deliver(launch, pgid, signal)).await;
                 }
-                // Nothing runs on the host (yet, or any more) to stop with us.
+                (Received::Stop, None) if state.ssh_status.is_none() => state.stop_pending = true,
+                // Nothing runs on the host any more to stop with us.
                 (Received::Stop, _) => {
                     let _ = nix::sys::signal::raise(Signal::SIGSTOP);
                 }
@@ -316,6 +323,10 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
         }
     }
 
+    if state.stop_pending {
+        // The command never started: the Ctrl-Z stops this process alone, as it came.
+        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    }
     if state.pgid.is_some() || state.exit_code.is_some() {
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &state.held_out);
         let _ = std::io::Write::write_all(&mut std::io::stderr(), &state.held_err);
