@@ -1,6 +1,7 @@
 //! Reading the clients' variables, one rule per kind of value: text, switches, counts, seconds and lists of names.
 //! Both programs read every variable through these, so `SIDECAR_TIMEOUT` and `SSH_CONNECT_TIMEOUT` take seconds by
-//! the same rule, and `SIDECAR_ENV_PASSTHROUGH` and `SSH_ENV_PASSTHROUGH` are the same kind of list.
+//! the same rule, and `SIDECAR_ENV_PASSTHROUGH` and `SSH_ENV_PASSTHROUGH` are the same kind of list (sent by
+//! [`crate::env_sent`]).
 //!
 //! Unset and blank (spaces only) are always the same: the default.
 
@@ -87,8 +88,9 @@ fn parse_seconds(value: &str, resolution: Resolution) -> Option<Duration> {
 pub enum Entry {
     /// Any name of a variable this process can hold (the HTTP API sets it in the command's environment as it is).
     AnyVariable,
-    /// A shell variable name (letters, digits and `_`, not starting with a digit): it is assigned in a shell.
-    ShellVariable,
+    /// A shell variable name (letters, digits and `_`, not starting with a digit: it is assigned in a shell), or a
+    /// pattern `PREFIX*` of them (`NPM_CONFIG_*`; `*` alone: every variable).
+    ShellVariableOrPattern,
     /// A plain command name (letters, digits, `.`, `_`, `+`, `-`; no path, not starting with `.` or `-`).
     Command,
 }
@@ -97,10 +99,25 @@ impl Entry {
     fn admits(self, entry: &str) -> bool {
         match self {
             Entry::AnyVariable => true,
-            Entry::ShellVariable => is_shell_variable(entry),
+            Entry::ShellVariableOrPattern => match entry.strip_suffix('*') {
+                Some(prefix) => prefix.is_empty() || is_shell_variable(prefix),
+                None => is_shell_variable(entry),
+            },
             Entry::Command => {
                 entry.chars().all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c)) && !entry.starts_with(['.', '-'])
             }
+        }
+    }
+}
+
+impl Entry {
+    /// Whether a variable named `name` can be sent where the list's entries go (assigned in a shell, or set as it
+    /// is by the HTTP API).
+    pub fn carries(self, name: &str) -> bool {
+        match self {
+            Entry::AnyVariable => true,
+            Entry::ShellVariableOrPattern => is_shell_variable(name),
+            Entry::Command => false,
         }
     }
 }
@@ -123,23 +140,6 @@ pub fn names(name: &'static str, entry: Entry) -> Result<Vec<String>, VariableEr
         }
     }
     Ok(names)
-}
-
-/// The variables the list in `name` allows through ([`names`]) that are set here, with their values, in the list's
-/// order; nothing else crosses. A listed variable that is not set is left out; one that is not UTF-8 is an error
-/// (both the JSON request and the host's shell script carry text).
-pub fn passthrough(name: &'static str, entry: Entry) -> Result<Vec<(String, String)>, VariableError> {
-    let mut env = Vec::new();
-    for listed in names(name, entry)? {
-        match std::env::var(&listed) {
-            Ok(value) => env.push((listed, value)),
-            Err(std::env::VarError::NotPresent) => {}
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(VariableError { name, value: String::new(), problem: Problem::ListedNotUtf8 { listed } })
-            }
-        }
-    }
-    Ok(env)
 }
 
 /// Letters, digits and `_`, not starting with a digit.
@@ -190,7 +190,12 @@ impl fmt::Display for VariableError {
                     "{name} must be seconds from {min} to {max} with at most one decimal (e.g. 0.5), got {value:?}"
                 )
             }
-            Problem::BadEntry { entry: Entry::ShellVariable | Entry::AnyVariable, item } => write!(
+            Problem::BadEntry { entry: Entry::ShellVariableOrPattern, item } => write!(
+                f,
+                "{name} names {item:?}, which is neither a variable name (letters, digits and _, not starting with \
+                 a digit) nor a pattern of them (NPM_CONFIG_*)"
+            ),
+            Problem::BadEntry { entry: Entry::AnyVariable, item } => write!(
                 f,
                 "{name} names {item:?}, which is not a variable name (letters, digits and _, not starting with a digit)"
             ),
@@ -255,5 +260,11 @@ mod tests {
             assert!(!Entry::Command.admits(bad), "{bad:?}");
         }
         assert!(Entry::AnyVariable.admits("A-B"));
+        let pattern = Entry::ShellVariableOrPattern;
+        assert!(pattern.admits("NPM_CONFIG_*") && pattern.admits("*") && pattern.admits("FOO"));
+        for bad in ["1*", "A-*", "A*B", "**", "A;B"] {
+            assert!(!pattern.admits(bad), "{bad:?}");
+        }
+        assert!(pattern.carries("LC_ALL") && !pattern.carries("LC_x.y") && Entry::AnyVariable.carries("LC_x.y"));
     }
 }

@@ -20,7 +20,8 @@ impl Interrupt {
         128 + self.signal() as i32
     }
 
-    fn signal(self) -> Signal {
+    /// The signal itself.
+    pub fn signal(self) -> Signal {
         match self {
             Interrupt::Int => Signal::SIGINT,
             Interrupt::Term => Signal::SIGTERM,

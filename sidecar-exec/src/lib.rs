@@ -5,16 +5,19 @@
 //! both, puts one wrapper per command on the agent's PATH and picks one backend for each: native > sidecar > SSH.
 //!
 //! What both programs keep alike lives at the root: how a client ends ([`exit`]) and the one configuration error
-//! ([`config_error`]), its command line ([`argv`]) and variables ([`env`](mod@env)), its stdin policy ([`stdin`]), the
-//! signals that interrupt it ([`interrupt`]), and how text from the other side is made safe for its own line
+//! ([`config_error`]), its command line ([`argv`]) and variables ([`env`](mod@env)), the variables a command gets ([`env_sent`]), its stdin policy ([`stdin`]), the
+//! signals that interrupt it ([`interrupt`]) the signals sent on to the command ([`signals_as_sent`]) and dying of the command's ([`signal_death`]), and how text from the other side is made safe for its own line
 //! ([`terminal_safe`]). Nothing at the root knows either program; the programs know the root.
 
 pub mod argv;
 pub mod config_error;
 pub mod env;
+pub mod env_sent;
 pub mod exit;
 pub mod interrupt;
 pub mod sidecar;
+pub mod signal_death;
+pub mod signals_as_sent;
 pub mod ssh;
 pub mod stdin;
 pub mod terminal_safe;

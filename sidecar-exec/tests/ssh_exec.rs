@@ -161,7 +161,35 @@ async fn only_listed_variables_arrive() {
 
     let output = sshd.client().env("SSH_ENV_PASSTHROUGH", "OK,NOT-A-NAME").args(["true"]).run().await;
     assert_eq!(output.status.code(), Some(1));
-    assert!(stderr(&output).contains("\"NOT-A-NAME\", which is not a variable name"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("\"NOT-A-NAME\", which is neither a variable name"), "{}", stderr(&output));
+}
+
+/// sidecar-exec's policy: `PREFIX*` patterns and the default allowlist (SSH_ENV_DEFAULTS=0: off); a variable a
+/// pattern matches whose name a shell cannot assign is left out, not an error.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
+async fn patterns_and_the_default_allowlist_arrive() {
+    let sshd = sshd!();
+    let script = "printf '%s|%s|%s|%s' \"${PAT_A-unset}\" \"${PAT_B-unset}\" \"${TZ-unset}\" \"${OTHER-unset}\"";
+    let run = |defaults: Option<&str>| {
+        let mut client = sshd.client();
+        client = client
+            .env("PAT_A", "a")
+            .env("PAT_B", "b; $(id)")
+            .env("PAT_x.y", "no shell name")
+            .env("TZ", "Pacific/Chatham")
+            .env("OTHER", "secret")
+            .env("SSH_ENV_PASSTHROUGH", "PAT_*");
+        if let Some(defaults) = defaults {
+            client = client.env("SSH_ENV_DEFAULTS", defaults);
+        }
+        client.args(["sh", "-c", script]).run()
+    };
+    let output = run(None).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "a|b; $(id)|Pacific/Chatham|unset");
+    let output = run(Some("0")).await;
+    assert_eq!(stdout(&output), "a|b; $(id)|unset|unset", "{}", stderr(&output));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -19,10 +19,11 @@ use crate::sidecar::reported_code::{self, Outcome};
 use crate::sidecar::resume::{self, First, Follow, NextRequest, OwnedRun};
 use crate::sidecar::settings::{CallSettings, OutputMode};
 use crate::sidecar::sidecars::Target;
-use crate::sidecar::signals::{self, ForwardedSignals, Received};
+use crate::sidecar::signals;
 use crate::sidecar::stdin_pump::{PumpEnd, StdinPump};
 use crate::sidecar::stdin_source::StdinSource;
 use crate::sidecar::stream::{self, ErrorFrames};
+use crate::signals_as_sent::{ForwardedSignals, Received};
 use crate::terminal_safe::terminal_safe;
 
 /// One call: where it goes, with what, and what it knows of the command.

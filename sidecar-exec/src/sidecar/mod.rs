@@ -1,6 +1,6 @@
 //! sidecar-exec: runs a command in a build sidecar over the build-sidecar contract's HTTP API, as if it ran here.
 //! [`program`] is the program. Its configuration: [`sidecars`] (BUILD_SIDECARS), [`token`], [`settings`]
-//! (SIDECAR_*), [`env_sent`] (the variables sent), [`explain`]. A call: [`stdin_body`] and [`request`] build it,
+//! (SIDECAR_*, with the variables sent by [`crate::env_sent`]), [`explain`]. A call: [`stdin_body`] and [`request`] build it,
 //! [`forward`] sends it negotiated, streaming or blocking, [`stdin_source`] and [`stdin_pump`] stream stdin,
 //! [`signals`] delivers signals as sent, [`resume`] follows a named run across lost connections into [`output`],
 //! [`reported_code`] gives the exit code; at a terminal, [`tty`] runs it on a remote one. On the wire: [`http`] (the
@@ -9,7 +9,6 @@
 
 pub mod body;
 pub mod config_error;
-pub mod env_sent;
 pub mod explain;
 pub mod forward;
 pub mod http;
@@ -24,7 +23,6 @@ pub mod run_id;
 pub mod runs;
 pub mod settings;
 pub mod sidecars;
-pub mod signal_death;
 pub mod signals;
 pub mod sse;
 pub mod status;

@@ -12,7 +12,8 @@ use crate::sidecar::resume::OwnedRun;
 use crate::sidecar::settings::{self, CallSettings, OutputMode};
 use crate::sidecar::sidecars::{Sidecars, Target};
 use crate::sidecar::stdin_source::StdinSource;
-use crate::sidecar::{explain, forward, request, run_id, runs, signal_death, status, stdin_body, tty};
+use crate::sidecar::{explain, forward, request, run_id, runs, status, stdin_body, tty};
+use crate::signal_death;
 use crate::wrappers::backends::Client;
 use crate::{argv, stdin, wrappers};
 

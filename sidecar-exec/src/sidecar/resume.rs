@@ -103,7 +103,7 @@ pub struct OwnedRun {
     pub ended_with: Option<u64>,
     /// The exit frame's `stdin_consumed`, when it had one (streamed stdin).
     pub stdin_consumed: Option<u64>,
-    /// The signal the command died of, as the server reported it (see [`crate::sidecar::signal_death`]).
+    /// The signal the command died of, as the server reported it (see [`crate::signal_death`]).
     pub died_of: Option<i32>,
 }
 

@@ -9,9 +9,16 @@ use std::fmt;
 use protocol::vars;
 
 use crate::config_error::ConfigError;
-use crate::env::{self, Resolution};
+use crate::env::{self, Entry, Resolution};
+use crate::env_sent::{self, Allowlist};
 use crate::sidecar::config_error::SidecarConfigError;
-use crate::sidecar::env_sent;
+
+/// sidecar-exec's allowlist: the contract's SIDECAR_ENV_PASSTHROUGH (any name: the HTTP API sets it as it is).
+const ALLOWLIST: Allowlist = Allowlist {
+    list: vars::SIDECAR_ENV_PASSTHROUGH,
+    defaults_switch: "SIDECAR_ENV_DEFAULTS",
+    entry: Entry::AnyVariable,
+};
 
 /// The environment variables the client reads, for `--help` and error messages.
 pub const VARIABLES: &[(&str, &str)] = &[
@@ -72,7 +79,7 @@ impl CallSettings {
             None => std::env::current_dir().map_err(CwdError::Unreadable)?,
         };
         let cwd = cwd.into_os_string().into_string().map_err(CwdError::NotUtf8)?;
-        let sent = env_sent::from_env()?;
+        let sent = env_sent::from_env(ALLOWLIST)?;
         Ok(CallSettings {
             timeout_secs: timeout.map_or(protocol::DEFAULT_TIMEOUT_SECS, |timeout| timeout.as_secs()),
             cwd,

@@ -17,7 +17,7 @@ use crate::ssh::session::{self, Launch, SessionEnd, StdinRoute};
 use crate::ssh::settings::{self, SshSettings};
 use crate::ssh::{auto, key, terminal, transport};
 use crate::wrappers::backends::Client;
-use crate::{argv, wrappers};
+use crate::{argv, signal_death, wrappers};
 
 pub const USAGE: &str = "usage: ssh-exec [--] <command> [args…]
        ssh-exec --check
@@ -218,19 +218,33 @@ fn call(mode: CallKind) -> i32 {
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime");
     let terminal = prepared.tty.then(terminal::Restore::save);
-    let exit = runtime.block_on(execute(&prepared));
+    let (exit, died_of) = runtime.block_on(execute(&prepared));
     drop(terminal);
     let check_passed = matches!(mode, CallKind::Check) && exit.code == 0;
     let code = exit.report("ssh-exec");
     if check_passed {
         println!("ok");
     }
+    signal_death::die_like(code, died_of);
     code
 }
 
-async fn execute(prepared: &PreparedCall) -> ClientExit {
+/// How the call ends, and the signal the command died of when that is known ([`signal_death`]): one we delivered,
+/// with the command's status 128 + it.
+async fn execute(prepared: &PreparedCall) -> (ClientExit, Option<i32>) {
+    match session_end(prepared).await {
+        Ok(SessionEnd::Exited { code, delivered }) => {
+            (ClientExit::code(code), delivered.map(|interrupt| interrupt.signal() as i32))
+        }
+        Ok(end) => (ended(prepared, end), None),
+        Err(exit) => (exit, None),
+    }
+}
+
+/// The session's end; `Err` when the call ended before one ran.
+async fn session_end(prepared: &PreparedCall) -> Result<SessionEnd, ClientExit> {
     let Ok(mut interrupts) = InterruptHandlers::install() else {
-        return ClientExit::fail("cannot install signal handlers");
+        return Err(ClientExit::fail("cannot install signal handlers"));
     };
     let settings = &prepared.settings;
     let key = prepared.key.as_deref();
@@ -244,17 +258,17 @@ async fn execute(prepared: &PreparedCall) -> ClientExit {
             tokio::select! {
                 started = mux::ensure_master(settings, key, &socket) => match started {
                     Ok(()) => Route::Shared(socket),
-                    Err(MasterError::Transport(said)) => return not_started(prepared, Some(EXIT_TRANSPORT), &said),
+                    Err(MasterError::Transport(said)) => return Err(not_started(prepared, Some(EXIT_TRANSPORT), &said)),
                     Err(MasterError::Unavailable) => Route::Direct,
                 },
-                interrupt = interrupts.recv() => return ClientExit::code(interrupt.code()),
+                interrupt = interrupts.recv() => return Err(ClientExit::code(interrupt.code())),
             }
         }
     };
     let _slot = match &route {
         Route::Shared(socket) => tokio::select! {
             slot = mux::session_slot(socket, settings.max_sessions) => slot,
-            interrupt = interrupts.recv() => return ClientExit::code(interrupt.code()),
+            interrupt = interrupts.recv() => return Err(ClientExit::code(interrupt.code())),
         },
         Route::Direct => None,
     };
@@ -276,8 +290,14 @@ async fn execute(prepared: &PreparedCall) -> ClientExit {
             outcome = session::run(&launch, &mut interrupts).await;
         }
     }
+    Ok(outcome)
+}
+
+/// What a session's end gives.
+fn ended(prepared: &PreparedCall, outcome: SessionEnd) -> ClientExit {
+    let settings = &prepared.settings;
     match outcome {
-        SessionEnd::Exited(code) => ClientExit::code(code),
+        SessionEnd::Exited { code, .. } => ClientExit::code(code),
         SessionEnd::NoCwd => ClientExit::with_line(
             EXIT_CONFIG,
             format!(

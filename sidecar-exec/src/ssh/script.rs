@@ -138,6 +138,14 @@ pub fn signal_script(pgid: i32, name: &str) -> String {
     format!("kill -{name} -{pgid} 2>/dev/null || ! kill -0 -{pgid} 2>/dev/null")
 }
 
+/// The script of the second session that stops the command's group `pgid` for Ctrl-Z: TSTP (a handler sees it),
+/// then STOP. The group is orphaned there (its leader's session is its own, its parent sshd in another), and the
+/// kernel discards a TSTP whose action is to stop a process of an orphaned group (POSIX), so TSTP alone would stop
+/// nothing; STOP is not discarded. (A command that ignores TSTP is stopped too: the one difference from native.)
+pub fn tstp_script(pgid: i32) -> String {
+    format!("kill -TSTP -{pgid} 2>/dev/null; kill -STOP -{pgid} 2>/dev/null || ! kill -0 -{pgid} 2>/dev/null")
+}
+
 /// The script of the second session that stops a running command: SIGTERM (and SIGCONT, so a stopped process sees
 /// it) to the whole process group `pgid`, up to `grace_tenths` tenths of a second for it to go (`SSH_STOP_GRACE`),
 /// then SIGKILL. It ends as soon as the group is gone.

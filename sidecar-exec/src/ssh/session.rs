@@ -1,5 +1,6 @@
 //! One call on the host: runs `ssh`, copies its output to ours without the side channel's markers, delivers the
-//! signals we get to the remote command's process group as they came, and stops that group when our stdout closes
+//! signals we get to the remote command's process group as they came (INT, TERM, HUP, QUIT; Ctrl-Z stops both
+//! sides, [`crate::signals_as_sent`]), and stops that group when our stdout closes
 //! or when the command leaves processes behind that hold its output open.
 //!
 //! Signalling and stopping take a second session ([`crate::ssh::script::signal_script`],
@@ -11,15 +12,17 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use protocol::StreamKind;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep_until, timeout, Instant};
 
 use crate::interrupt::{Interrupt, InterruptHandlers};
+use crate::signals_as_sent::{self, QuitAndStop, Received};
 use crate::ssh::command::{self, Route};
 use crate::ssh::markers::{Marker, Scanner};
-use crate::ssh::script::{signal_script, stop_script, Nonce};
+use crate::ssh::script::{signal_script, stop_script, tstp_script, Nonce};
 use crate::ssh::settings::SshSettings;
 use crate::terminal_safe::terminal_safe;
 
@@ -68,8 +71,8 @@ pub enum StdinRoute {
 /// How a call ended.
 #[derive(Debug)]
 pub enum SessionEnd {
-    /// The command's exit marker: its status.
-    Exited(i32),
+    /// The command's exit marker: its status, and the last signal we delivered to it (if any).
+    Exited { code: i32, delivered: Option<Interrupt> },
     /// The host directory could not be entered; nothing ran.
     NoCwd,
     /// We were interrupted and the command's end did not come back (ssh ended first, or the command never
@@ -108,7 +111,10 @@ struct CallState {
     broken_pipe: bool,
     /// The last signal we got (delivered, or waiting for the start marker in `pending`).
     interrupt: Option<Interrupt>,
-    pending: Vec<Interrupt>,
+    pending: Vec<Signal>,
+    /// A Ctrl-Z that came before the start marker (the command may already run: its start line is on its way), done
+    /// when the marker comes.
+    stop_pending: bool,
     ssh_status: Option<Option<i32>>,
     eofs: usize,
     held_err: Vec<u8>,
@@ -120,6 +126,14 @@ struct CallState {
 }
 
 impl CallState {
+    /// A signal that came before the command started: it may be about to, and then it gets the signal like any
+    /// other; it is waited for only so long.
+    fn hold_until_started(&mut self, launch: &Launch<'_>, signal: Signal) {
+        self.pending.push(signal);
+        let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 5);
+        self.set_timer(Timer::Header, patience);
+    }
+
     /// ssh exited with `status`. Unless the call is being stopped here (a signal, our stdout closed), no deadline is
     /// left: no remote process can hold the output any more (sshd ends a session only once its output is closed), so
     /// nothing needs stopping, and what ssh already sent is written out however slowly our reader takes it (the pumps
@@ -150,6 +164,10 @@ impl CallState {
 
 /// Runs the call to its end and says how it ended.
 pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> SessionEnd {
+    // Before ssh starts, so that no QUIT or TSTP falls between: a handler caught here is reset in ssh by its exec.
+    let Ok(mut quit_and_stop) = QuitAndStop::install() else {
+        return SessionEnd::NotStarted(None, "cannot install the SIGQUIT and SIGTSTP handlers".into());
+    };
     let mut ssh = command::ssh(launch.settings, launch.key, launch.route);
     ssh.arg(if launch.tty { "-tt" } else { "-T" });
     ssh.arg("--").arg(&launch.settings.host).arg(launch.script);
@@ -213,8 +231,11 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
                 PumpEvent::Marker(Marker::Started { pgid }) => {
                     state.pgid = Some(pgid);
                     state.timers.retain(|(timer, _)| *timer != Timer::Header);
-                    for interrupt in std::mem::take(&mut state.pending) {
-                        deliver(launch, pgid, interrupt);
+                    for signal in std::mem::take(&mut state.pending) {
+                        deliver(launch, pgid, signal);
+                    }
+                    if std::mem::take(&mut state.stop_pending) {
+                        signals_as_sent::stop_both(|signal| deliver(launch, pgid, signal), |stop| stop()).await;
                     }
                     if state.broken_pipe {
                         begin_stop(launch, &mut state);
@@ -253,16 +274,28 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
                 match state.pgid {
                     // Delivered as it came, every time (a second Ctrl-C is a second SIGINT, as natively); the call
                     // goes on until the command ends as it does with it.
-                    Some(pgid) if state.exit_code.is_none() => deliver(launch, pgid, interrupt),
+                    Some(pgid) if state.exit_code.is_none() => drop(deliver(launch, pgid, interrupt.signal())),
                     Some(_) => {}
-                    None => {
-                        // Not started yet: it may be about to, and then it gets the signal like any other.
-                        state.pending.push(interrupt);
-                        let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 5);
-                        state.set_timer(Timer::Header, patience);
-                    }
+                    None => state.hold_until_started(launch, interrupt.signal()),
                 }
             }
+            received = quit_and_stop.recv() => match (received, state.pgid) {
+                (Received::Forward(signal), Some(pgid)) if state.exit_code.is_none() => {
+                    drop(deliver(launch, pgid, signal));
+                }
+                (Received::Forward(signal), None) if state.ssh_status.is_none() => {
+                    state.hold_until_started(launch, signal);
+                }
+                (Received::Forward(_), _) => {}
+                (Received::Stop, Some(pgid)) if state.exit_code.is_none() => {
+                    signals_as_sent::stop_both(|signal| deliver(launch, pgid, signal), |stop| stop()).await;
+                }
+                (Received::Stop, None) if state.ssh_status.is_none() => state.stop_pending = true,
+                // Nothing runs on the host any more to stop with us.
+                (Received::Stop, _) => {
+                    let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+                }
+            },
             result = async { state.stop.as_mut().unwrap().await }, if state.stop.is_some() => {
                 state.stop = None;
                 if let Ok(Err(why)) = result {
@@ -290,6 +323,10 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
         }
     }
 
+    if state.stop_pending {
+        // The command never started: the Ctrl-Z stops this process alone, as it came.
+        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    }
     if state.pgid.is_some() || state.exit_code.is_some() {
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &state.held_out);
         let _ = std::io::Write::write_all(&mut std::io::stderr(), &state.held_err);
@@ -298,7 +335,7 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
     if state.broken_pipe {
         SessionEnd::BrokenPipe
     } else if let Some(code) = state.exit_code {
-        SessionEnd::Exited(code)
+        SessionEnd::Exited { code, delivered: state.interrupt }
     } else if let Some(interrupt) = state.interrupt {
         SessionEnd::Interrupted(interrupt, state.stop_failure)
     } else if state.no_cwd {
@@ -311,11 +348,17 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
     }
 }
 
-/// Sends `interrupt` to the command's process group `pgid` through a session of its own, without waiting: the call
-/// goes on reading. A failure is said at once on stderr (the command then runs on; another signal tries again).
-fn deliver(launch: &Launch<'_>, pgid: i32, interrupt: Interrupt) {
+/// Sends `signal` to the command's process group `pgid` through a session of its own; the call goes on reading
+/// unless it waits for the handle (Ctrl-Z does). A failure is said at once on stderr (the command then runs on;
+/// another signal tries again).
+fn deliver(launch: &Launch<'_>, pgid: i32, signal: Signal) -> tokio::task::JoinHandle<()> {
+    let name = signal.as_str().trim_start_matches("SIG");
     let mut session = command::ssh(launch.settings, launch.key, launch.route);
-    session.arg("-T").arg("--").arg(&launch.settings.host).arg(signal_script(pgid, signal_name(interrupt)));
+    let script = match signal {
+        Signal::SIGTSTP => tstp_script(pgid),
+        _ => signal_script(pgid, name),
+    };
+    session.arg("-T").arg("--").arg(&launch.settings.host).arg(script);
     session.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
     let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 10);
     let address = launch.settings.address();
@@ -330,17 +373,8 @@ fn deliver(launch: &Launch<'_>, pgid: i32, interrupt: Interrupt) {
             },
         };
         let failure = StopFailure { address, pgid, why };
-        eprintln!("ssh-exec: could not deliver SIG{} to the command on the host: {failure}", signal_name(interrupt));
-    });
-}
-
-/// The name `kill` knows `interrupt` by.
-fn signal_name(interrupt: Interrupt) -> &'static str {
-    match interrupt {
-        Interrupt::Int => "INT",
-        Interrupt::Term => "TERM",
-        Interrupt::Hup => "HUP",
-    }
+        eprintln!("ssh-exec: could not deliver SIG{name} to the command on the host: {failure}");
+    })
 }
 
 /// Copies our stdin (a terminal, [`StdinRoute::Terminal`]) to ssh's, in a thread of its own: a read of the terminal

@@ -7,6 +7,7 @@ use std::fmt;
 
 use crate::config_error::ConfigError;
 use crate::env::{self, Entry, Resolution};
+use crate::env_sent::{self, Allowlist};
 use crate::ssh::config_error::SshConfigError;
 use crate::ssh::paths::Mapping;
 
@@ -22,7 +23,8 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SSH_HOST_CWD", "the host folder that is the workspace: the cwd and /workspace/… arguments are mapped; a cwd outside the workspace is refused"),
     ("SSH_HOST_PATH", "folders put before PATH on the host (e.g. /opt/homebrew/bin)"),
     ("SSH_LOGIN_SHELL", "1: run the command in a login shell (`$SHELL -l`), which reads the host's profile"),
-    ("SSH_ENV_PASSTHROUGH", "names of variables sent to the command, separated by commas or spaces (nothing else is)"),
+    ("SSH_ENV_PASSTHROUGH", "names of variables sent to the command, and PREFIX* patterns, separated by commas or spaces (besides the default allowlist, nothing else is)"),
+    ("SSH_ENV_DEFAULTS", "0: do not send the default allowlist (TERM COLORTERM LANG LANGUAGE LC_* TZ NO_COLOR FORCE_COLOR CLICOLOR CLICOLOR_FORCE CI)"),
     ("SSH_CONNECT_TIMEOUT", "seconds to connect (default 10)"),
     ("SSH_CONTROL_PERSIST", "seconds the shared connection stays open after its last command (default 60; 0: one connection per command)"),
     ("SSH_MAX_SESSIONS", "commands at once on the shared connection (default 8; the host's sshd allows 10 by default)"),
@@ -31,6 +33,14 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SSH_STDIN", "0: do not forward stdin (the command reads end of file); default: forwarded, streamed by ssh"),
     ("SSH_COMMANDS", "for --install-wrappers: more commands (comma or space separated) that go to the host"),
 ];
+
+/// ssh-exec's allowlist: sidecar-exec's policy (names, `PREFIX*` patterns, the default allowlist), with names a
+/// shell can assign, as the host's shell assigns each.
+const ALLOWLIST: Allowlist = Allowlist {
+    list: "SSH_ENV_PASSTHROUGH",
+    defaults_switch: "SSH_ENV_DEFAULTS",
+    entry: Entry::ShellVariableOrPattern,
+};
 
 pub const DEFAULT_KEY: &str = "/home/agent/.ssh/id_rsa";
 
@@ -54,7 +64,7 @@ pub struct SshSettings {
     pub mapping: Option<Mapping>,
     pub host_path: Option<String>,
     pub login_shell: bool,
-    /// Passed-through variables, in the order named.
+    /// The variables sent ([`env_sent`]), by name.
     pub env: Vec<(String, String)>,
     pub connect_timeout: u32,
     /// Seconds; 0: no shared connection.
@@ -106,7 +116,7 @@ impl SshSettings {
             mapping,
             host_path: env::text("SSH_HOST_PATH"),
             login_shell: env::switched_on("SSH_LOGIN_SHELL"),
-            env: env::passthrough("SSH_ENV_PASSTHROUGH", Entry::ShellVariable)?,
+            env: env_sent::from_env(ALLOWLIST)?.values.into_iter().collect(),
             connect_timeout: whole_seconds("SSH_CONNECT_TIMEOUT", 10, 1, 3600)?,
             control_persist: whole_seconds("SSH_CONTROL_PERSIST", 60, 0, 604_800)?,
             max_sessions: env::count("SSH_MAX_SESSIONS", 8, 1, 1000)?,

@@ -1,9 +1,14 @@
-//! Dying of the signal the command died of (issue 22): natively the caller's `waitpid` sees the command killed by
-//! signal N, not exit 128+N, and shells act on the difference (bash ends a loop whose command died of SIGINT, and
+//! Dying of the signal the command died of (issue 22), for both clients: natively the caller's `waitpid` sees the
+//! command killed by signal N, not exit 128+N, and shells act on the difference (bash ends a loop whose command died of SIGINT, and
 //! goes on after one that exited 130). The client cannot simply raise the signal: it handles INT, TERM, HUP and
 //! QUIT itself, and resetting a disposition has no safe API. `execve` resets every caught signal to its default
 //! (POSIX), so the client replaces itself with `/bin/sh -c 'kill -N $$; exit 128+N'`: the same process, killed by
 //! N; the `exit` is for a signal this process inherited as ignored, which stays ignored across exec.
+//!
+//! Each client says what the command died of: sidecar-exec as exec-server reports it (`signal`), ssh-exec when it
+//! delivered signal N itself and the command ended 128+N (the host's shell reports a death by N and an exit with
+//! 128+N alike, so that is what ssh-exec can know; a program that exits 128+N after handling N follows the same
+//! convention, "wait and cooperative exit", that this client does).
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
