@@ -191,3 +191,25 @@ async fn explain_names_what_is_sent_and_shows_only_the_defaults_values() {
         "a passthrough value is never shown: {text}"
     );
 }
+
+/// `SIDECAR_ENV_DEFAULTS=0` turns the default allowlist off: a default (TERM) no longer crosses, a named one still
+/// does.
+#[tokio::test(flavor = "multi_thread")]
+async fn env_defaults_off_sends_only_what_is_named() {
+    let explain = |defaults: &'static str| {
+        go_client("http://127.0.0.1:9")
+            .env("TERM", "xterm-test")
+            .env("NAMED_X", "1")
+            .env("SIDECAR_ENV_PASSTHROUGH", "NAMED_X")
+            .env("SIDECAR_ENV_DEFAULTS", defaults)
+            .args(["--explain", "go", "build"])
+            .run()
+    };
+    let on = stdout(&explain("1").await);
+    assert!(on.contains("TERM=xterm-test") && on.contains("NAMED_X (SIDECAR_ENV_PASSTHROUGH)"), "{on}");
+    let output = explain("0").await;
+    let off = stdout(&output);
+    assert_eq!((output.status.code(), stderr(&output)), (Some(0), String::new()), "{off}");
+    assert!(!off.contains("TERM"), "a default is not sent with SIDECAR_ENV_DEFAULTS=0: {off}");
+    assert!(off.contains("NAMED_X (SIDECAR_ENV_PASSTHROUGH)"), "{off}");
+}
