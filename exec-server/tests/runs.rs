@@ -189,10 +189,17 @@ async fn reattaching_within_the_window_keeps_the_run() {
     frames.until_stdout("started").await;
     drop(frames);
     server.wait_for_run("window-2", "no client", |info| info.attached == 0).await;
+    // A sentinel left alone after window-2 was: once the window stops it, window-2's own window has passed too
+    // (an event, not a sleep that a loaded machine could outrun).
+    mkfifo(&server.workspace.path().join("never-opened"));
+    let body = json!({"cmd": ["sh", "-c", "echo up; cat never-opened"], "run_id": "sentinel"});
+    let mut sentinel = server.open_stream(body).await;
+    sentinel.until_stdout("up").await;
+    drop(sentinel);
     let mut again = Frames::new(server.get("/runs/window-2/stream?stdout=8").send().await.unwrap());
     server.wait_for_run("window-2", "a client", |info| info.attached == 1).await;
-    // Well past the window, still running.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let stopped = server.wait_for_run("sentinel", "its end", |info| info.state != RunState::Running).await;
+    assert_eq!(stopped.stopped_by, Some(StoppedBy::ReattachWindow));
     assert_eq!(server.run_info("window-2").await.1.unwrap().state, RunState::Running);
     tokio::task::spawn_blocking(move || std::fs::write(gate, "go\n")).await.unwrap().unwrap();
     let rest = again.rest().await;
