@@ -243,7 +243,7 @@ fn parse_mode(text: &str) -> Result<u32, NotAMode> {
 }
 
 /// Seconds, up to a day ([`process_group::parse_seconds`]).
-fn parse_seconds(text: &str) -> Result<Duration, String> {
+fn parse_seconds(text: &str) -> Result<Duration, process_group::SecondsError> {
     process_group::parse_seconds(text, 86_400)
 }
 

@@ -31,7 +31,7 @@ pub use pgid::Pgid;
 pub use policy::{ask_to_stop, settle, stop_group, terminate, terminate_group, Members};
 pub use pty_leader::{open_pty, spawn_pty_leader, Pty};
 pub use reaper::{reap_adopted, reap_adopted_among, reap_adopted_forever};
-pub use seconds::parse_seconds;
+pub use seconds::{parse_seconds, SecondsError};
 pub use stop_signals::{next_stop_signal, StopSignals};
 pub use tag::{Tag, Tagged};
 

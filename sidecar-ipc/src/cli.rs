@@ -175,7 +175,7 @@ pub struct ConfigCli {
 }
 
 /// Seconds, up to a week (a run's timeout; [`process_group::parse_seconds`]).
-fn parse_seconds(text: &str) -> Result<Duration, String> {
+fn parse_seconds(text: &str) -> Result<Duration, process_group::SecondsError> {
     process_group::parse_seconds(text, 604_800)
 }
 
