@@ -85,16 +85,11 @@ async fn a_generated_ssh_wrapper_runs_on_the_host_with_arguments_intact() {
     let host_bin = sshd.host_cwd.path().join("bin");
     executable(&host_bin, "only-on-host", "#!/bin/sh\nprintf 'host:'; printf ' [%s]' \"$@\"; echo\n");
     let path = format!("{}:/usr/bin:/bin", wrappers.display());
-    let output = sshd
-        .configure(client_run())
-        .env("PATH", &path)
-        .env("SSH_HOST_PATH", &host_bin)
-        .env("SSH_COMMANDS", "only-on-host")
-        .args(["--install-wrappers", wrappers.to_str().unwrap()])
-        .run()
-        .await;
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert!(names(&wrappers).contains(&"only-on-host".to_owned()), "{}", stderr(&output));
+    let message = install_for(&sshd, &wrappers, |run| {
+        run.env("PATH", &path).env("SSH_HOST_PATH", &host_bin).env("SSH_COMMANDS", "only-on-host")
+    })
+    .await;
+    assert!(names(&wrappers).contains(&"only-on-host".to_owned()), "{message}");
 
     let mut wrapper =
         sshd.client().env("PATH", &path).env("SSH_HOST_PATH", &host_bin).other(wrappers.join("only-on-host"));
@@ -154,6 +149,15 @@ async fn an_image_with_only_ssh_exec_installs_its_wrappers() {
     assert!(output.stdout.is_empty(), "the container's command must not run");
 }
 
+/// `sidecar-exec --install-wrappers WRAPPERS` with this server's settings, `configure` adding to them, on a PATH
+/// holding only ssh (so none of the runtimes' commands is native); what it said, once it exited 0.
+async fn install_for(sshd: &Sshd, wrappers: &Path, configure: impl FnOnce(BinaryRun) -> BinaryRun) -> String {
+    let run = configure(sshd.configure(client_run()).env("PATH", sshd.ssh_client_only()));
+    let output = run.args([OsStr::new("--install-wrappers"), wrappers.as_os_str()]).run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    stderr(&output)
+}
+
 /// The names the installer asks the host about: the runtime table's, then `extras` (SSH_COMMANDS).
 fn table_and(extras: &[&str]) -> Vec<String> {
     let table = protocol::RUNTIMES.iter().flat_map(|(_, commands)| commands.iter());
@@ -202,20 +206,14 @@ async fn only_commands_the_host_has_are_wrapped_asked_in_one_connection() {
             false => lacks.push(name.clone()),
         }
     }
-    let install = |persist: &str| {
-        sshd.configure(client_run())
-            .env("PATH", sshd.ssh_client_only())
-            .env("SSH_HOST_PATH", &host_bin)
-            .env("SSH_COMMANDS", extras.join(" "))
-            .env("SSH_CONTROL_PERSIST", persist)
-            .args([OsStr::new("--install-wrappers"), wrappers.as_os_str()])
-            .run()
-    };
     for persist in ["60", "0"] {
         let logins = sshd.logins();
-        let output = install(persist).await;
-        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-        let message = stderr(&output);
+        let message = install_for(&sshd, &wrappers, |run| {
+            run.env("SSH_HOST_PATH", &host_bin)
+                .env("SSH_COMMANDS", extras.join(" "))
+                .env("SSH_CONTROL_PERSIST", persist)
+        })
+        .await;
         assert_eq!(message.lines().count(), 1, "{message}");
         assert_eq!(
             sshd.logins() - logins,
@@ -254,15 +252,7 @@ async fn an_unreachable_host_gets_every_command_and_one_line() {
     let mut sshd = sshd!();
     sshd.stop();
     let wrappers = sshd.path("wrappers");
-    let output = sshd
-        .configure(client_run())
-        .env("PATH", sshd.ssh_client_only())
-        .env("SSH_COMMANDS", "xcodebuild")
-        .args([OsStr::new("--install-wrappers"), wrappers.as_os_str()])
-        .run()
-        .await;
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let message = stderr(&output);
+    let message = install_for(&sshd, &wrappers, |run| run.env("SSH_COMMANDS", "xcodebuild")).await;
     let lines: Vec<&str> = message.lines().collect();
     assert_eq!(lines.len(), 2, "{message}");
     let port = sshd.port;
@@ -285,39 +275,39 @@ async fn an_unreachable_host_gets_every_command_and_one_line() {
 }
 
 /// A host that accepts the connection and never answers costs the installer its bound (5 s), then the same as an
-/// unreachable one; the probe and its ssh are gone when the installer ends.
+/// unreachable one; the probe and every ssh it started are gone when the installer ends: with the shared connection
+/// (a master being started) and without (ssh-exec's ssh in a process group of its own).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_host_that_never_answers_costs_its_bound_and_leaves_nothing() {
     let sshd = sshd!();
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let marker = format!("silent-{}", testkit::marker());
+    let port = silent.local_addr().unwrap().port().to_string();
     let wrappers = sshd.path("wrappers");
-    let output = sshd
-        .configure(client_run())
-        .env("PATH", sshd.ssh_client_only())
-        .env("SSH_PORT", silent.local_addr().unwrap().port().to_string())
-        .env("SSH_COMMANDS", &marker)
-        .args([OsStr::new("--install-wrappers"), wrappers.as_os_str()])
-        .run()
+    // What is left running, with its command line: ssh-exec's and its session's name the marker (the names asked),
+    // a master's the private folder (its ControlPath).
+    let left = |marker: &str| -> Vec<String> {
+        let mut pids = testkit::processes_matching(marker);
+        pids.extend(testkit::processes_matching(&sshd.runtime_dir().to_string_lossy()));
+        let cmdline = |pid| std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        pids.into_iter().map(|pid| String::from_utf8_lossy(&cmdline(pid)).replace('\0', " ")).collect()
+    };
+    for persist in ["60", "0"] {
+        let marker = format!("silent-{}", testkit::marker());
+        let message = install_for(&sshd, &wrappers, |run| {
+            run.env("SSH_PORT", &port).env("SSH_COMMANDS", &marker).env("SSH_CONTROL_PERSIST", persist)
+        })
         .await;
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let message = stderr(&output);
-    assert!(
-        message.starts_with(
-            "sidecar-exec: the SSH host 127.0.0.1 gave no list of its commands (ssh-exec --probe: no answer within \
-             5 s): wrapping all its commands ["
-        ) && message.contains(&format!(" {marker}]")),
-        "{message}"
-    );
-    assert!(names(&wrappers).contains(&marker), "{message}");
-    // ssh-exec's command line names the marker, its ssh's the private folder (ControlPath).
-    assert_eq!(testkit::processes_matching(&marker), Vec::<u32>::new(), "the probe outlived the installer");
-    assert_eq!(
-        testkit::processes_matching(&sshd.runtime_dir().to_string_lossy()),
-        Vec::<u32>::new(),
-        "its ssh outlived it"
-    );
+        assert!(
+            message.starts_with(
+                "sidecar-exec: the SSH host 127.0.0.1 gave no list of its commands (ssh-exec --probe: no answer \
+                 within 5 s): wrapping all its commands ["
+            ) && message.contains(&format!(" {marker}]")),
+            "SSH_CONTROL_PERSIST={persist}: {message}"
+        );
+        assert!(names(&wrappers).contains(&marker), "{message}");
+        assert_eq!(left(&marker), Vec::<String>::new(), "SSH_CONTROL_PERSIST={persist}: outlived the installer");
+    }
     drop(silent);
 }
 
@@ -379,16 +369,9 @@ async fn a_command_the_builder_lacks_goes_to_the_host_only_if_the_host_has_it() 
     executable(&host_bin, builder_lacks[0], "#!/bin/sh\n");
     let host_path = host_path(&sshd, &host_bin).await;
     let wrappers = sshd.path("wrappers");
-    let output = sshd
-        .configure(client_run())
-        .env("PATH", sshd.ssh_client_only())
-        .env("SSH_HOST_PATH", &host_bin)
-        .env("BUILD_SIDECARS", format!(r#"{{"node":{{"internal_url":"{}"}}}}"#, node.url))
-        .args([OsStr::new("--install-wrappers"), wrappers.as_os_str()])
-        .run()
-        .await;
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let message = stderr(&output);
+    let sidecars = format!(r#"{{"node":{{"internal_url":"{}"}}}}"#, node.url);
+    let message =
+        install_for(&sshd, &wrappers, |run| run.env("SSH_HOST_PATH", &host_bin).env("BUILD_SIDECARS", sidecars)).await;
     let sidecar_exec = std::fs::canonicalize(BIN).unwrap();
     let ssh_exec = sidecar_exec.with_file_name("ssh-exec");
     let (mut to_host, mut to_none) = (Vec::new(), Vec::new());

@@ -5,6 +5,7 @@ use std::fmt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use process_group::{Tag, Tagged};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::terminal_safe::terminal_safe;
@@ -18,8 +19,13 @@ use crate::wrappers::backends::SshBackend;
 /// world), which the agent's first command then reuses.
 pub const PROBE_WITHIN: Duration = Duration::from_secs(5);
 
-/// How long a probe that ran out of time has between SIGTERM and SIGKILL (ssh-exec and its ssh, one process group).
+/// How long a probe that ran out of time has between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_millis(500);
+
+/// The variable that tags a probe's processes ([`Tag`]): ssh-exec runs its ssh in a process group of its own (and a
+/// shared master goes to a session of its own), so stopping the probe's group does not reach it; its environment,
+/// which it inherits, does.
+const PROBE_TAG: &str = "SIDECAR_EXEC_PROBE";
 
 /// The most of ssh-exec's stderr kept for the message (its one line fits in far less).
 const MAX_SAID: u64 = 16 * 1024;
@@ -58,10 +64,12 @@ impl fmt::Display for ProbeFailed {
 
 /// Asks the host which of `names` it has: `ssh-exec --probe -- NAMES…` (the backend's client, with this process's
 /// environment, so the same SSH_* settings, SSH_HOST_PATH and login shell as the wrappers' calls will have), in a
-/// process group of its own that is stopped if it overruns [`PROBE_WITHIN`].
+/// process group of its own that is stopped if it overruns [`PROBE_WITHIN`], with every process it started.
 pub async fn ask(ssh: &SshBackend, names: &[String]) -> Answer {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let tag_value = format!("{}-{}", std::process::id(), now.as_nanos());
     let mut command = tokio::process::Command::new(&ssh.exe);
-    command.arg("--probe").arg("--").args(names);
+    command.arg("--probe").arg("--").args(names).env(PROBE_TAG, &tag_value);
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut leader = match process_group::spawn_leader(&mut command) {
         Ok(leader) => leader,
@@ -75,7 +83,9 @@ pub async fn ask(ssh: &SshBackend, names: &[String]) -> Answer {
     })
     .await;
     let Ok((listed, said, status)) = ended else {
+        // ssh-exec first, so that it starts nothing more; then what it started outside its group.
         let _ = process_group::terminate_group(&mut leader, STOP_GRACE).await;
+        process_group::terminate(&mut Tagged::new(vec![Tag::new(PROBE_TAG, &tag_value)]), STOP_GRACE).await;
         return Answer::Unknown(ProbeFailed::TimedOut);
     };
     let status = match status {
