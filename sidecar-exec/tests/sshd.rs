@@ -126,8 +126,12 @@ impl Sshd {
 
     /// A call of the real ssh-exec binary configured for this server, in the workspace.
     pub fn client(&self) -> BinaryRun {
-        BinaryRun::new(SSH_BIN)
-            .env("SSH_HOST", "127.0.0.1")
+        self.configure(BinaryRun::new(SSH_BIN)).current_dir(self.workspace.path())
+    }
+
+    /// `run` (either client, a wrapper installer) with the SSH_* settings that reach this server.
+    pub fn configure(&self, run: BinaryRun) -> BinaryRun {
+        run.env("SSH_HOST", "127.0.0.1")
             .env("SSH_PORT", self.port.to_string())
             .env("SSH_USER", &self.user)
             .env("SSH_KEY_PATH", self.path("user_key"))
@@ -135,7 +139,25 @@ impl Sshd {
             .env("SSH_WORKSPACE", self.workspace.path())
             .env("SSH_HOST_CWD", self.host_cwd.path())
             .env("XDG_RUNTIME_DIR", self.runtime_dir())
-            .current_dir(self.workspace.path())
+    }
+
+    /// A folder holding only OpenSSH's client (`ssh`, linked from this PATH's): for a PATH on which ssh-exec must
+    /// find ssh and nothing else (a wrapper installer that must find none of the runtimes' commands).
+    pub fn ssh_client_only(&self) -> PathBuf {
+        let folder = self.path("ssh-client");
+        if !folder.join("ssh").exists() {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let ssh = std::env::split_paths(&path).map(|dir| dir.join("ssh")).find(|ssh| ssh.is_file());
+            std::fs::create_dir_all(&folder).unwrap();
+            std::os::unix::fs::symlink(ssh.expect("OpenSSH's client (ssh) on PATH"), folder.join("ssh")).unwrap();
+        }
+        folder
+    }
+
+    /// How many logins this server has accepted so far (its log's `Accepted publickey` lines, one per connection:
+    /// sessions on a shared connection log none).
+    pub fn logins(&self) -> usize {
+        std::fs::read_to_string(self.path("sshd.log")).unwrap_or_default().matches("Accepted publickey").count()
     }
 
     /// Stops the server and every connection it serves (sshd's listener leaves running sessions alone; a shared

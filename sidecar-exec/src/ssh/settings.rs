@@ -31,7 +31,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SSH_STOP_GRACE", "seconds between SIGTERM and SIGKILL when a command on the host is stopped (default 2; tenths allowed)"),
     ("SSH_TTY", "1: give the command a terminal (ssh -tt), 0: never; default: when stdin and stdout are terminals"),
     ("SSH_STDIN", "0: do not forward stdin (the command reads end of file); default: forwarded, streamed by ssh"),
-    ("SSH_COMMANDS", "for --install-wrappers: more commands (comma or space separated) that go to the host"),
+    ("SSH_COMMANDS", "for --install-wrappers: more commands (comma or space separated) that go to the host, each wrapped when the host has it"),
 ];
 
 /// ssh-exec's allowlist: sidecar-exec's policy (names, `PREFIX*` patterns, the default allowlist), with names a

@@ -31,9 +31,11 @@ pub struct SidecarBackend {
     pub exe: PathBuf,
 }
 
-/// The SSH host's commands beyond the runtime table (SSH_COMMANDS), and the ssh-exec their wrappers exec.
+/// The SSH host (SSH_HOST, for messages), its commands beyond the runtime table (SSH_COMMANDS), and the ssh-exec
+/// their wrappers exec.
 #[derive(Debug, Clone)]
 pub struct SshBackend {
+    pub host: String,
     pub extra_commands: Vec<String>,
     pub exe: PathBuf,
 }
@@ -63,9 +65,9 @@ impl Backends {
             Err(err) => return Err(BackendsError::Sidecars(err)),
         };
         let ssh = match env::text("SSH_HOST") {
-            Some(_) => {
+            Some(host) => {
                 let extra_commands = env::names("SSH_COMMANDS", Entry::Command).map_err(BackendsError::Variable)?;
-                Some(SshBackend { extra_commands, exe: client(Client::SshExec, "SSH_HOST")? })
+                Some(SshBackend { host, extra_commands, exe: client(Client::SshExec, "SSH_HOST")? })
             }
             None => None,
         };

@@ -9,20 +9,16 @@ use crate::sidecar::body::small_text;
 use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error};
 use crate::sidecar::sidecars::Sidecars;
 use crate::terminal_safe::terminal_safe;
+use crate::wrappers::answer;
 
 /// How long one sidecar has to answer `/info`. *Decision:* 2 s, all sidecars in parallel, so an agent whose builders
-/// are not up yet starts within 2 s (with every command wrapped, below); a builder that is up answers in well under a
-/// millisecond on its private network.
+/// are not up yet starts within 2 s (with every command wrapped: [`answer::Answer::lacks`]); a builder that is up
+/// answers in well under a millisecond on its private network.
 pub const ASK_WITHIN: Duration = Duration::from_secs(2);
 
-/// What one sidecar said about its commands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    /// It listed the commands of its runtime it has.
-    Has(Vec<String>),
-    /// It gave no list it can be held to: why. Its whole table is wrapped (a command it lacks then fails when called).
-    Unknown(Unlisted),
-}
+/// What one sidecar said about its commands: those of its runtime it has, or why it gave no list (then its whole
+/// table is wrapped: [`answer::Answer::lacks`]).
+pub type Answer = answer::Answer<Unlisted>;
 
 /// Why a sidecar's commands are not known.
 #[derive(Debug, Clone, PartialEq, Eq)]

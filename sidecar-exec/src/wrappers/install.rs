@@ -1,7 +1,7 @@
 //! Writing the wrapper folder: one wrapper per command that runs elsewhere (a symlink to its client, named after the
 //! command: [`crate::wrappers::called_as`]), one backend per command in
 //! this order of preference: the local tool (native, on PATH outside the folder: no wrapper), the build sidecar of
-//! its runtime when it has the command, the SSH host; stale wrappers of ours removed.
+//! its runtime when it has the command, the SSH host when it has the command; stale wrappers of ours removed.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use process_group::program;
 
 use crate::wrappers::backends::{Backends, Client};
-use crate::wrappers::builder_commands::Answer;
-use crate::wrappers::SSH_TOOLS;
+use crate::wrappers::{builder_commands, host_commands, SSH_TOOLS};
 
 /// The second line of the `#!/bin/sh` wrappers installers wrote before wrappers were links: how such a stale wrapper
 /// is told from files that are not ours, and replaced or removed.
@@ -29,6 +28,14 @@ enum WrapperTarget {
     SshTool,
 }
 
+/// What the backends said about their commands at install time: [`builder_commands`] by runtime, and
+/// [`host_commands`] (`None` when no SSH host is configured).
+#[derive(Debug, Default)]
+pub struct Answers {
+    pub sidecars: BTreeMap<String, builder_commands::Answer>,
+    pub host: Option<host_commands::Answer>,
+}
+
 /// What an installation did, for the summary line and for tests.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Report {
@@ -37,8 +44,10 @@ pub struct Report {
     /// Commands wrapped for the SSH host (the runtime table's, then SSH_COMMANDS, then host-run and auto-run).
     pub ssh: Vec<String>,
     pub native: Vec<String>,
-    /// Commands of a configured sidecar's runtime that its builder said it lacks, and no other backend took.
+    /// Commands of a configured sidecar's runtime that its builder said it lacks, with no SSH host configured.
     pub missing: Vec<String>,
+    /// Commands the SSH host said it lacks (whether or not a builder lacked them first), SSH_COMMANDS included.
+    pub missing_on_host: Vec<String>,
     pub removed: Vec<String>,
     pub unknown_runtimes: Vec<String>,
     /// Runtimes both backends could serve (a sidecar and SSH_HOST), which their sidecar got, and SSH_COMMANDS
@@ -46,17 +55,26 @@ pub struct Report {
     pub both: Vec<String>,
 }
 
+/// The names the SSH host is asked about ([`host_commands`]): every command that could go to it, the runtime
+/// table's (a command its sidecar lacks falls through to the host) and SSH_COMMANDS, all in one probe. Asked at the
+/// same time as the sidecars, so before anyone knows which of them the sidecars take.
+pub fn host_candidates(backends: &Backends) -> Vec<String> {
+    let mut names: Vec<String> =
+        protocol::RUNTIMES.iter().flat_map(|(_, commands)| *commands).map(|c| (*c).to_owned()).collect();
+    for command in backends.ssh.iter().flat_map(|ssh| &ssh.extra_commands) {
+        if !names.contains(command) && !SSH_TOOLS.contains(&command.as_str()) {
+            names.push(command.clone());
+        }
+    }
+    names
+}
+
 /// Writes the wrappers into `dir` for `backends` (none when neither is configured), skipping commands found on `path`
-/// outside `dir`, and removes wrappers of ours that are no longer wanted. `answers` says which commands each sidecar
-/// has ([`crate::wrappers::builder_commands`]): a command its sidecar lacks goes to the SSH host when that is
-/// configured, else gets no wrapper, so `command -v` says what a call would find. A sidecar without an answer gets
-/// its whole table.
-pub fn install(
-    dir: &Path,
-    backends: &Backends,
-    answers: &BTreeMap<String, Answer>,
-    path: &str,
-) -> Result<Report, UnwritableFolder> {
+/// outside `dir`, and removes wrappers of ours that are no longer wanted. `answers` says which commands each backend
+/// has: a command its sidecar lacks goes to the SSH host when that is configured and has it, else gets no wrapper,
+/// so `command -v` says what a call would find. A backend that gave no list gets every command it could take
+/// ([`crate::wrappers::answer::Answer::lacks`]).
+pub fn install(dir: &Path, backends: &Backends, answers: &Answers, path: &str) -> Result<Report, UnwritableFolder> {
     let sidecars = backends.sidecar.as_ref().map(|sidecar| &sidecar.sidecars);
     let ssh = backends.ssh.as_ref();
     std::fs::create_dir_all(dir).map_err(|err| unwritable(dir, err))?;
@@ -70,33 +88,41 @@ pub fn install(
         }
     }
     let has_sidecar = |runtime: &str| sidecars.is_some_and(|s| s.has(runtime));
-    let builder_lacks = |runtime: &str, command: &str| matches!(answers.get(runtime), Some(Answer::Has(commands)) if !commands.iter().any(|c| c == command));
-    // Every command that could be wrapped, with the backend it would get.
-    let mut candidates: Vec<(String, WrapperTarget)> = Vec::new();
+    let builder_has = |runtime: &str, command: &str| {
+        has_sidecar(runtime) && !answers.sidecars.get(runtime).is_some_and(|answer| answer.lacks(command))
+    };
+    let host_has = |command: &str| ssh.is_some() && !answers.host.as_ref().is_some_and(|answer| answer.lacks(command));
+    // Every command a backend is configured for, with the one it gets (`None`: each configured one lacks it).
+    let mut candidates: Vec<(String, Option<WrapperTarget>)> = Vec::new();
     for (runtime, commands) in protocol::RUNTIMES {
         for command in *commands {
-            if has_sidecar(runtime) && !builder_lacks(runtime, command) {
-                candidates.push(((*command).to_owned(), WrapperTarget::Sidecar { runtime: (*runtime).to_owned() }));
-            } else if ssh.is_some() {
-                candidates.push(((*command).to_owned(), WrapperTarget::Ssh));
-            } else if has_sidecar(runtime) && !is_native(command, path, &dir) {
-                report.missing.push((*command).to_owned());
-            }
+            let target = if builder_has(runtime, command) {
+                Some(WrapperTarget::Sidecar { runtime: (*runtime).to_owned() })
+            } else if host_has(command) {
+                Some(WrapperTarget::Ssh)
+            } else if has_sidecar(runtime) || ssh.is_some() {
+                None
+            } else {
+                continue;
+            };
+            candidates.push(((*command).to_owned(), target));
         }
     }
     for command in ssh.iter().flat_map(|ssh| &ssh.extra_commands) {
-        if !candidates.iter().any(|(seen, _)| seen == command) && !SSH_TOOLS.contains(&command.as_str()) {
-            candidates.push((command.clone(), WrapperTarget::Ssh));
-        } else if candidates.iter().any(|(seen, b)| seen == command && matches!(b, WrapperTarget::Sidecar { .. })) {
-            report.both.push(command.clone());
+        match candidates.iter().find(|(seen, _)| seen == command) {
+            Some((_, Some(WrapperTarget::Sidecar { .. }))) => report.both.push(command.clone()),
+            Some(_) => {}
+            None if SSH_TOOLS.contains(&command.as_str()) => {}
+            None => candidates.push((command.clone(), host_has(command).then_some(WrapperTarget::Ssh))),
         }
     }
     let mut wanted: Vec<(String, WrapperTarget)> = Vec::new();
     for (command, backend) in candidates {
-        if is_native(&command, path, &dir) {
-            report.native.push(command);
-        } else {
-            wanted.push((command, backend));
+        match backend {
+            _ if is_native(&command, path, &dir) => report.native.push(command),
+            Some(backend) => wanted.push((command, backend)),
+            None if ssh.is_some() => report.missing_on_host.push(command),
+            None => report.missing.push(command),
         }
     }
     if ssh.is_some() {

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 
 use crate::exit::ClientExit;
 use crate::sidecar::sidecars;
+use crate::terminal_safe::terminal_safe;
+use crate::wrappers::answer::{unlisted_line, Answer};
 use crate::wrappers::backends::{Backends, Client};
-use crate::wrappers::builder_commands::{self, Answer};
-use crate::wrappers::{install, DEFAULT_DIR};
+use crate::wrappers::install::{self, Answers};
+use crate::wrappers::{builder_commands, host_commands, DEFAULT_DIR, SSH_TOOLS};
 
 /// Installs the wrappers into `dir` (default [`DEFAULT_DIR`]) as `running`; the exit code.
 ///
@@ -28,14 +30,11 @@ pub fn install_wrappers(running: Client, dir: Option<PathBuf>) -> i32 {
         Ok(backends) => backends,
         Err(err) => return ClientExit::config(err).report(program),
     };
-    let answers = match &backends.sidecar {
-        Some(sidecar) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a current-thread runtime")
-            .block_on(builder_commands::ask_all(&sidecar.sidecars)),
-        None => Default::default(),
-    };
+    let answers = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime")
+        .block_on(ask(&backends));
     let path = std::env::var("PATH").unwrap_or_default();
     let report = match install::install(&dir, &backends, &answers, &path) {
         Ok(report) => report,
@@ -55,14 +54,17 @@ pub fn install_wrappers(running: Client, dir: Option<PathBuf>) -> i32 {
         );
         return 0;
     }
-    for (runtime, answer) in &answers {
+    for (runtime, answer) in &answers.sidecars {
         if let Answer::Unknown(why) = answer {
-            let commands = protocol::commands_for(runtime).unwrap_or_default().join(" ");
-            eprintln!(
-                "{program}: the {runtime} sidecar {why}: wrapping all its commands [{commands}]; one it lacks fails \
-                 when called (127); run this again once it is up"
-            );
+            let commands = protocol::commands_for(runtime).unwrap_or_default();
+            eprintln!("{}", unlisted_line(program, &format!("the {runtime} sidecar"), why, commands));
         }
+    }
+    if let (Some(Answer::Unknown(why)), Some(ssh)) = (&answers.host, &backends.ssh) {
+        let commands: Vec<&str> =
+            report.ssh.iter().map(String::as_str).filter(|command| !SSH_TOOLS.contains(command)).collect();
+        let host = format!("the SSH host {}", terminal_safe(&ssh.host));
+        eprintln!("{}", unlisted_line(program, &host, why, &commands));
     }
     for runtime in &report.unknown_runtimes {
         eprintln!("{program}: runtime '{runtime}' in BUILD_SIDECARS has no known commands; no wrappers for it");
@@ -76,13 +78,34 @@ pub fn install_wrappers(running: Client, dir: Option<PathBuf>) -> i32 {
     }
     eprintln!(
         "{program}: wrappers in {}: sidecar [{}]; ssh [{}]; native, not wrapped [{}]; not on the builder, not wrapped \
-         [{}]; removed [{}]",
+         [{}]; not on the host, not wrapped [{}]; removed [{}]",
         dir.display(),
         report.sidecar.join(" "),
         report.ssh.join(" "),
         report.native.join(" "),
         report.missing.join(" "),
+        report.missing_on_host.join(" "),
         report.removed.join(" ")
     );
     0
+}
+
+/// Asks every configured backend which commands it has, all at once: each sidecar within its bound
+/// ([`builder_commands::ASK_WITHIN`]) and the SSH host within its own ([`host_commands::PROBE_WITHIN`]), so the
+/// installer waits for the slowest bound, not their sum.
+async fn ask(backends: &Backends) -> Answers {
+    let sidecars = async {
+        match &backends.sidecar {
+            Some(sidecar) => builder_commands::ask_all(&sidecar.sidecars).await,
+            None => Default::default(),
+        }
+    };
+    let host = async {
+        match &backends.ssh {
+            Some(ssh) => Some(host_commands::ask(ssh, &install::host_candidates(backends)).await),
+            None => None,
+        }
+    };
+    let (sidecars, host) = tokio::join!(sidecars, host);
+    Answers { sidecars, host }
 }

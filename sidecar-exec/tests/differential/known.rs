@@ -36,10 +36,6 @@ pub struct Known {
 const CLOSED_STDOUT: &str = "stated: a closed stdout cancels the remote command (issue 22: 'a closed stdout (EPIPE) \
                              still cancels'), so the command never meets the closed pipe itself and Python's \
                              BrokenPipeError traceback is not printed; the exit code (141) and stdout are native";
-// The same items for ssh-exec ("ssh-exec for the same points").
-const SSH_MISSING: &str = "issue 22, Client (wrappers only for commands the host has, asked at install time): \
-                           today every runtime command is wrapped, so `command -v` finds ruff, and the host's bash \
-                           reports it missing from line 4 of ssh-exec's script";
 // What stays, stated in docs/testing.md as well.
 const COMMAND_LINE_ENV: &str = "stated: `FOO=bar cmd` cannot be told from an exported variable, and the contract's \
                                 allowlist keeps what it does not name here (SIDECAR_ENV_PASSTHROUGH=FOO sends it: \
@@ -63,8 +59,6 @@ pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Wrappers, "env-on-command-line", &[Stdout], COMMAND_LINE_ENV),
     known(Wrappers, "env-secret-stays", &[Stdout], SECRET),
     known(Ssh, "head-1-brokenpipe", &[Stderr], CLOSED_STDOUT),
-    known(Ssh, "missing-command", &[Stderr], SSH_MISSING),
-    known(Ssh, "command-v-fallback", &[Stdout, Stderr], SSH_MISSING),
     known(Ssh, "died-of-sigterm", &[ExitCode], SSH_DIED_OF),
     known(Ssh, "env-on-command-line", &[Stdout], COMMAND_LINE_ENV),
     known(Ssh, "env-secret-stays", &[Stdout], SECRET),

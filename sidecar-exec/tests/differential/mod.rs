@@ -50,7 +50,9 @@ async fn differential_ssh() {
         sshd.dir.path(),
         client(),
         columns::env_of(client()),
-        |install| install.env("SSH_HOST", "127.0.0.1"),
+        // The installer asks the host which commands it has (one `ssh-exec --probe`): it needs the server's
+        // settings and ssh on its PATH, and still no python there.
+        |install| sshd.configure(install).env("PATH", sshd.ssh_client_only()),
         is_shared_connection,
     )
     .await;
