@@ -309,3 +309,34 @@ async fn a_full_screen_program_behaves_as_natively() {
     assert_eq!(forwarded.modes, before);
     server.stop().await;
 }
+
+/// A panic of the client while the terminal is raw, on the call's task and on a thread of its own (the debug build's
+/// `SIDECAR_DEBUG_PANIC_ON_USR1`, then SIGUSR1: see `sidecar/tty/panic_on_request.rs`): the terminal's modes are
+/// exactly back, the message prints on the cooked terminal (one CR per line) after the reset of the screen modes, and
+/// the client ends (SIGABRT, as a release build's `panic = "abort"` ends it) rather than running on cooked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panic_restores_the_terminal_and_ends_the_client() {
+    let server = server().await;
+    for place in ["main", "thread"] {
+        let terminal = Terminal::open(24, 80);
+        let before = terminal.modes();
+        let client = server.client().env("TERM", "xterm-256color").env("SIDECAR_DEBUG_PANIC_ON_USR1", place).args([
+            "python",
+            "sh",
+            "-c",
+            "echo ready; exec sleep 60",
+        ]);
+        let mut client = terminal.spawn(client.into_command());
+        client.wait_for("ready\r\n", 0).await;
+        assert_ne!(client.modes(), before, "raw while it runs");
+        kill(Pid::from_raw(client.pid()), Signal::SIGUSR1).unwrap();
+        let ended = client.finish().await;
+        let screen = text(&ended.screen);
+        assert_eq!(ended.code, 128 + Signal::SIGABRT as i32, "{place}: {screen:?}");
+        assert_eq!(ended.modes, before, "{place}");
+        let (_, message) = screen.split_once("\x1b>").expect("the screen reset");
+        assert!(message.contains(&format!("SIDECAR_DEBUG_PANIC_ON_USR1={place}")), "{place}: {screen:?}");
+        assert!(message.ends_with("\r\n") && !message.replace("\r\n", "").contains('\n'), "cooked: {message:?}");
+    }
+    server.stop().await;
+}
