@@ -414,7 +414,15 @@ pub const TERMINAL_CASES: &[Case] = &[
     Case {
         name: "repl",
         line: r#"python3 -q -i -c 'from ready import ready; ready()'"#,
-        steps: &[Step::Await("ready"), Step::Type(b"6*7\r"), Step::Type(b"\x03"), Step::Type(b"\x04")],
+        steps: &[
+            Step::Await("ready"),
+            Step::AwaitScreen(">>> "),
+            Step::Type(b"6*7\r"),
+            Step::AwaitScreen("42\r\n>>> "),
+            Step::Type(b"\x03"),
+            Step::AwaitScreen("KeyboardInterrupt\r\n>>> "),
+            Step::Type(b"\x04"),
+        ],
         ..TERMINAL
     },
     Case {

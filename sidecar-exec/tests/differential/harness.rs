@@ -35,7 +35,7 @@ pub const SLOWER_BY: u32 = 5;
 /// SIGTSTP (natively at once), and a case's processes being gone once the case ended (natively they already are).
 pub const STOP_BOUND: Duration = Duration::from_secs(5);
 /// The most of each stream kept for the report; the rest is counted and hashed as it streams by.
-const KEPT: usize = 64 * 1024;
+pub const KEPT: usize = 64 * 1024;
 
 /// What the case's stdin is.
 #[derive(Debug, Clone, Copy)]
@@ -52,12 +52,20 @@ pub enum Step {
     /// Waits until the command has created this file in its folder (it writes its pid there, as `ready()` in the
     /// corpus's scripts does): its handlers are installed, and the pid names the command wherever it runs.
     Await(&'static str),
-    /// Sends the signal to the case's process group, as a terminal sends Ctrl-C (INT), Ctrl-Z (TSTP), or `fg` (CONT).
-    /// On a terminal, the signals a key sends are that key, typed ([`super::terminal::key_of`]).
+    /// Sends the signal to the case's process group, as a terminal sends Ctrl-C (INT), Ctrl-Z (TSTP), or `fg` (CONT),
+    /// once the command (the pid in the file last awaited, which a case awaits first) is blocked: waiting for input,
+    /// or stopped. *Why:* CPython's handler only sets a flag, which it looks at when a call returns EINTR; a signal
+    /// that lands between its last look and the `read` it then blocks in is not handled until the read returns
+    /// (natively too), and a case would hang on a race of the harness's. On a terminal, the signals a key sends are
+    /// that key, typed ([`super::terminal::key_of`]).
     Signal(Signal),
     /// Types these keys on the case's terminal (terminal cases only), once the command (the pid in the file last
     /// awaited) waits for input: a key typed before would be echoed by whichever line discipline holds it then.
     Type(&'static [u8]),
+    /// Waits until the screen shows this after what the last such step saw (terminal cases only): before a key
+    /// that must come after the command has handled the one before (a REPL's next prompt), as the command may still
+    /// be blocked in the read that the previous key ends.
+    AwaitScreen(&'static str),
     /// Waits until every process of the case's group is stopped (after SIGTSTP), at most [`STOP_BOUND`].
     AwaitGroupStopped,
     /// Writes one line into the case's `gate` FIFO, which the command (or a writer in its line) reads.
@@ -185,6 +193,8 @@ pub struct Running {
     pub end: Arc<End>,
     /// Types keys on the case's terminal; `None` on pipes.
     pub keys: Option<Box<dyn Fn(&'static [u8])>>,
+    /// The screen so far (its first [`KEPT`] bytes); `None` on pipes.
+    pub screen: Option<Arc<Mutex<Vec<u8>>>>,
     /// stdout and stderr (or the screen and `None`), read to their end.
     pub output: Box<dyn FnOnce() -> (Captured, Option<Captured>)>,
 }
@@ -203,9 +213,9 @@ pub fn run(case: &Case, side: &Side, dir: &Path, files: &[(&str, &str)], bound: 
     let (group, end) = (running.group, &*running.end);
     let deadline = started + bound;
     let mut stopping = Stopping::default();
-    let mut awaited = "ready";
+    let mut progress = Progress { awaited: "ready", seen: 0 };
     for (index, step) in case.steps.iter().enumerate() {
-        if !perform(*step, dir, &running, &gate, deadline, &mut stopping, &mut awaited) {
+        if !perform(*step, dir, &running, &gate, deadline, &mut stopping, &mut progress) {
             stopping.ended_before_step = Some(index);
             break;
         }
@@ -269,7 +279,7 @@ fn on_pipes(case: &Case, side: &Side, dir: &Path, gate: &Arc<File>) -> Running {
         drop(held_stdin);
         (stdout.join().unwrap(), stderr.map(|reader| reader.join().unwrap()))
     };
-    Running { group, end, keys: None, output: Box::new(output) }
+    Running { group, end, keys: None, screen: None, output: Box::new(output) }
 }
 
 /// Empties `dir` and writes the corpus's files and the `gate` FIFO into it.
@@ -373,8 +383,15 @@ fn status_of(status: ExitStatus) -> Status {
     }
 }
 
-/// Does one step; `false` when the case ended (or its bound passed) before the step could be done. `awaited` is
-/// the file last awaited, whose pid a typed key waits on.
+/// Where a case's steps have got to.
+struct Progress {
+    /// The file last awaited, whose pid a typed key waits on.
+    awaited: &'static str,
+    /// How much of the screen the last [`Step::AwaitScreen`] saw.
+    seen: usize,
+}
+
+/// Does one step; `false` when the case ended (or its bound passed) before the step could be done.
 fn perform(
     step: Step,
     dir: &Path,
@@ -382,9 +399,9 @@ fn perform(
     gate: &File,
     deadline: Instant,
     stopping: &mut Stopping,
-    awaited: &mut &'static str,
+    progress: &mut Progress,
 ) -> bool {
-    let (group, end, last_awaited) = (running.group, &*running.end, *awaited);
+    let (group, end, last_awaited) = (running.group, &*running.end, progress.awaited);
     // Waits for `done` while the case runs, within its bound; polled, as the file or state has no event to block on.
     let until = |within: Instant, mut done: Box<dyn FnMut() -> bool + '_>| loop {
         if done() {
@@ -395,9 +412,17 @@ fn perform(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    // Types `keys` once the command waits for input.
+    // Waits until the command is blocked (see Step::Signal): waiting for input, stopped, or gone (what is sent then
+    // cannot race it either).
+    let blocked = || {
+        let blocked = |pid| match procfs::stat(pid) {
+            Some(stat) => stat.is_zombie() || matches!(stat.state, 'T' | 't') || testkit::waits_for_input(pid),
+            None => true,
+        };
+        until(deadline, Box::new(|| pid_in(dir, last_awaited).is_some_and(blocked)))
+    };
     let type_keys = |keys: &'static [u8], typist: &dyn Fn(&'static [u8])| {
-        let reading = until(deadline, Box::new(|| pid_in(dir, last_awaited).is_some_and(testkit::waits_for_input)));
+        let reading = blocked();
         if reading {
             typist(keys);
         }
@@ -405,16 +430,32 @@ fn perform(
     };
     match step {
         Step::Await(name) => {
-            *awaited = name;
+            progress.awaited = name;
             until(deadline, Box::new(|| dir.join(name).exists()))
         }
         Step::Signal(signal) => match (&running.keys, super::terminal::key_of(signal)) {
             (Some(typist), Some(key)) => type_keys(key, &**typist),
-            _ => !end.ended() && killpg(group, signal).is_ok(),
+            _ => blocked() && !end.ended() && killpg(group, signal).is_ok(),
         },
         Step::Type(keys) => {
             let typist = running.keys.as_ref().expect("a case that types keys runs on a terminal");
             type_keys(keys, &**typist)
+        }
+        Step::AwaitScreen(text) => {
+            let screen = running.screen.as_ref().expect("a case that awaits the screen runs on a terminal");
+            let (from, text) = (progress.seen, text.as_bytes());
+            let mut end_of_it = None;
+            let shown = until(
+                deadline,
+                Box::new(|| {
+                    let screen = screen.lock().unwrap();
+                    let found = screen.get(from..).and_then(|part| part.windows(text.len()).position(|w| w == text));
+                    end_of_it = found.map(|at| from + at + text.len());
+                    end_of_it.is_some()
+                }),
+            );
+            progress.seen = end_of_it.unwrap_or(from);
+            shown
         }
         Step::AwaitGroupStopped => {
             let within = (Instant::now() + STOP_BOUND).min(deadline);

@@ -4,13 +4,13 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::harness::{Capturing, Case, End, Input, Running, Side, STOP_BOUND};
+use super::harness::{Capturing, Case, End, Input, Running, Side, KEPT, STOP_BOUND};
 
 /// The terminal's size: not the 24 × 80 a pty nobody sized is taken for, so a size that does not cross shows.
 pub const ROWS: u16 = 30;
@@ -47,15 +47,24 @@ pub fn start(case: &Case, side: &Side, dir: &Path, gate: &Arc<File>, runtime: &t
         runtime.spawn(async move { end.set(leader.wait().await.unwrap()) })
     };
     let ack = case.ack_lines.then(|| gate.clone());
-    let reader = runtime.spawn(async move {
-        let mut capturing = Capturing::default();
-        let mut buffer = vec![0; 64 * 1024];
-        // EIO is how a pty's master says every slave descriptor is closed (never a zero read on Linux).
-        while let Ok(read @ 1..) = screen.read(&mut buffer).await {
-            capturing.add(&buffer[..read], ack.as_deref());
-        }
-        capturing.done()
-    });
+    let shown = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let shown = shown.clone();
+        runtime.spawn(async move {
+            let mut capturing = Capturing::default();
+            let mut buffer = vec![0; 64 * 1024];
+            // EIO is how a pty's master says every slave descriptor is closed (never a zero read on Linux).
+            while let Ok(read @ 1..) = screen.read(&mut buffer).await {
+                let chunk = &buffer[..read];
+                let mut shown = shown.lock().unwrap();
+                let room = KEPT.saturating_sub(shown.len());
+                shown.extend_from_slice(&chunk[..room.min(read)]);
+                drop(shown);
+                capturing.add(chunk, ack.as_deref());
+            }
+            capturing.done()
+        })
+    };
     let (keys, mut typed) = tokio::sync::mpsc::unbounded_channel::<&'static [u8]>();
     runtime.spawn(async move {
         while let Some(key) = typed.recv().await {
@@ -76,5 +85,5 @@ pub fn start(case: &Case, side: &Side, dir: &Path, gate: &Arc<File>, runtime: &t
     let typist = move |key: &'static [u8]| {
         let _ = keys.send(key);
     };
-    Running { group, end, keys: Some(Box::new(typist)), output: Box::new(output) }
+    Running { group, end, keys: Some(Box::new(typist)), screen: Some(shown), output: Box::new(output) }
 }
