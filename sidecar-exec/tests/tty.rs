@@ -309,3 +309,107 @@ async fn a_full_screen_program_behaves_as_natively() {
     assert_eq!(forwarded.modes, before);
     server.stop().await;
 }
+
+/// A panic of the client while the terminal is raw, on the call's task and on a thread of its own (the debug build's
+/// `SIDECAR_DEBUG_PANIC_ON_USR1`, then SIGUSR1: see `sidecar/tty/panic_on_request.rs`): the terminal's modes are
+/// exactly back, the message prints on the cooked terminal (one CR per line) after the reset of the screen modes, and
+/// the client ends (SIGABRT, as a release build's `panic = "abort"` ends it) rather than running on cooked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panic_restores_the_terminal_and_ends_the_client() {
+    let server = server().await;
+    for place in ["main", "thread"] {
+        let terminal = Terminal::open(24, 80);
+        let before = terminal.modes();
+        let client = server.client().env("TERM", "xterm-256color").env("SIDECAR_DEBUG_PANIC_ON_USR1", place).args([
+            "python",
+            "sh",
+            "-c",
+            "echo ready; exec sleep 60",
+        ]);
+        let mut client = terminal.spawn(client.into_command());
+        client.wait_for("ready\r\n", 0).await;
+        assert_ne!(client.modes(), before, "raw while it runs");
+        kill(Pid::from_raw(client.pid()), Signal::SIGUSR1).unwrap();
+        let ended = client.finish().await;
+        let screen = text(&ended.screen);
+        assert_eq!(ended.code, 128 + Signal::SIGABRT as i32, "{place}: {screen:?}");
+        assert_eq!(ended.modes, before, "{place}");
+        let (_, message) = screen.split_once("\x1b>").expect("the screen reset");
+        assert!(message.contains(&format!("SIDECAR_DEBUG_PANIC_ON_USR1={place}")), "{place}: {screen:?}");
+        assert!(message.ends_with("\r\n") && !message.replace("\r\n", "").contains('\n'), "cooked: {message:?}");
+    }
+    server.stop().await;
+}
+
+/// `argv` natively and forwarded, each on a 24 × 80 terminal of its own, nothing typed: both screens and exit codes.
+async fn native_and_forwarded(server: &TestServer, argv: &[&str]) -> ((String, i32), (String, i32)) {
+    let (native, native_code) = native_on_a_pty(argv, 24, 80).await;
+    let (client, before) = client_on_a_terminal(server, None, argv, 24, 80);
+    let forwarded = client.finish().await;
+    assert_eq!(forwarded.modes, before, "{argv:?}: the terminal's modes are back");
+    ((text(&native), native_code), (text(&forwarded.screen), forwarded.code))
+}
+
+/// Colour: `ls --color=auto` at a terminal on a folder with a directory, an executable and a file emits its
+/// escapes (LS_COLORS unset on both sides: ls's own colours), forwarded as natively, byte for byte.
+#[tokio::test(flavor = "multi_thread")]
+async fn ls_color_auto_colours_as_natively() {
+    let server = server().await;
+    let dir = server.workspace.path().join(marker());
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("notes.txt"), "notes\n").unwrap();
+    std::fs::write(dir.join("run.sh"), "#!/bin/sh\n").unwrap();
+    let executable = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+    std::fs::set_permissions(dir.join("run.sh"), executable).unwrap();
+    let argv = ["env", "-u", "LS_COLORS", "ls", "--color=auto", dir.to_str().unwrap()];
+    let (native, forwarded) = native_and_forwarded(&server, &argv).await;
+    assert!(native.0.contains("\x1b[") && native.0.contains("sub") && native.0.contains("run.sh"), "{native:?}");
+    assert_eq!(forwarded, native);
+    assert_eq!(native.1, 0);
+    server.stop().await;
+}
+
+/// A progress bar that redraws in place (`\r`, no newline until the end) shows as natively, byte for byte.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_progress_bar_redraws_in_place_as_natively() {
+    let server = server().await;
+    let bar = "import sys\n\
+               for i in range(0, 101, 10):\n    sys.stdout.write('\\r[%-10s] %3d%%' % ('#' * (i // 10), i)); sys.stdout.flush()\n\
+               print()\n";
+    let (native, forwarded) = native_and_forwarded(&server, &["python3", "-c", bar]).await;
+    assert!(native.0.starts_with("\r[          ]   0%\r[#         ]  10%"), "{native:?}");
+    assert!(native.0.ends_with("\r[##########] 100%\r\n"), "{native:?}");
+    assert_eq!(forwarded, native);
+    server.stop().await;
+}
+
+/// pytest's colours at a terminal (a passing and a failing test: green, red, the highlighted source), forwarded as
+/// natively, byte for byte but for the run's time in the last line. Needs pytest for `python3` (.ci/run installs it
+/// from PyPI before the ignored tests).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs pytest (`python3 -m pytest`; .ci/run installs it)"]
+async fn pytest_colours_as_natively() {
+    let server = server().await;
+    let dir = server.workspace.path().join(marker());
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("test_colours.py"),
+        "def test_passes():\n    assert 1 + 1 == 2\n\ndef test_fails():\n    assert 1 + 1 == 3\n",
+    )
+    .unwrap();
+    // In the tests' folder on both sides, so that the paths pytest prints are the same.
+    let script =
+        format!("cd '{}' && exec python3 -m pytest -p no:cacheprovider --no-header -q test_colours.py", dir.display());
+    let argv = ["sh", "-c", &script];
+    let ((native, native_code), (forwarded, forwarded_code)) = native_and_forwarded(&server, &argv).await;
+    assert!(!native.contains("No module named pytest"), "pytest is not installed for python3: {native:?}");
+    assert!(native.contains("\x1b[32m") && native.contains("\x1b[31m"), "green and red: {native:?}");
+    // `… in 0.16s`: the run's own time, the one byte range that differs between any two runs.
+    let untimed = |screen: &str| {
+        let (head, tail) = screen.rsplit_once(" in ").expect("pytest's last line gives its time");
+        format!("{head} in …{}", tail.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.'))
+    };
+    assert_eq!((untimed(&forwarded), forwarded_code), (untimed(&native), native_code));
+    assert_eq!(native_code, 1, "one test fails");
+    server.stop().await;
+}

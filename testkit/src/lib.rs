@@ -15,7 +15,7 @@ pub use binary_run::{stderr, stdout, BinaryRun, HANG};
 pub use cut_proxy::CutProxy;
 use process_group::procfs;
 pub use running::{catches, Running};
-pub use terminal::{native_on_a_pty, wait_until_reading, Ended, Session, Terminal};
+pub use terminal::{native_on_a_pty, wait_until_reading, waits_for_input, Ended, Session, Terminal};
 
 /// A string unique to one call in this test process, to put on a command line and look for in /proc afterwards.
 /// It is also a valid number of seconds, so `sleep <marker>` is a long sleep that carries it.

@@ -144,13 +144,19 @@ const WAITING_FOR_INPUT: &[&str] = &["0", "7", "23", "232", "270", "271", "281"]
 /// Ctrl-C's SIGINT (or a resize's SIGWINCH) that lands between the prompt's last `write` and that call leaves it
 /// blocked until the next key (natively too), so a test that types as soon as the prompt shows races it.
 pub async fn wait_until_reading(marker: &str) {
-    let reading = || {
-        crate::processes_matching(marker).into_iter().any(|pid| {
-            let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
-            syscall.split(' ').next().is_some_and(|number| WAITING_FOR_INPUT.contains(&number))
-        })
-    };
+    let reading =
+        || crate::processes_matching(marker).into_iter().any(|pid| i32::try_from(pid).is_ok_and(waits_for_input));
     tokio::task::block_in_place(|| crate::wait_until(&format!("a process {marker} waiting for input"), reading));
+}
+
+/// Whether process `pid` is blocked in one of the system calls a program waits for input in (see
+/// [`wait_until_reading`] for why a test that types needs this). *Why its state too:* `/proc/PID/syscall` names the
+/// call a runnable process was preempted in as well, and under load that is often a `read` of a file it is loading
+/// (CPython's modules, its history file), long before it waits for a key; only a sleeping one is waiting.
+pub fn waits_for_input(pid: i32) -> bool {
+    let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+    let in_a_wait = syscall.split(' ').next().is_some_and(|number| WAITING_FOR_INPUT.contains(&number));
+    in_a_wait && process_group::procfs::stat(pid).is_some_and(|stat| stat.state == 'S')
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -1,12 +1,13 @@
-//! The two columns' set-ups: the real installer's wrappers on a PATH where they shadow the native commands (as
+//! The columns' set-ups: the real installer's wrappers on a PATH where they shadow the native commands (as
 //! tests/demo.sh has it), forwarding to an exec-server for the python runtime on 127.0.0.1:0, or to a real sshd on
-//! 127.0.0.1; the same workspace folder natively and forwarded; and running every case on both sides.
+//! 127.0.0.1; the same workspace folder natively and forwarded; and running every case on both sides, on pipes or
+//! on a terminal.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use super::corpus::{CASES, DATA, DATA_MIB, FILES};
-use super::harness::{self, Side, NATIVE_BOUND, SLOWER_BY};
+use super::corpus::{DATA, DATA_MIB, FILES};
+use super::harness::{self, At, Case, Side, NATIVE_BOUND, SLOWER_BY};
 use super::report::Outcome;
 use crate::support::{client_run, stderr, stdout, BinaryRun};
 
@@ -99,24 +100,25 @@ fn write_data(path: &Path) {
     file.flush().unwrap();
 }
 
-/// Runs every case natively, then forwarded (with a hang guard scaled by how long the native run took), in its own
-/// folder of the workspace, [`AT_ONCE`] cases at a time (the longest first); returns the outcomes in the corpus's
-/// order.
-pub fn run_all(sides: &Sides) -> Vec<Outcome> {
-    let mut order: Vec<usize> = (0..CASES.len()).collect();
-    order.sort_by_key(|index| std::cmp::Reverse(CASES[*index].bound));
+/// Runs every case of `cases` natively, then forwarded (with a hang guard scaled by how long the native run took),
+/// in its own folder of the workspace, [`AT_ONCE`] cases at a time (the longest first), `at` pipes or a terminal;
+/// returns the outcomes in the order of `cases`.
+pub fn run_all(sides: &Sides, cases: &[Case], at: At) -> Vec<Outcome> {
+    let mut order: Vec<usize> = (0..cases.len()).collect();
+    order.sort_by_key(|index| std::cmp::Reverse(cases[*index].bound));
     let queue = std::sync::Mutex::new(order.into_iter());
     let done = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..AT_ONCE {
             scope.spawn(|| loop {
                 let Some(index) = queue.lock().unwrap().next() else { break };
-                let case = CASES[index];
+                let case = cases[index];
                 let dir = sides.workspace.join(case.name);
-                let native = harness::run(&case, &sides.native, &dir, FILES, NATIVE_BOUND);
+                let native = harness::run(&case, &sides.native, &dir, FILES, NATIVE_BOUND, at);
                 let bound = case.bound + native.took * SLOWER_BY;
-                let forwarded = harness::run(&case, &sides.forwarded, &dir, FILES, bound);
-                done.lock().unwrap().push((index, Outcome { case, native, forwarded }));
+                let forwarded = harness::run(&case, &sides.forwarded, &dir, FILES, bound, at);
+                let screen = matches!(at, At::Terminal(_));
+                done.lock().unwrap().push((index, Outcome { case, native, forwarded, screen }));
             });
         }
     });

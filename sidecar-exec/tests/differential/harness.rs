@@ -1,6 +1,7 @@
-//! One side of one case: `bash -c LINE` in a process group of its own, in the case's folder, with the side's
-//! environment; its steps (signals to the group as a terminal sends them, waits on what the command writes), and
-//! what came of it: stdout, stderr, how it ended, and whether it stopped when it should have.
+//! One side of one case: `bash -c LINE` in a process group of its own (on pipes, or leading a session on a terminal:
+//! [`super::terminal`]), in the case's folder, with the side's environment; its steps (signals to the group as a
+//! terminal sends them, keys typed on the terminal, waits on what the command writes), and what came of it: stdout
+//! and stderr (or the screen), how it ended, and whether it stopped when it should have.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -34,7 +35,7 @@ pub const SLOWER_BY: u32 = 5;
 /// SIGTSTP (natively at once), and a case's processes being gone once the case ended (natively they already are).
 pub const STOP_BOUND: Duration = Duration::from_secs(5);
 /// The most of each stream kept for the report; the rest is counted and hashed as it streams by.
-const KEPT: usize = 64 * 1024;
+pub const KEPT: usize = 64 * 1024;
 
 /// What the case's stdin is.
 #[derive(Debug, Clone, Copy)]
@@ -51,8 +52,20 @@ pub enum Step {
     /// Waits until the command has created this file in its folder (it writes its pid there, as `ready()` in the
     /// corpus's scripts does): its handlers are installed, and the pid names the command wherever it runs.
     Await(&'static str),
-    /// Sends the signal to the case's process group, as a terminal sends Ctrl-C (INT), Ctrl-Z (TSTP), or `fg` (CONT).
+    /// Sends the signal to the case's process group, as a terminal sends Ctrl-C (INT), Ctrl-Z (TSTP), or `fg` (CONT),
+    /// once the command (the pid in the file last awaited, which a case awaits first) is blocked: waiting for input,
+    /// or stopped. *Why:* CPython's handler only sets a flag, which it looks at when a call returns EINTR; a signal
+    /// that lands between its last look and the `read` it then blocks in is not handled until the read returns
+    /// (natively too), and a case would hang on a race of the harness's. On a terminal, the signals a key sends are
+    /// that key, typed ([`super::terminal::key_of`]).
     Signal(Signal),
+    /// Types these keys on the case's terminal (terminal cases only), once the command (the pid in the file last
+    /// awaited) waits for input: a key typed before would be echoed by whichever line discipline holds it then.
+    Type(&'static [u8]),
+    /// Waits until the screen shows this after what the last such step saw (terminal cases only): before a key
+    /// that must come after the command has handled the one before (a REPL's next prompt), as the command may still
+    /// be blocked in the read that the previous key ends.
+    AwaitScreen(&'static str),
     /// Waits until every process of the case's group is stopped (after SIGTSTP), at most [`STOP_BOUND`].
     AwaitGroupStopped,
     /// Writes one line into the case's `gate` FIFO, which the command (or a writer in its line) reads.
@@ -77,12 +90,26 @@ pub struct Case {
     pub steps: &'static [Step],
     /// What forwarding may add to its time ([`CASE_BOUND`] or [`BIG_BOUND`]).
     pub bound: Duration,
+    /// Whether the case runs in the terminal column too: when the command's stdin and stdout are the harness's
+    /// (no pipe, file or heredoc in the line for them) and stdin is `/dev/null` in the other columns, so that at a
+    /// terminal both are the terminal and sidecar-exec takes its TTY mode. A case whose stdin or stdout is a pipe or
+    /// a file is no TTY case for the client (it forwards that stream as in the pipe columns), and a case that feeds
+    /// its stdin from a pipe that holds bytes has its terminal twin with the bytes typed (`prompt-*`).
+    pub at_a_terminal: bool,
 }
 
 impl Case {
     /// The defaults every corpus entry starts from.
-    pub const PLAIN: Case =
-        Case { name: "", line: "", stdin: Input::Null, merged: false, ack_lines: false, steps: &[], bound: CASE_BOUND };
+    pub const PLAIN: Case = Case {
+        name: "",
+        line: "",
+        stdin: Input::Null,
+        merged: false,
+        ack_lines: false,
+        steps: &[],
+        bound: CASE_BOUND,
+        at_a_terminal: false,
+    };
 }
 
 /// One stream as it arrived: its length, a hash of all of it, and its first [`KEPT`] bytes.
@@ -133,8 +160,9 @@ pub struct Stopping {
 /// Everything one side of a case showed.
 #[derive(Debug, Clone)]
 pub struct Observed {
+    /// stdout, or the screen at a terminal.
     pub stdout: Captured,
-    /// `None` for a merged case, whose stderr is in `stdout`.
+    /// `None` for a merged case, whose stderr is in `stdout`, and at a terminal (one stream).
     pub stderr: Option<Captured>,
     pub status: Status,
     pub stopping: Stopping,
@@ -149,13 +177,66 @@ pub struct Side {
     pub not_the_cases: fn(i32) -> bool,
 }
 
+/// Where a case's stdin, stdout and stderr are.
+#[derive(Clone, Copy)]
+pub enum At<'a> {
+    /// Pipes (stdin `/dev/null` or the case's unclosed pipe).
+    Pipes,
+    /// A terminal of the harness's ([`super::terminal`]), its screen read and its keys typed on this runtime.
+    Terminal(&'a tokio::runtime::Handle),
+}
+
+/// A side of a case, started: its group, its end, its keyboard (at a terminal), and how to collect its output once
+/// it is over.
+pub struct Running {
+    pub group: Pid,
+    pub end: Arc<End>,
+    /// Types keys on the case's terminal; `None` on pipes.
+    pub keys: Option<Box<dyn Fn(&'static [u8])>>,
+    /// The screen so far (its first [`KEPT`] bytes); `None` on pipes.
+    pub screen: Option<Arc<Mutex<Vec<u8>>>>,
+    /// stdout and stderr (or the screen and `None`), read to their end.
+    pub output: Box<dyn FnOnce() -> (Captured, Option<Captured>)>,
+}
+
 /// Runs one side of `case` in `dir` (emptied first and given `files`), to its end or `bound`.
-pub fn run(case: &Case, side: &Side, dir: &Path, files: &[(&str, &str)], bound: Duration) -> Observed {
+pub fn run(case: &Case, side: &Side, dir: &Path, files: &[(&str, &str)], bound: Duration, at: At) -> Observed {
     prepare(dir, files);
     // Held read-write by the harness for the whole case: opening it never blocks the command, and a released line
     // waits in it until the command reads.
     let gate = Arc::new(File::options().read(true).write(true).open(dir.join("gate")).unwrap());
+    let started = Instant::now();
+    let running = match at {
+        At::Pipes => on_pipes(case, side, dir, &gate),
+        At::Terminal(runtime) => super::terminal::start(case, side, dir, &gate, runtime),
+    };
+    let (group, end) = (running.group, &*running.end);
+    let deadline = started + bound;
+    let mut stopping = Stopping::default();
+    let mut progress = Progress { awaited: "ready", seen: 0 };
+    for (index, step) in case.steps.iter().enumerate() {
+        if !perform(*step, dir, &running, &gate, deadline, &mut stopping, &mut progress) {
+            stopping.ended_before_step = Some(index);
+            break;
+        }
+    }
+    let status = match end.wait_until(deadline) {
+        Some(status) => status_of(status),
+        None => {
+            stopping.hung = true;
+            let _ = killpg(group, Signal::SIGKILL);
+            end.wait_until(Instant::now() + STOP_BOUND).expect("a case's group that was sent SIGKILL did not end");
+            Status::Hung
+        }
+    };
+    let took = started.elapsed();
+    stopping.left_behind = sweep_leftovers(dir, side.not_the_cases);
+    let (stdout, stderr) = (running.output)();
+    Observed { stdout, stderr, status, stopping, took }
+}
 
+/// Starts `bash -c LINE` in a process group of its own, on pipes.
+fn on_pipes(case: &Case, side: &Side, dir: &Path, gate: &Arc<File>) -> Running {
     let mut command = Command::new("bash");
     command.arg("-c").arg(case.line).env_clear().envs(side.env.iter().cloned()).current_dir(dir).process_group(0);
     // The write end of an unclosed stdin, held until the case is over.
@@ -181,7 +262,6 @@ pub fn run(case: &Case, side: &Side, dir: &Path, files: &[(&str, &str)], bound: 
         command.stdout(Stdio::from(out_write)).stderr(Stdio::from(err_write));
         (File::from(out_read), Some(File::from(err_read)))
     };
-    let started = Instant::now();
     let mut child = command.spawn().unwrap();
     // The command's ends of the pipes were moved into `command`: drop it so only the case holds them.
     drop(command);
@@ -194,35 +274,16 @@ pub fn run(case: &Case, side: &Side, dir: &Path, files: &[(&str, &str)], bound: 
         let end = end.clone();
         std::thread::spawn(move || end.set(child.wait().unwrap()))
     };
-
-    let deadline = started + bound;
-    let mut stopping = Stopping::default();
-    for (index, step) in case.steps.iter().enumerate() {
-        if !perform(*step, dir, group, &gate, &end, deadline, &mut stopping) {
-            stopping.ended_before_step = Some(index);
-            break;
-        }
-    }
-    let status = match end.wait_until(deadline) {
-        Some(status) => status_of(status),
-        None => {
-            stopping.hung = true;
-            let _ = killpg(group, Signal::SIGKILL);
-            end.wait_until(Instant::now() + STOP_BOUND).expect("a case's group that was sent SIGKILL did not end");
-            Status::Hung
-        }
+    let output = move || {
+        waiter.join().unwrap();
+        drop(held_stdin);
+        (stdout.join().unwrap(), stderr.map(|reader| reader.join().unwrap()))
     };
-    let took = started.elapsed();
-    waiter.join().unwrap();
-    stopping.left_behind = sweep_leftovers(dir, side.not_the_cases);
-    drop(held_stdin);
-    let stdout = stdout.join().unwrap();
-    let stderr = stderr.map(|reader| reader.join().unwrap());
-    Observed { stdout, stderr, status, stopping, took }
+    Running { group, end, keys: None, screen: None, output: Box::new(output) }
 }
 
 /// Empties `dir` and writes the corpus's files and the `gate` FIFO into it.
-fn prepare(dir: &Path, files: &[(&str, &str)]) {
+pub fn prepare(dir: &Path, files: &[(&str, &str)]) {
     if dir.exists() {
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -242,8 +303,7 @@ fn cloexec_pipe() -> (OwnedFd, OwnedFd) {
 /// Reads `reader` to its end on a thread: counts, hashes and keeps the head; acknowledges each line on `ack`.
 fn capture(mut reader: File, ack: Option<Arc<File>>) -> std::thread::JoinHandle<Captured> {
     std::thread::spawn(move || {
-        let mut captured = Captured::default();
-        let mut hasher = std::hash::DefaultHasher::new();
+        let mut capturing = Capturing::default();
         let mut buffer = vec![0; 64 * 1024];
         loop {
             let read = match reader.read(&mut buffer) {
@@ -252,31 +312,48 @@ fn capture(mut reader: File, ack: Option<Arc<File>>) -> std::thread::JoinHandle<
                 Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(err) => panic!("reading a case's output: {err}"),
             };
-            let chunk = &buffer[..read];
-            hasher.write(chunk);
-            captured.len += read as u64;
-            let room = KEPT.saturating_sub(captured.head.len());
-            captured.head.extend_from_slice(&chunk[..room.min(read)]);
-            if let Some(gate) = &ack {
-                let lines = chunk.iter().filter(|byte| **byte == b'\n').count();
-                // The command may be gone: an acknowledgement nobody reads is not an error.
-                let _ = (&**gate).write_all(&b"\n".repeat(lines));
-            }
+            capturing.add(&buffer[..read], ack.as_deref());
         }
-        captured.hash = hasher.finish();
-        captured
+        capturing.done()
     })
 }
 
-/// The case's end, set by its waiter thread.
+/// A stream as it streams by: counted, hashed, its first [`KEPT`] bytes kept.
 #[derive(Default)]
-struct End {
+pub struct Capturing {
+    captured: Captured,
+    hasher: std::hash::DefaultHasher,
+}
+
+impl Capturing {
+    /// Takes the next piece; acknowledges each line in it on `ack` (see [`Case::ack_lines`]).
+    pub fn add(&mut self, chunk: &[u8], ack: Option<&File>) {
+        self.hasher.write(chunk);
+        self.captured.len += chunk.len() as u64;
+        let room = KEPT.saturating_sub(self.captured.head.len());
+        self.captured.head.extend_from_slice(&chunk[..room.min(chunk.len())]);
+        if let Some(mut gate) = ack {
+            let lines = chunk.iter().filter(|byte| **byte == b'\n').count();
+            // The command may be gone: an acknowledgement nobody reads is not an error.
+            let _ = gate.write_all(&b"\n".repeat(lines));
+        }
+    }
+
+    pub fn done(mut self) -> Captured {
+        self.captured.hash = self.hasher.finish();
+        self.captured
+    }
+}
+
+/// The case's end, set by its waiter.
+#[derive(Default)]
+pub struct End {
     status: Mutex<Option<ExitStatus>>,
     changed: Condvar,
 }
 
 impl End {
-    fn set(&self, status: ExitStatus) {
+    pub fn set(&self, status: ExitStatus) {
         *self.status.lock().unwrap() = Some(status);
         self.changed.notify_all();
     }
@@ -306,16 +383,25 @@ fn status_of(status: ExitStatus) -> Status {
     }
 }
 
+/// Where a case's steps have got to.
+struct Progress {
+    /// The file last awaited, whose pid a typed key waits on.
+    awaited: &'static str,
+    /// How much of the screen the last [`Step::AwaitScreen`] saw.
+    seen: usize,
+}
+
 /// Does one step; `false` when the case ended (or its bound passed) before the step could be done.
 fn perform(
     step: Step,
     dir: &Path,
-    group: Pid,
+    running: &Running,
     gate: &File,
-    end: &End,
     deadline: Instant,
     stopping: &mut Stopping,
+    progress: &mut Progress,
 ) -> bool {
+    let (group, end, last_awaited) = (running.group, &*running.end, progress.awaited);
     // Waits for `done` while the case runs, within its bound; polled, as the file or state has no event to block on.
     let until = |within: Instant, mut done: Box<dyn FnMut() -> bool + '_>| loop {
         if done() {
@@ -326,9 +412,51 @@ fn perform(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // Waits until the command is blocked (see Step::Signal): waiting for input, stopped, or gone (what is sent then
+    // cannot race it either).
+    let blocked = || {
+        let blocked = |pid| match procfs::stat(pid) {
+            Some(stat) => stat.is_zombie() || matches!(stat.state, 'T' | 't') || testkit::waits_for_input(pid),
+            None => true,
+        };
+        until(deadline, Box::new(|| pid_in(dir, last_awaited).is_some_and(blocked)))
+    };
+    let type_keys = |keys: &'static [u8], typist: &dyn Fn(&'static [u8])| {
+        let reading = blocked();
+        if reading {
+            typist(keys);
+        }
+        reading
+    };
     match step {
-        Step::Await(name) => until(deadline, Box::new(|| dir.join(name).exists())),
-        Step::Signal(signal) => !end.ended() && killpg(group, signal).is_ok(),
+        Step::Await(name) => {
+            progress.awaited = name;
+            until(deadline, Box::new(|| dir.join(name).exists()))
+        }
+        Step::Signal(signal) => match (&running.keys, super::terminal::key_of(signal)) {
+            (Some(typist), Some(key)) => type_keys(key, &**typist),
+            _ => blocked() && !end.ended() && killpg(group, signal).is_ok(),
+        },
+        Step::Type(keys) => {
+            let typist = running.keys.as_ref().expect("a case that types keys runs on a terminal");
+            type_keys(keys, &**typist)
+        }
+        Step::AwaitScreen(text) => {
+            let screen = running.screen.as_ref().expect("a case that awaits the screen runs on a terminal");
+            let (from, text) = (progress.seen, text.as_bytes());
+            let mut end_of_it = None;
+            let shown = until(
+                deadline,
+                Box::new(|| {
+                    let screen = screen.lock().unwrap();
+                    let found = screen.get(from..).and_then(|part| part.windows(text.len()).position(|w| w == text));
+                    end_of_it = found.map(|at| from + at + text.len());
+                    end_of_it.is_some()
+                }),
+            );
+            progress.seen = end_of_it.unwrap_or(from);
+            shown
+        }
         Step::AwaitGroupStopped => {
             let within = (Instant::now() + STOP_BOUND).min(deadline);
             let stopped = until(within, Box::new(|| group_stopped(group)));
@@ -340,7 +468,7 @@ fn perform(
             true
         }
         Step::AwaitCommandStopped => {
-            let pid = command_pid(dir);
+            let pid = pid_in(dir, "ready");
             let mut stopped = false;
             let seen = until(
                 deadline,
@@ -359,9 +487,9 @@ fn perform(
     }
 }
 
-/// The pid the command wrote into `ready`.
-fn command_pid(dir: &Path) -> Option<i32> {
-    std::fs::read_to_string(dir.join("ready")).ok()?.trim().parse().ok()
+/// The pid the command wrote into the file `name` (`ready`, or a later one).
+fn pid_in(dir: &Path, name: &str) -> Option<i32> {
+    std::fs::read_to_string(dir.join(name)).ok()?.trim().parse().ok()
 }
 
 /// Whether every live process of `group` is stopped (and there is one).

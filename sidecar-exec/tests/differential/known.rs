@@ -3,7 +3,7 @@
 //! lands, the case stops differing and the suite fails until its entry goes. What stays is only what cannot be
 //! made identical (a reason starting with `stated`), and docs/testing.md states each of those too.
 
-use super::report::Aspect::{self, ExitCode, Stderr, Stdout};
+use super::report::Aspect::{self, ExitCode, Screen, Stderr, Stdout};
 
 /// Which forwarding a column compares against native.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,6 +12,8 @@ pub enum Column {
     Wrappers,
     /// The generated wrappers, forwarding over OpenSSH (ssh-exec).
     Ssh,
+    /// The generated wrappers, forwarding to an exec-server, on a terminal (sidecar-exec's TTY mode, issue 23).
+    Terminal,
 }
 
 impl Column {
@@ -19,6 +21,7 @@ impl Column {
         match self {
             Wrappers => "wrappers",
             Ssh => "ssh",
+            Terminal => "terminal",
         }
     }
 }
@@ -47,12 +50,20 @@ const SSH_OFFSET: &str = "stated: ssh reads its stdin ahead as far as its window
                           host's shell can say how much the command read, so a regular file's offset is not left \
                           where a native run leaves it (as with `ssh host cmd`; SSH_STDIN=0 keeps the rest)";
 const SECRET: &str = "stated: the contract's security rule, a variable the allowlist does not name never crosses";
+// The terminal column's (issue 23), stated in docs/client.md ("Terminal") as well.
+const STDERR_ON_THE_TERMINAL: &str = "stated: in TTY mode the command's stdout and stderr are the remote terminal, \
+                                      one stream (issue 23, Server: 'output is one stream'), so a local `2>/dev/null` \
+                                      or `2>log` cannot reach the command's stderr: it shows on the screen, as under \
+                                      `ssh -t`; SIDECAR_TTY=0 keeps the streams apart";
+const REMOTE_MODES: &str = "stated: the remote terminal has a new pty's modes and `iutf8` (the server sets it), not \
+                            the local terminal's (the request carries the size and TERM, no modes), so what `stty` \
+                            changed here (erase ^H) is not there";
 
 const fn known(column: Column, case: &'static str, aspects: &'static [Aspect], reason: &'static str) -> Known {
     Known { column, case, aspects, reason }
 }
 
-use Column::{Ssh, Wrappers};
+use Column::{Ssh, Terminal, Wrappers};
 
 pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Wrappers, "head-1-brokenpipe", &[Stderr], CLOSED_STDOUT),
@@ -65,4 +76,9 @@ pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Ssh, "while-read-not-reading", &[Stdout], SSH_OFFSET),
     known(Ssh, "while-read-one-line-each", &[Stdout], SSH_OFFSET),
     known(Ssh, "offset-after-command", &[Stdout], SSH_OFFSET),
+    known(Terminal, "signal-deaths", &[Screen], STDERR_ON_THE_TERMINAL),
+    known(Terminal, "env-on-command-line", &[Screen], COMMAND_LINE_ENV),
+    known(Terminal, "env-secret-stays", &[Screen], SECRET),
+    known(Terminal, "stty-modes", &[Screen], REMOTE_MODES),
+    known(Terminal, "stty-erase-set-here", &[Screen], REMOTE_MODES),
 ];

@@ -1,39 +1,62 @@
 //! The differential suite (issue 22): every command line of the corpus run natively and through the generated
 //! wrappers in the same test, comparing stdout, stderr, their interleaving, exit codes and whether the command
-//! stopped when it should; one column forwards to an exec-server, one to a real sshd. See docs/testing.md,
-//! "The differential suite".
+//! stopped when it should; one column forwards to an exec-server, one to a real sshd, and one forwards to an
+//! exec-server on a terminal (issue 23). See docs/testing.md, "The differential suite".
 
 mod columns;
 mod corpus;
 mod harness;
 mod known;
 mod report;
+mod terminal;
 
+use harness::At;
 use known::Column;
 use protocol::vars::BUILD_SIDECARS;
 
 use crate::sshd::Sshd;
-use crate::support::server_with;
+use crate::support::{server_with, TestServer};
 
-/// Native against the wrappers forwarding to an exec-server for the python runtime, in the default configuration.
-#[tokio::test(flavor = "multi_thread")]
-async fn differential_wrappers() {
-    // A client that vanishes (a hung case killed at its bound) leaves its run for the reattach window: 1 s, so
-    // that its command is gone before the harness counts what a case left behind.
+/// An exec-server for the python runtime, and both sides forwarding to it through the wrappers, in the default
+/// configuration. A client that vanishes (a hung case killed at its bound) leaves its run for the reattach window:
+/// 1 s, so that its command is gone before the harness counts what a case left behind.
+async fn exec_server_sides(scratch: &std::path::Path) -> (TestServer, columns::Sides) {
     let server = server_with(&["--runtime", "python", "--reattach-window", "1"], None).await;
-    let scratch = tempfile::tempdir().unwrap();
     let sidecars = format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url);
     let sides = columns::sides(
         server.workspace.path(),
-        scratch.path(),
+        scratch,
         server.client().args(["python"]),
         vec![(BUILD_SIDECARS.into(), sidecars.clone().into())],
         |install| install.env(BUILD_SIDECARS, &sidecars),
         |_| false,
     )
     .await;
-    let outcomes = tokio::task::spawn_blocking(move || columns::run_all(&sides)).await.unwrap();
-    report::judge(Column::Wrappers, &outcomes);
+    (server, sides)
+}
+
+/// Native against the wrappers forwarding to an exec-server for the python runtime, in the default configuration.
+#[tokio::test(flavor = "multi_thread")]
+async fn differential_wrappers() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (server, sides) = exec_server_sides(scratch.path()).await;
+    let outcomes = tokio::task::spawn_blocking(move || columns::run_all(&sides, corpus::CASES, At::Pipes)).await;
+    report::judge(Column::Wrappers, &outcomes.unwrap());
+    server.stop().await;
+}
+
+/// The same on a terminal (issue 23): each case natively on a pty of the harness's, and through the wrappers on a
+/// pty of the same size and `TERM`, where sidecar-exec takes its TTY mode; the screens compared byte for byte. The
+/// corpus's cases whose stdin and stdout are the terminal ([`harness::Case::at_a_terminal`]), and the terminal's own.
+#[tokio::test(flavor = "multi_thread")]
+async fn differential_terminal() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (server, sides) = exec_server_sides(scratch.path()).await;
+    let runtime = tokio::runtime::Handle::current();
+    let outcomes =
+        tokio::task::spawn_blocking(move || columns::run_all(&sides, &corpus::at_a_terminal(), At::Terminal(&runtime)))
+            .await;
+    report::judge(Column::Terminal, &outcomes.unwrap());
     server.stop().await;
 }
 
@@ -56,8 +79,8 @@ async fn differential_ssh() {
         is_shared_connection,
     )
     .await;
-    let outcomes = tokio::task::spawn_blocking(move || columns::run_all(&sides)).await.unwrap();
-    report::judge(Column::Ssh, &outcomes);
+    let outcomes = tokio::task::spawn_blocking(move || columns::run_all(&sides, corpus::CASES, At::Pipes)).await;
+    report::judge(Column::Ssh, &outcomes.unwrap());
 }
 
 /// ssh-exec's shared connection (`ssh … ControlMaster=yes`), which outlives every case by design.
@@ -72,7 +95,7 @@ fn the_docs_name_every_case_and_every_stated_difference() {
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/testing.md")).unwrap();
     let section = docs.split("## The differential suite").nth(1).expect("docs/testing.md has no differential section");
     let section = section.split("\n## ").next().unwrap();
-    for case in corpus::CASES {
+    for case in corpus::CASES.iter().chain(corpus::TERMINAL_CASES) {
         assert!(section.contains(&format!("`{}`", case.name)), "docs/testing.md does not list the case {}", case.name);
     }
     for known in known::KNOWN_DIFFERENCES.iter().filter(|known| known.reason.starts_with("stated")) {

@@ -13,6 +13,9 @@ pub enum Aspect {
     Stderr,
     /// stdout and stderr in one pipe (a merged case's only stream).
     Interleaving,
+    /// What a terminal showed: stdout and stderr on it, and the echo of what was typed (the terminal column's
+    /// only stream).
+    Screen,
     ExitCode,
     /// Hung, left processes behind, ended before a step it should have outlived, or did not stop on Ctrl-Z.
     Stopping,
@@ -24,6 +27,7 @@ impl Aspect {
             Aspect::Stdout => "stdout",
             Aspect::Stderr => "stderr",
             Aspect::Interleaving => "interleaving",
+            Aspect::Screen => "screen",
             Aspect::ExitCode => "exit code",
             Aspect::Stopping => "stopping",
         }
@@ -35,6 +39,8 @@ pub struct Outcome {
     pub case: Case,
     pub native: Observed,
     pub forwarded: Observed,
+    /// Both ran on a terminal: `stdout` is the screen.
+    pub screen: bool,
 }
 
 impl Outcome {
@@ -43,7 +49,11 @@ impl Outcome {
         let (native, forwarded) = (&self.native, &self.forwarded);
         let mut differ = Vec::new();
         if native.stdout != forwarded.stdout {
-            differ.push(if self.case.merged { Aspect::Interleaving } else { Aspect::Stdout });
+            differ.push(match (self.screen, self.case.merged) {
+                (true, _) => Aspect::Screen,
+                (false, true) => Aspect::Interleaving,
+                (false, false) => Aspect::Stdout,
+            });
         }
         if native.stderr != forwarded.stderr {
             differ.push(Aspect::Stderr);
@@ -65,7 +75,9 @@ impl Outcome {
             .iter()
             .map(|aspect| {
                 let (here, there) = match aspect {
-                    Aspect::Stdout | Aspect::Interleaving => excerpts(&native.stdout, &forwarded.stdout),
+                    Aspect::Stdout | Aspect::Interleaving | Aspect::Screen => {
+                        excerpts(&native.stdout, &forwarded.stdout)
+                    }
                     Aspect::Stderr => {
                         excerpts(native.stderr.as_ref().unwrap_or(&none), forwarded.stderr.as_ref().unwrap_or(&none))
                     }

@@ -3,6 +3,7 @@
 //! goes as it comes through the streamed stdin of [`crate::sidecar::stdin_pump`], the window size follows SIGWINCH
 //! ([`window`]), and the output is the run's one stream, resumed like any named run's.
 
+pub mod panic_on_request;
 pub mod raw_mode;
 pub mod window;
 
@@ -30,11 +31,12 @@ pub fn request() -> TtyRequest {
 /// What a client that gives up leaves switched on in the user's terminal emulator when the remote full-screen
 /// program was cut off: the alternate screen, a hidden cursor, bracketed paste, mouse reporting, keypad mode. Sent
 /// only when the client ends without the command's exit (the program cleans up after itself otherwise).
-const SCREEN_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l\x1b>";
+pub(crate) const SCREEN_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l\x1b>";
 
 /// A streamed call ([`forward::streamed`]) on a terminal: raw mode for its duration, the window size followed. The
 /// terminal is restored before this returns, so the caller's message (if any) prints on a cooked terminal.
 pub async fn forward(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
+    let panic_on_request = panic_on_request::arm();
     if let Err(err) = raw_mode::enter() {
         return ClientExit::fail(format!("cannot put the terminal in raw mode ({err}): set SIDECAR_TTY=0"));
     }
@@ -49,6 +51,7 @@ pub async fn forward(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
         tokio::select! {
             exit = forward::streamed(call, run) => exit,
             () = resizes => unreachable!("following the window never ends"),
+            () = panic_on_request.fire() => unreachable!("the switch panics or never ends"),
         }
     };
     raw_mode::restore();

@@ -3,6 +3,13 @@
 //!
 //! The saved modes live in a static: rustix's `Termios` is plain data, so the panic hook reads it without a lock
 //! (a release build aborts on panic, and no `Drop` runs then; the hook does, before the abort).
+//!
+//! *A panic while raw ends the client, in a debug build too.* The hook restores the modes, sends the screen reset
+//! ([`super::SCREEN_RESET`]), lets the previous hook print the message on the cooked terminal, and aborts. A release
+//! build aborts anyway; a debug build would unwind, and a panic on one of the client's threads (the stdin reader,
+//! the SSE reader) would then end only that thread: the client would run on with the terminal cooked and no key
+//! forwarded. Aborting makes both builds end alike (SIGABRT, the remote run left to the reattach window, as after
+//! SIGKILL), and makes the tests of the debug build prove what a user's release build does.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -23,8 +30,14 @@ pub fn enter() -> std::io::Result<()> {
     let saved = SAVED.get_or_init(|| saved);
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        restore();
+        let was_raw = restore();
+        if was_raw {
+            reset_screen();
+        }
         previous(info);
+        if was_raw {
+            std::process::abort();
+        }
     }));
     go_raw(saved)
 }
@@ -37,11 +50,24 @@ fn go_raw(saved: &Termios) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Puts the saved modes back; idempotent. *Why `Now`:* a restore that drains could block for ever when nobody reads
-/// the terminal's output (a stopped terminal emulator).
-pub fn restore() {
-    if let (Some(saved), true) = (SAVED.get(), RAW.swap(false, Ordering::SeqCst)) {
-        let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, saved);
+/// Puts the saved modes back; idempotent: whether the terminal was raw. *Why `Now`:* a restore that drains could
+/// block for ever when nobody reads the terminal's output (a stopped terminal emulator).
+pub fn restore() -> bool {
+    match (SAVED.get(), RAW.swap(false, Ordering::SeqCst)) {
+        (Some(saved), true) => {
+            let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, saved);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// [`super::SCREEN_RESET`] on stdout, if it is a terminal, written on the descriptor itself: a panic may come while
+/// a thread holds stdout's lock.
+fn reset_screen() {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        let _ = nix::unistd::write(std::io::stdout(), super::SCREEN_RESET.as_bytes());
     }
 }
 
