@@ -506,14 +506,12 @@ def main():
             failed += 1
             line = f"{key[0]} {key[1]}: {key[2]}"
             print(f"GONE: .ci/import-cycles.known:{number} ({line}) is no cycle now: delete the line")
-    if failed:
-        print(
-            f"{failed} import cycle(s) new or gone from the known list: each layer's arrows must go one way "
-            "(move what both ends need below them, or into the parent)"
-        )
-        return 1
-    print(f"no import cycles but {listed} known ({checked} modules in {len(members)} crates)")
-    return 0
+    if not failed:
+        print(f"no import cycles but {listed} known ({checked} modules in {len(members)} crates)")
+        return 0
+    print(f"{failed} import cycle(s) new or gone from the known list: each layer's arrows must go one way", end=" ")
+    print("(move what both ends need below them, or into the parent)")
+    return 1
 
 
 if __name__ == "__main__":
