@@ -14,12 +14,14 @@
 # BENCH_BIN_DIR=DIR takes the shipped binaries from DIR instead of building them. Needs python3. Takes about 4
 # minutes on 2 cores (two static builds), seconds once they are built.
 set -eu
-cd "$(dirname "$0")/.."
-shipped="${BENCH_BIN_DIR:-$(images/binaries.sh)}"
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_binaries
+shipped="$BENCH_BIN_DIR"
 triple="$(rustc -vV | sed -n 's/^host: //p')"
 RUSTFLAGS="$(images/binaries.sh --static-rustflags)" CARGO_TARGET_DIR="$(pwd)/target/ab-argv" \
     cargo build --quiet --release --locked --target "$triple" -p sidecar-exec --features ab-hand --bin sidecar-exec-hand
-runs="${AB_RUNS:-$([ "${BENCH_QUICK:-}" = 1 ] && echo 60 || echo 400)}"
+runs="$(bench_count 400 60 "${AB_RUNS:-}")"
 python3 - "$shipped/sidecar-exec" "$(pwd)/target/ab-argv/$triple/release/sidecar-exec-hand" "$shipped/exec-server" "$runs" \
     "${1:-}" <<'EOF'
 import json, os, re, shutil, statistics, subprocess, sys, tempfile

@@ -4,8 +4,9 @@
 # each measurement in its own process (sidecar-exec/examples/ab_sse.rs says how). Prints a markdown table on stdout;
 # bench/ab.sh puts it in BENCHMARKS.md. BENCH_AB_RUNS sets the runs per cell (default 5; 1 with BENCH_QUICK=1).
 set -eu
-cd "$(dirname "$0")/.."
-runs="${BENCH_AB_RUNS:-$([ "${BENCH_QUICK:-}" = 1 ] && echo 1 || echo 5)}"
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+runs="$(bench_count 5 1 "${BENCH_AB_RUNS:-}")"
 cargo build --quiet --release --locked -p sidecar-exec --example ab_sse
 echo "### SSE reader: sidecar::sse against eventsource-stream"
 echo

@@ -8,13 +8,10 @@
 # had is skipped with a line saying so. BENCH_DAEMONS_ROUNDS sets the rounds (default 5; 2 with BENCH_QUICK=1). A
 # round of both tools takes 2-4 minutes on a loaded 2-core machine.
 set -eu
-cd "$(dirname "$0")/.."
-BENCH_BIN_DIR="${BENCH_BIN_DIR:-$(images/binaries.sh)}"
-export BENCH_BIN_DIR
-rounds="${BENCH_DAEMONS_ROUNDS:-5}"
-if [ -z "${BENCH_DAEMONS_ROUNDS:-}" ] && [ "${BENCH_QUICK:-}" = 1 ]; then
-    rounds=2
-fi
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_binaries
+rounds="$(bench_count 5 2 "${BENCH_DAEMONS_ROUNDS:-}")"
 
 tools=""
 want() { # $1: command, $2: Debian package, $3...: the tools of daemons.py it serves

@@ -8,13 +8,10 @@
 # (apt). A tool that cannot be had is skipped with a line saying so. BENCH_P6_ROUNDS sets the rounds per side
 # (default 11; 3 with BENCH_QUICK=1).
 set -eu
-cd "$(dirname "$0")/.."
-BENCH_BIN_DIR="${BENCH_BIN_DIR:-$(images/binaries.sh)}"
-export BENCH_BIN_DIR
-if [ -z "${BENCH_P6_ROUNDS:-}" ] && [ "${BENCH_QUICK:-}" = 1 ]; then
-    BENCH_P6_ROUNDS=3
-    export BENCH_P6_ROUNDS
-fi
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_binaries
+rounds="$(bench_count 11 3 "${BENCH_P6_ROUNDS:-}")"
 
 venv=target/p6-venv
 if [ ! -x "$venv/bin/pytest" ]; then
@@ -33,4 +30,4 @@ apt_install() { # $1: command, $2: Debian package
 }
 apt_install go golang-go
 apt_install npm npm
-exec python3 bench/p6.py --section
+exec python3 bench/p6.py --section --rounds "$rounds"

@@ -5,11 +5,8 @@
 # $BENCH_BIN_DIR (bench/run.sh sets it), else what images/binaries.sh builds. Needs openssh-server for the anchor
 # (skipped with a line without it). BENCH_P8_KEYS sets the keystrokes per case (default 1000; 200 with BENCH_QUICK=1).
 set -eu
-cd "$(dirname "$0")/.."
-BENCH_BIN_DIR="${BENCH_BIN_DIR:-$(images/binaries.sh)}"
-export BENCH_BIN_DIR
-keys="${BENCH_P8_KEYS:-1000}"
-if [ -z "${BENCH_P8_KEYS:-}" ] && [ "${BENCH_QUICK:-}" = 1 ]; then
-    keys=200
-fi
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_binaries
+keys="$(bench_count 1000 200 "${BENCH_P8_KEYS:-}")"
 exec python3 bench/p8.py --keys "$keys" "$@"

@@ -4,22 +4,21 @@
 # BENCH_BIN_DIR=DIR measures the binaries in DIR instead. Needs python3, bash, jq (for the shell-executor baseline)
 # and ~600 MiB free in $TMPDIR. Takes about 3 minutes on 2 cores, plus about 5 for P6 and the A/Bs.
 set -eu
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || { echo "bench: jq is needed for the shell-executor baseline (apt-get install jq)" >&2; exit 1; }
-if [ -z "${BENCH_BIN_DIR:-}" ]; then
-    BENCH_BIN_DIR="$(images/binaries.sh)"
-    export BENCH_BIN_DIR
-fi
+bench_binaries
+p1_runs="$(bench_count 400 60)"
 python3 bench/bench.py
 # P1 over a UNIX socket against TCP, same server (appends its own section).
-python3 bench/p1_pair.py --client "$BENCH_BIN_DIR/sidecar-exec" --runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 60 || echo 400)" \
+python3 bench/p1_pair.py --client "$BENCH_BIN_DIR/sidecar-exec" --runs "$p1_runs" \
     --section tcp="$BENCH_BIN_DIR/exec-server" unix="$BENCH_BIN_DIR/exec-server,unix"
 # The default path (issue 22): P1 in each mode against the old blocking call, and P7 (100 MiB piped in), measured in
 # the same run (appends its own section).
 python3 bench/p1_modes.py --client "$BENCH_BIN_DIR/sidecar-exec" --server "$BENCH_BIN_DIR/exec-server" \
-    --runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 60 || echo 400)" --p7-runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 2 || echo 5)" --section
+    --runs "$p1_runs" --p7-runs "$(bench_count 5 2)" --section
 # P1 through the generated (link) wrapper against the `#!/bin/sh` wrapper it replaced (appends its own section).
-python3 bench/wrapper.py --section --runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 60 || echo 400)"
+python3 bench/wrapper.py --section --runs "$p1_runs"
 # Optional: ssh-exec against plain ssh, on a local sshd bench/ssh.sh starts itself (appends its own section).
 if [ -x /usr/sbin/sshd ] || [ -x /usr/local/sbin/sshd ]; then
     bench/ssh.sh

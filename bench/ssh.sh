@@ -5,6 +5,7 @@
 # client and server (sshd); prints "skipped" and exits 0 without an sshd. BENCH_SSH_RUNS sets the runs per side
 # (default 200; 20 with BENCH_QUICK=1).
 set -eu
-cd "$(dirname "$0")/.."
-bin="${BENCH_BIN_DIR:-$(images/binaries.sh)}/ssh-exec"
-exec python3 bench/ssh.py "$bin"
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_binaries
+exec python3 bench/ssh.py "$BENCH_BIN_DIR/ssh-exec"

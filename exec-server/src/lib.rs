@@ -8,7 +8,10 @@
 //! - [`runs`]: the named-run registry and logs (HTTP's, transport-free); [`ending`]: how a command ended, as the
 //!   API tells it.
 //! - [`metrics`], [`environment`], [`workspace`], [`token`], [`config`]: what the parts share; [`run`] makes the
-//!   shared parts and hands them out.
+//!   shared parts and hands them out. [`privacy`] closes the server's memory to the commands it runs.
+//! - [`in_process`]: a server on a loopback port inside this process (tests, embedding).
+//!
+//! The binary (`main.rs`, with `startup.rs`: the port file and the health probe) parses the flags and calls [`run`].
 
 pub mod config;
 pub mod ending;

@@ -10,8 +10,8 @@
 //!   tokio.
 //!
 //! And what every binary that starts or is stopped as a process needs alike: the PATH lookup of a program
-//! ([`program`]), the stop signals ([`StopSignals`]), and durations in seconds on the command line
-//! ([`parse_seconds`]).
+//! ([`program`]), the stop signals ([`StopSignals`]), durations in seconds on the command line ([`parse_seconds`]),
+//! and what is read from `/proc` ([`procfs`]).
 
 mod leader;
 mod pgid;

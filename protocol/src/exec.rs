@@ -121,17 +121,21 @@ fn whole_seconds<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i6
     }
 }
 
-/// `POST /exec` reply: the contract's four fields plus our extensions.
+/// `POST /exec` reply: the contract's four fields plus our extensions. The field list is written once, here; `Text`
+/// is the type of the four output fields (`output`, `stderr` and their base64 twins): `String` for every user but
+/// one, the client's reply reader (sidecar-exec's `sidecar::reply_reader`), which reads them as
+/// `Option<&RawValue>` borrowed from the body and decodes them itself (a reply can carry megabytes; see its
+/// module doc).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ExecReply {
+pub struct ExecReply<Text = String> {
     /// The command's exit code; 128+N when killed by signal N; 124 on timeout; -1 when it never started.
     pub exit_code: i32,
     /// stdout as text (lossy when it is not valid UTF-8; then `output_b64` holds the exact bytes).
     #[serde(default)]
-    pub output: String,
+    pub output: Text,
     /// stderr as text (lossy when it is not valid UTF-8; then `stderr_b64` holds the exact bytes).
     #[serde(default)]
-    pub stderr: String,
+    pub stderr: Text,
     /// Set when the command could not start or timed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -147,9 +151,9 @@ pub struct ExecReply {
     #[serde(default)]
     pub stderr_truncated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_b64: Option<String>,
+    pub output_b64: Option<Text>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stderr_b64: Option<String>,
+    pub stderr_b64: Option<Text>,
     /// Extension (issue 22): why a command that never started did not (with exit code -1), for a client to
     /// answer as a shell does (127 for `not_found`, 126 for `permission_denied`) without reading `error`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -372,7 +376,7 @@ mod tests {
 
     #[test]
     fn reply_leaves_out_empty_extensions() {
-        let json = serde_json::to_string(&ExecReply { exit_code: 0, ..Default::default() }).unwrap();
+        let json = serde_json::to_string(&ExecReply::<String> { exit_code: 0, ..Default::default() }).unwrap();
         assert!(!json.contains("error") && !json.contains("signal") && !json.contains("b64"), "{json}");
         assert_eq!(
             String::from_utf8(ExecReply { exit_code: -1, error: Some("x".into()), ..Default::default() }.to_json())

@@ -1,8 +1,18 @@
-//! The wire contract shared by `exec-server` and `sidecar-exec`: the exec request and reply, the stream frames with
-//! their encoder, the health/info bodies, the one runtime → commands table, how the bearer token is read, and the
-//! contract's variable names. What only one side does with the wire stays on that side (the client's readers of a
-//! reply and of an event stream are sidecar-exec's `sidecar::reply_reader` and `sidecar::sse`); shell quoting is here
-//! until sidecarctl, which writes command lines with it, can import it from elsewhere (issue 26).
+//! The wire contract shared by `exec-server` and `sidecar-exec`, one module per part of it:
+//!
+//! - the bodies: [`exec`] (the `/exec` request and reply, `/health`, `/info`, every error body and the extension
+//!   headers), [`frames`] (the stream's frames and the encoder that batches pipe bytes into them), [`runs`] (named
+//!   runs: the run id and the `/runs` bodies), [`stdin`] (streamed stdin's reply), [`terminal`] (a TTY run's request,
+//!   resize body and header), [`codes`] (the machine-readable `code`s and `stopped_by` clients decide by);
+//! - how bytes travel in them: [`text`] (UTF-8 as text, anything else with an exact base64 twin), [`reply_text`]
+//!   (that text escaped for a reply) and [`json`] (the hand-written JSON writer, kept on its A/B);
+//! - what both ends read alike: [`runtimes`] (the one runtime → commands table), [`token`] (how the bearer token is
+//!   trimmed and read), [`vars`] (the contract's variable names).
+//!
+//! What only one side does with the wire stays on that side (the client's readers of a reply and of an event stream
+//! are sidecar-exec's `sidecar::reply_reader` and `sidecar::sse`). [`shell`] (POSIX quoting) is the one part that is
+//! no wire matter: it is here because the clients and sidecarctl, which writes command lines with it, share no other
+//! crate.
 //!
 //! Everything here is a compatible superset of the build-sidecar HTTP contract: fields that older peers do not know
 //! are optional on the way in and additive on the way out.

@@ -1,6 +1,13 @@
 //! sidecar-ipc: orchestrator sidecars over the shared /ipc folder. The binary (`main.rs`) parses the command line
-//! and runs [`execute`] on a one-thread runtime; the folder layout ([`ipc::Ipc`]) is public, so tests and other
-//! tools name the protocol's files the way the subcommands do.
+//! ([`cli`]) and runs [`execute`] on a one-thread runtime; the folder layout ([`ipc::Ipc`]) is public, so tests and
+//! other tools name the protocol's files the way the subcommands do.
+//!
+//! - The subcommands, one module each: `prompt`, `clear` (`clear-context`), `finish`, `run` (the orchestrator's
+//!   supervisor), `server` (`prompt-server`: the agent's side, with its backends, history and audit log) and
+//!   `run_config` (`config`).
+//! - What they share: the folder ([`ipc`]) and its files' JSON (`wire`), waiting for it to change (`changes`, on
+//!   agent-files' rules), prompts still in flight (`inflight`), request ids (`ids`), answer schemas (`schema`),
+//!   `FILE|JSON` arguments (`json_arg`), and how a subcommand fails ([`exit`]).
 
 mod changes;
 mod clear;

@@ -1,14 +1,22 @@
 //! sidecarctl: one command that starts an agent container with its build sidecars on Docker or Podman (the Docker
 //! Engine API), tears everything down afterwards, and emits the same run as a compose file or a Kubernetes Pod.
 //!
-//! Two layers. `model` is the validated configuration of a run (profile and flags), and `plan` the one container
-//! plan made from it; `render` expresses the plan as Engine API bodies (`render::api`), a compose file and a Pod.
-//! Beside them, `engine` talks to the container engine, and `up`, `ps`, `logs` and `down` are the commands.
+//! Two layers, the arrows pointing down:
+//!
+//! - What a run is: [`profile`] (the file as written) and [`options`] (the flags) become [`model`]'s validated
+//!   configuration, and [`plan`] the one container plan made from it; [`render`] expresses the plan as Engine API
+//!   bodies (`render::api`), a compose file (`compose`) and a Pod (`kube`). [`runtime`] (the five runtimes) and
+//!   [`names`] (every object's name and label) are below them all.
+//! - The commands that act on an engine: [`up`] (network, builders, [`gate`], [`agent`] attached, teardown), [`ps`],
+//!   [`logs`], [`down`] (teardown by label) and [`image`] (`image build`); they talk to the engine through
+//!   [`engine`] (found by [`discovery`]), show [`progress`], hand out the run's [`token`], and end by [`signals`]
+//!   (what Ctrl-C means) and [`exit`] (the code of sidecarctl's own failures).
 
 pub mod agent;
 pub mod discovery;
 pub mod down;
 pub mod engine;
+pub mod exit;
 pub mod gate;
 pub mod image;
 pub mod logs;

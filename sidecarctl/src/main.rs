@@ -7,11 +7,12 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use sidecarctl::down::Scope;
 use sidecarctl::engine::{ContainerEngine, EngineError};
+use sidecarctl::exit::EXIT_FAILED;
 use sidecarctl::image::{self, BuildOptions};
 use sidecarctl::names::Origin;
 use sidecarctl::render::emit::{self, EmitOptions};
 use sidecarctl::render::{compose, kube};
-use sidecarctl::up::{up, UpOptions, EXIT_FAILED};
+use sidecarctl::up::{up, UpOptions};
 use sidecarctl::{down, logs, ps};
 
 #[derive(Parser)]

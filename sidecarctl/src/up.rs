@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{run_attached, AgentEnd};
 use crate::down::remove_run;
 use crate::engine::{ContainerEngine, EngineError};
+use crate::exit::EXIT_FAILED;
 use crate::gate::{health_command, wait_healthy, GateError, HealthSource};
 use crate::model::{ModelError, RunConfig, WorkspaceLookup};
 use crate::names::{BadRunName, Origin, RunName, ROLE_NETWORK};
@@ -108,9 +109,6 @@ impl From<GateError> for UpError {
         }
     }
 }
-
-/// Exit code when sidecarctl itself fails (as `docker run`: 125).
-pub const EXIT_FAILED: i32 = 125;
 
 /// Runs `up`; returns the process exit code (the agent's, when it ran).
 pub async fn up(options: UpOptions) -> i32 {

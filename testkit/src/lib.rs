@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests of every crate: markers that tag the processes a test starts, checks
 //! that none survive, runs of our binaries ([`BinaryRun`]) and binaries running in the background ([`Running`]),
-//! waits on events, terminals a test opens ([`Terminal`]), deterministic test data, and hostile files with a memory cap for the servers that meet them.
+//! waits on events, terminals a test opens ([`Terminal`]), a proxy that breaks connections on purpose
+//! ([`CutProxy`]), deterministic test data, and hostile files with a memory cap for the servers that meet them.
 
 mod binary_run;
 mod cut_proxy;

@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 use std::io::Write;
 
-use serde::Deserialize;
+use protocol::ExecReply;
 use serde_json::value::RawValue;
 
 use crate::sidecar::json_string::{unescape_into, StringDecoder};
@@ -20,43 +20,29 @@ use crate::sidecar::json_string::{unescape_into, StringDecoder};
 /// How far into a body its layout is decided: `{"exit_code":-2147483648,"output":"` is 37 bytes.
 const LAYOUT_WITHIN: usize = 64;
 
-/// The fields of an [`protocol::ExecReply`], the output ones borrowed from the body.
-#[derive(Debug, Deserialize)]
+/// A reply's fields: protocol's [`ExecReply`] (its field list, written once), the four output fields borrowed from
+/// the body as raw JSON (`Option<&RawValue>`: a `Cow<str>` would be copied), read through `Deref`; and how stdout
+/// was decoded while the body arrived. Write the output with [`ReplyView::write_stdout`] and
+/// [`ReplyView::write_stderr`], which decode the raw fields: read directly, `output` is absent when stdout's text
+/// was decoded on the way ([`ReplyReader`]).
+#[derive(Debug)]
 pub struct ReplyView<'a> {
-    pub exit_code: i32,
-    #[serde(borrow, default)]
-    output: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    stderr: Option<&'a RawValue>,
-    #[serde(default)]
-    pub error: Option<String>,
-    #[serde(default)]
-    pub timed_out: bool,
-    #[serde(default)]
-    pub signal: Option<i32>,
-    #[serde(default)]
-    pub duration_ms: u64,
-    #[serde(default)]
-    pub output_truncated: bool,
-    #[serde(default)]
-    pub stderr_truncated: bool,
-    /// Why the command never started, when the server says (issue 22).
-    #[serde(default)]
-    pub start_error: Option<protocol::StartErrorKind>,
-    /// Raw, so that they are borrowed (an `Option<Cow<str>>` is always copied).
-    #[serde(borrow, default)]
-    output_b64: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    stderr_b64: Option<&'a RawValue>,
+    fields: ExecReply<Option<&'a RawValue>>,
     /// stdout's text, decoded while the body arrived (then `output` is absent).
-    #[serde(skip)]
     decoded_output: Option<&'a [u8]>,
     /// Part of that text was already written out ([`ReplyReader::write_output`]).
-    #[serde(skip)]
     output_written: bool,
     /// `output_b64` was decoded while it arrived, into `decoded_output` (its field here is then empty).
-    #[serde(skip)]
     b64_decoded: bool,
+}
+
+/// The view is the reply with its decode state: its fields read as the reply's (`view.exit_code`).
+impl<'a> std::ops::Deref for ReplyView<'a> {
+    type Target = ExecReply<Option<&'a RawValue>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.fields
+    }
 }
 
 /// Why a reply's output could not be written.
@@ -71,18 +57,19 @@ pub enum ReplyWriteError {
 impl ReplyView<'_> {
     /// Writes the exact stdout bytes to `out` (the base64 twin wins when present).
     pub fn write_stdout(&self, out: &mut impl Write) -> Result<(), ReplyWriteError> {
-        match (&self.output_b64, self.decoded_output) {
+        let output_b64 = self.fields.output_b64.flatten();
+        match (output_b64, self.decoded_output) {
             (_, Some(bytes)) if self.b64_decoded => out.write_all(bytes).map_err(ReplyWriteError::Write),
             (None, Some(text)) => out.write_all(text).map_err(ReplyWriteError::Write),
             // Text went out as stdout, and it was lossy after all: the server broke its word (B64_ONLY_HEADER).
             (Some(_), _) if self.output_written => Err(ReplyWriteError::Invalid),
-            _ => write_exact(self.output, self.output_b64, out),
+            _ => write_exact(self.fields.output, output_b64, out),
         }
     }
 
     /// Writes the exact stderr bytes to `out`.
     pub fn write_stderr(&self, out: &mut impl Write) -> Result<(), ReplyWriteError> {
-        write_exact(self.stderr, self.stderr_b64, out)
+        write_exact(self.fields.stderr, self.fields.stderr_b64.flatten(), out)
     }
 }
 
@@ -370,16 +357,16 @@ impl ReadReply {
     /// The reply's fields.
     pub fn view(&self) -> Result<ReplyView<'_>, serde_json::Error> {
         use serde::de::Error as _;
-        let mut view: ReplyView<'_> = serde_json::from_slice(&self.body)?;
-        if let Some(output) = &self.output {
-            if view.output.is_some() {
-                return Err(serde_json::Error::custom("duplicate field `output`"));
-            }
-            view.decoded_output = Some(output);
+        let fields: ExecReply<Option<&RawValue>> = serde_json::from_slice(&self.body)?;
+        if self.output.is_some() && fields.output.is_some() {
+            return Err(serde_json::Error::custom("duplicate field `output`"));
         }
-        view.output_written = self.output_written;
-        view.b64_decoded = self.b64_decoded;
-        Ok(view)
+        Ok(ReplyView {
+            fields,
+            decoded_output: self.output.as_deref(),
+            output_written: self.output_written,
+            b64_decoded: self.b64_decoded,
+        })
     }
 }
 

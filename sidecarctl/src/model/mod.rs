@@ -175,7 +175,8 @@ impl RunConfig {
         }
 
         for text in profile.ulimits.iter().chain(&options.ulimits) {
-            let limit = Ulimit::parse(text)?;
+            let limit =
+                Ulimit::parse(text).map_err(|problem| ModelError::BadUlimit { value: text.clone(), problem })?;
             run.ulimits.retain(|u: &Ulimit| u.name != limit.name); // a flag overrides the profile's value
             run.ulimits.push(limit);
         }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde_norway::Value;
 
-use super::{ModelError, Volume, VolumeSource};
+use super::{Volume, VolumeSource};
 use crate::profile::scalar_string;
 
 /// How a key's value becomes its variable's.
@@ -122,11 +122,11 @@ impl SshBackend {
         cwd: &Path,
         workspace: &Path,
         agent_workspace: Option<&str>,
-    ) -> Result<Option<SshBackend>, ModelError> {
+    ) -> Result<Option<SshBackend>, SshError> {
         let block = match block {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::Mapping(block)) => block,
-            Some(_) => return Err(SshError::NotAMapping.into()),
+            Some(_) => return Err(SshError::NotAMapping),
         };
         let mut backend = SshBackend { env: BTreeMap::new(), files: BTreeMap::new() };
         for (key, value) in block {
@@ -149,7 +149,7 @@ impl SshBackend {
                 }
                 Kind::Flag => match value.as_bool() {
                     Some(on) => (if on { "1" } else { "0" }).to_owned(),
-                    None => return Err(bad("true or false").into()),
+                    None => return Err(bad("true or false")),
                 },
                 Kind::List { separator } => match value {
                     Value::Sequence(items) => items
@@ -159,7 +159,7 @@ impl SshBackend {
                         .ok_or_else(|| bad("a list of strings, or one string"))?
                         .join(separator),
                     Value::String(text) => text.clone(),
-                    _ => return Err(bad("a list of strings, or one string").into()),
+                    _ => return Err(bad("a list of strings, or one string")),
                 },
                 Kind::HostFile { target } => {
                     let written = value.as_str().ok_or_else(|| bad("a file path on this machine"))?;
@@ -173,7 +173,7 @@ impl SshBackend {
             backend.env.insert((*variable).to_owned(), text);
         }
         if backend.env.get("SSH_HOST").is_none_or(|host| host.trim().is_empty()) {
-            return Err(SshError::NoHost.into());
+            return Err(SshError::NoHost);
         }
         if let Some(target) = agent_workspace {
             backend.env.entry("SSH_WORKSPACE".to_owned()).or_insert_with(|| target.to_owned());

@@ -1,7 +1,5 @@
 //! A resource limit every container of a run gets (`--ulimit`, the profile's `ulimits:`).
 
-use super::ModelError;
-
 /// The names Docker and Podman take (`docker run --ulimit`): the RLIMIT_* resources without the prefix.
 pub const NAMES: [&str; 15] = [
     "core",
@@ -33,24 +31,24 @@ impl Ulimit {
     /// `NAME=SOFT[:HARD]`, HARD defaulting to SOFT (as `docker run --ulimit`). The name must be one the engines
     /// know (an unknown one fails only when a container starts, after the builders), a value a whole number or -1
     /// (unlimited), soft at most hard, and `nofile`/`nproc` at least 1: with 0 no process can open its own binary
-    /// or start at all, which the runtime reports as an opaque start error.
-    pub fn parse(text: &str) -> Result<Ulimit, ModelError> {
-        let bad = |problem| ModelError::BadUlimit { value: text.to_owned(), problem };
-        let (name, limits) = text.split_once('=').ok_or(bad(UlimitProblem::Shape))?;
+    /// or start at all, which the runtime reports as an opaque start error. The caller names the value in its
+    /// error (`ModelError::BadUlimit`).
+    pub fn parse(text: &str) -> Result<Ulimit, UlimitProblem> {
+        let (name, limits) = text.split_once('=').ok_or(UlimitProblem::Shape)?;
         let (soft, hard) = limits.split_once(':').unwrap_or((limits, limits));
-        let soft: i64 = soft.trim().parse().map_err(|_| bad(UlimitProblem::Shape))?;
-        let hard: i64 = hard.trim().parse().map_err(|_| bad(UlimitProblem::Shape))?;
+        let soft: i64 = soft.trim().parse().map_err(|_| UlimitProblem::Shape)?;
+        let hard: i64 = hard.trim().parse().map_err(|_| UlimitProblem::Shape)?;
         let name = name.trim();
         if !NAMES.contains(&name) {
-            return Err(bad(UlimitProblem::UnknownName));
+            return Err(UlimitProblem::UnknownName);
         }
         // -1 is RLIM_INFINITY: above any number.
         let order = |v: i64| if v == -1 { u64::MAX } else { v as u64 };
         if soft < -1 || hard < -1 || order(soft) > order(hard) {
-            return Err(bad(UlimitProblem::Range));
+            return Err(UlimitProblem::Range);
         }
         if matches!(name, "nofile" | "nproc") && (soft == 0 || hard == 0) {
-            return Err(bad(UlimitProblem::Zero));
+            return Err(UlimitProblem::Zero);
         }
         Ok(Ulimit { name: name.to_owned(), soft, hard })
     }

@@ -9,11 +9,11 @@ use clap::Args;
 use serde_norway::{Mapping, Value};
 
 use super::yaml::NotRoundTrip;
+use crate::exit::EXIT_FAILED;
 use crate::model::{ModelError, RunConfig, WorkspaceLookup};
 use crate::options::RunOptions;
 use crate::plan::{AgentRequest, Plan, Role};
 use crate::runtime::Runtime;
-use crate::up::EXIT_FAILED;
 
 #[derive(Args, Debug, Clone)]
 pub struct EmitOptions {

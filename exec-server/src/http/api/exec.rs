@@ -7,6 +7,7 @@ use axum::response::Response;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::named::{self, request_run, RequestRun};
 use super::negotiate::PrefersStream;
 use super::reply;
 use super::reply_budget::ReplyCapture;
@@ -23,18 +24,12 @@ pub async fn exec(
         return super::stream::exec_stream(State(state), requested).await;
     }
     let RequestedJob { job, run_id, b64_only, controls } = requested;
-    let job = match (job, run_id) {
-        (Ok(job), Some(run_id)) => return super::named::exec(&state, &run_id, job, controls, b64_only).await,
-        (Ok(job), None) => job,
-        (Err(unstarted), run_id) => {
-            if let Some(id) = &run_id {
-                if let Some((run, attachment)) = super::named::attach_unstarted(&state, id, &unstarted)? {
-                    return Ok(super::named::exec_attached(&state, run, attachment, b64_only).await);
-                }
-            }
-            state.engine.not_started(&unstarted.error);
-            return Ok(reply::never_ran(&Ending::not_started(&unstarted.error)));
+    let job = match request_run(&state, job, run_id, controls)? {
+        RequestRun::Named { run, attachment } => {
+            return Ok(named::exec_attached(&state, run, attachment, b64_only).await)
         }
+        RequestRun::NeverRan(ending) => return Ok(reply::never_ran(&ending)),
+        RequestRun::Unnamed(job) => job,
     };
     let permit = state.permit()?;
     let cancel = CancellationToken::new();

@@ -1,6 +1,6 @@
 //! `POST /exec` and `POST /exec/stream` with a `run_id`: the run is claimed in the registry (a new one started, an
 //! existing one of the same command attached to), runs in its own task whatever its clients do, and its clients
-//! read it from its log.
+//! read it from its log. Which run a request gets, named or not, is decided here for both routes ([`request_run`]).
 
 use std::sync::Arc;
 
@@ -18,9 +18,45 @@ use crate::ending::Ending;
 use crate::engine::{Job, ProcessEngine, Stream, READ_SIZE};
 use crate::runs::{Attachment, Claim, ClaimError, NamedRun, Read, RunInput, SpillWriter};
 
+/// What a `POST /exec` or `POST /exec/stream` replies about, decided once for both ([`request_run`]).
+pub enum RequestRun {
+    /// A named run: claimed (started, or attached to), or the kept run of a command that cannot start now. The reply
+    /// reads it while holding the attachment.
+    Named { run: Arc<NamedRun>, attachment: Attachment },
+    /// No name: the handler runs the job itself, for as long as its client stays.
+    Unnamed(Job),
+    /// The command cannot start and no kept run answers for it: counted, and how it ended.
+    NeverRan(Ending),
+}
+
+/// The run a request gets: with a `run_id`, the named run of that id (claimed for `job`, or the kept one of the same
+/// command when `job` cannot start); without one, the job itself; a command that cannot start and names no kept
+/// run is counted as not started and never ran.
+pub fn request_run(
+    state: &AppState,
+    job: Result<Job, Unstarted>,
+    run_id: Option<RunId>,
+    controls: Controls,
+) -> Result<RequestRun, AppError> {
+    let unstarted = match (job, run_id) {
+        (Ok(job), Some(id)) => {
+            let (run, attachment) = claim_and_attach(state, &id, job, controls)?;
+            return Ok(RequestRun::Named { run, attachment });
+        }
+        (Ok(job), None) => return Ok(RequestRun::Unnamed(job)),
+        (Err(unstarted), Some(id)) => match attach_unstarted(state, &id, &unstarted)? {
+            Some((run, attachment)) => return Ok(RequestRun::Named { run, attachment }),
+            None => unstarted,
+        },
+        (Err(unstarted), None) => unstarted,
+    };
+    state.engine.not_started(&unstarted.error);
+    Ok(RequestRun::NeverRan(Ending::not_started(&unstarted.error)))
+}
+
 /// The run `id` names for `job`: attached to, or claimed and started (holding the `controls` its clients drive: its
 /// streamed stdin, its terminal). The caller reads it while holding the attachment.
-pub fn claim_and_attach(
+fn claim_and_attach(
     state: &AppState,
     id: &RunId,
     job: Job,
@@ -61,7 +97,7 @@ pub fn claim_and_attach(
 /// A named request whose command cannot start (its cwd is missing): the kept run of that id, attached to, if it is
 /// this command (a retry after its folder went gets that run, as any re-POST does); 409 if the id names another
 /// command; `None` if the id names no kept run (the caller reports the start failure, and nothing is kept).
-pub fn attach_unstarted(
+fn attach_unstarted(
     state: &AppState,
     id: &RunId,
     unstarted: &Unstarted,
@@ -117,20 +153,9 @@ fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedS
     tokio::spawn(task.in_current_span());
 }
 
-/// `POST /exec/stream` of a named run: its frames from the start, in the form this request asked for (`b64_only`
-/// belongs to the reader, not the run: a re-POST or a `GET /runs/{id}/stream` chooses its own).
-pub fn stream(
-    state: &AppState,
-    id: &RunId,
-    job: Job,
-    controls: Controls,
-    b64_only: bool,
-) -> Result<Response, AppError> {
-    let (run, attachment) = claim_and_attach(state, id, job, controls)?;
-    Ok(stream_attached(state, run, attachment, b64_only))
-}
-
-/// The frames of `run`, claimed and attached to, from the start.
+/// `POST /exec/stream` of a named run ([`RequestRun::Named`]): its frames from the start, in the form this request
+/// asked for (`b64_only` belongs to the reader, not the run: a re-POST or a `GET /runs/{id}/stream` chooses its
+/// own).
 pub fn stream_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
     let headers = run_headers(&run);
     let mut response = run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive);
@@ -152,20 +177,8 @@ fn run_headers(run: &NamedRun) -> axum::http::HeaderMap {
     headers
 }
 
-/// `POST /exec` of a named run: waits for its end (attached meanwhile), then replies with what its log holds,
-/// cut to `--max-output` like any reply, in the form this request asked for (`b64_only`).
-pub async fn exec(
-    state: &AppState,
-    id: &RunId,
-    job: Job,
-    controls: Controls,
-    b64_only: bool,
-) -> Result<Response, AppError> {
-    let (run, attachment) = claim_and_attach(state, id, job, controls)?;
-    Ok(exec_attached(state, run, attachment, b64_only).await)
-}
-
-/// The reply of `run`, claimed and attached to, once it has ended.
+/// `POST /exec` of a named run ([`RequestRun::Named`]): waits for its end (attached meanwhile), then replies with
+/// what its log holds, cut to `--max-output` like any reply, in the form this request asked for (`b64_only`).
 pub async fn exec_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
     let mut end = wait_for_end(&run).await;
     drop(attachment);

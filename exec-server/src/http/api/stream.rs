@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
+use super::named::{self, request_run, RequestRun};
 use super::request::RequestedJob;
 use super::sse::{self, FrameSource, Step};
 use super::{AppError, AppState};
@@ -25,19 +26,12 @@ pub async fn exec_stream(
         FrameEncoder::new(StreamKind::Stderr, READ_SIZE).b64_only(b64_only),
     ];
     let keepalive = state.settings.keepalive;
-    let job = match (job, run_id) {
-        (Ok(job), Some(run_id)) => return super::named::stream(&state, &run_id, job, controls, b64_only),
-        (Ok(job), None) => job,
-        (Err(unstarted), run_id) => {
-            if let Some(id) = &run_id {
-                if let Some((run, attachment)) = super::named::attach_unstarted(&state, id, &unstarted)? {
-                    return Ok(super::named::stream_attached(&state, run, attachment, b64_only));
-                }
-            }
-            state.engine.not_started(&unstarted.error);
-            let frames = Ending::not_started(&unstarted.error).frames(None);
-            return Ok(sse::response(Ended(Some(frames)), encoders, keepalive));
+    let job = match request_run(&state, job, run_id, controls)? {
+        RequestRun::Named { run, attachment } => return Ok(named::stream_attached(&state, run, attachment, b64_only)),
+        RequestRun::NeverRan(ending) => {
+            return Ok(sse::response(Ended(Some(ending.frames(None))), encoders, keepalive))
         }
+        RequestRun::Unnamed(job) => job,
     };
     let permit = state.permit()?;
     Ok(sse::response(CommandOutput::start(&state, job, permit), encoders, keepalive))
