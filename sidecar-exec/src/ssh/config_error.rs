@@ -5,9 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::config_error::ConfigError;
-use crate::ssh::key::KeyCopyError;
+use crate::ssh::key::{KeyCopyError, KeyFileError};
 use crate::ssh::paths::PathsError;
-use crate::ssh::settings::KeyFileError;
 
 /// A mistake only ssh-exec can find.
 #[derive(Debug)]

@@ -131,10 +131,59 @@ fn digest(bytes: &[u8]) -> u64 {
     hasher.finish()
 }
 
+/// The key file, checked: a configured key must exist; any key must not be empty (ssh would fail with a puzzling
+/// "invalid format" instead). The default key may be missing ([`KeyFileError::Unreadable`], then ignored).
+pub fn checked_key(path: PathBuf) -> Result<PathBuf, KeyFileError> {
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() && meta.len() == 0 => Err(KeyFileError::Empty(path)),
+        Ok(meta) if meta.is_file() => Ok(path),
+        Ok(_) => Err(KeyFileError::NotAFile(path)),
+        Err(err) => Err(KeyFileError::Unreadable(path, err)),
+    }
+}
+
+/// Why the key SSH_KEY_PATH names cannot be used.
+#[derive(Debug)]
+pub enum KeyFileError {
+    Empty(PathBuf),
+    NotAFile(PathBuf),
+    Unreadable(PathBuf, std::io::Error),
+}
+
+impl fmt::Display for KeyFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyFileError::Empty(path) => write!(
+                f,
+                "the private key {} is empty: mount the key itself there, or point SSH_KEY_PATH at it",
+                path.display()
+            ),
+            KeyFileError::NotAFile(path) => write!(f, "SSH_KEY_PATH {} is not a file", path.display()),
+            KeyFileError::Unreadable(path, err) => {
+                write!(f, "cannot read the private key SSH_KEY_PATH={}: {err}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for KeyFileError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_key_is_a_file_that_is_not_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("id");
+        std::fs::write(&key, "").unwrap();
+        assert!(matches!(checked_key(key.clone()), Err(KeyFileError::Empty(_))));
+        std::fs::write(&key, "KEY").unwrap();
+        assert_eq!(checked_key(key.clone()).unwrap(), key);
+        assert!(matches!(checked_key(dir.path().to_owned()), Err(KeyFileError::NotAFile(_))));
+        assert!(matches!(checked_key(dir.path().join("none")), Err(KeyFileError::Unreadable(..))));
+    }
 
     #[test]
     fn a_readable_key_is_used_through_a_private_copy() {

@@ -3,12 +3,11 @@
 
 use std::path::PathBuf;
 
-use std::fmt;
-
 use crate::config_error::ConfigError;
 use crate::env::{self, Entry, Resolution};
 use crate::env_sent::{self, Allowlist};
 use crate::ssh::config_error::SshConfigError;
+use crate::ssh::key::checked_key;
 use crate::ssh::paths::Mapping;
 
 /// The variables ssh-exec reads, for `--help`.
@@ -145,43 +144,6 @@ fn word(name: &'static str, value: &str) -> Result<(), SshConfigError> {
     Ok(())
 }
 
-/// The key file, checked: a configured key must exist; any key must not be empty (ssh would fail with a puzzling
-/// "invalid format" instead). The default key may be missing ([`KeyFileError::Unreadable`], then ignored).
-fn checked_key(path: PathBuf) -> Result<PathBuf, KeyFileError> {
-    match std::fs::metadata(&path) {
-        Ok(meta) if meta.is_file() && meta.len() == 0 => Err(KeyFileError::Empty(path)),
-        Ok(meta) if meta.is_file() => Ok(path),
-        Ok(_) => Err(KeyFileError::NotAFile(path)),
-        Err(err) => Err(KeyFileError::Unreadable(path, err)),
-    }
-}
-
-/// Why the key SSH_KEY_PATH names cannot be used.
-#[derive(Debug)]
-pub enum KeyFileError {
-    Empty(PathBuf),
-    NotAFile(PathBuf),
-    Unreadable(PathBuf, std::io::Error),
-}
-
-impl fmt::Display for KeyFileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyFileError::Empty(path) => write!(
-                f,
-                "the private key {} is empty: mount the key itself there, or point SSH_KEY_PATH at it",
-                path.display()
-            ),
-            KeyFileError::NotAFile(path) => write!(f, "SSH_KEY_PATH {} is not a file", path.display()),
-            KeyFileError::Unreadable(path, err) => {
-                write!(f, "cannot read the private key SSH_KEY_PATH={}: {err}", path.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for KeyFileError {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,17 +155,5 @@ mod tests {
             let err = word("SSH_HOST", bad).unwrap_err();
             assert!(matches!(err, SshConfigError::NotOneWord { name: "SSH_HOST", .. }), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn a_key_is_a_file_that_is_not_empty() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = dir.path().join("id");
-        std::fs::write(&key, "").unwrap();
-        assert!(matches!(checked_key(key.clone()), Err(KeyFileError::Empty(_))));
-        std::fs::write(&key, "KEY").unwrap();
-        assert_eq!(checked_key(key.clone()).unwrap(), key);
-        assert!(matches!(checked_key(dir.path().to_owned()), Err(KeyFileError::NotAFile(_))));
-        assert!(matches!(checked_key(dir.path().join("none")), Err(KeyFileError::Unreadable(..))));
     }
 }
