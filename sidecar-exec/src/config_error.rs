@@ -1,5 +1,5 @@
 //! The one usage or configuration error of both programs: a mistake in how the client was called or configured,
-//! found before anything is sent, printed as one `<program>: …` line, exit [`EXIT_CONFIG`](crate::exit::EXIT_CONFIG).
+//! found before anything is sent, printed as one `<program>: …` line, exit [`crate::exit::EXIT_CONFIG`].
 
 use std::fmt;
 

@@ -1,5 +1,5 @@
 //! A wrapper is a symlink to its client, named after its command: how a client called through one turns the name it
-//! was called by (argv[0]) into the command line the `#!/bin/sh` wrapper used to pass, with no shell started.
+//! was called by (`argv[0]`) into the command line the `#!/bin/sh` wrapper used to pass, with no shell started.
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
