@@ -170,10 +170,10 @@ impl Flag {
     }
 }
 
-/// `chars`: the known names, each a byte or null; the unknown ones dropped.
+/// `chars`: the known names, each a byte or null; the unknown ones dropped (null for the whole map: none).
 fn known_chars<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, Option<u8>>, D::Error> {
     let mut chars = BTreeMap::new();
-    for (name, value) in BTreeMap::<String, serde_json::Value>::deserialize(deserializer)? {
+    for (name, value) in Option::<BTreeMap<String, serde_json::Value>>::deserialize(deserializer)?.unwrap_or_default() {
         if !CONTROL_CHARS.iter().any(|&(known, _)| known == name) {
             continue;
         }
@@ -191,10 +191,11 @@ fn known_chars<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<St
     Ok(chars)
 }
 
-/// `flags`: the known names, each true or false (`cs7` and `cs8` not both true); the unknown ones dropped.
+/// `flags`: the known names, each true or false (`cs7` and `cs8` not both true); the unknown ones dropped (null
+/// for the whole map: none).
 fn known_flags<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, bool>, D::Error> {
     let mut flags = BTreeMap::new();
-    for (name, value) in BTreeMap::<String, serde_json::Value>::deserialize(deserializer)? {
+    for (name, value) in Option::<BTreeMap<String, serde_json::Value>>::deserialize(deserializer)?.unwrap_or_default() {
         if !FLAGS.iter().any(|&(known, _)| known == name) {
             continue;
         }
@@ -246,6 +247,8 @@ mod tests {
         assert_eq!(modes.chars, BTreeMap::from([("eol".into(), None), ("erase".into(), Some(8))]));
         assert_eq!(modes.flags, BTreeMap::from([("icrnl".into(), false)]));
         assert_eq!(parse(r#"{"later":{"x":1}}"#).unwrap(), TerminalModes::default());
+        let nulls = r#"{"chars":null,"flags":null,"ispeed":null,"ospeed":null}"#;
+        assert_eq!(parse(nulls).unwrap(), TerminalModes::default());
         for (json, named) in [
             (r#"{"chars":{"erase":256}}"#, "tty.modes.chars.erase must be the byte"),
             (r#"{"chars":{"intr":"^C"}}"#, "tty.modes.chars.intr must be the byte"),
