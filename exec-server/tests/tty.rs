@@ -362,3 +362,71 @@ async fn a_tty_run_keeps_every_run_property() {
     assert_eq!(resized, 1.0);
     server.stop().await;
 }
+
+/// `tty.modes`: the client's terminal modes, laid over the pty's before the command starts (as sshd applies a
+/// `pty-req`'s). The command's `stty -a` is that of a pty here set the same way by `stty`; names this server does not
+/// know are ignored; without modes the pty is a fresh one with `iutf8`, as before the field.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tty_run_gets_the_modes_its_request_names() {
+    let server = server().start().await;
+    let stty = |id: &str, modes: Option<serde_json::Value>| {
+        let mut tty = json!({"rows": 24, "cols": 80});
+        if let Some(modes) = modes {
+            tty["modes"] = modes;
+        }
+        let body = json!({"cmd": ["stty", "-a"], "run_id": id, "tty": tty});
+        let server = &server;
+        async move {
+            let response = server.post("/exec/stream", body.to_string()).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            let screen = Screen { frames: Frames::new(response), bytes: Vec::new(), end: Vec::new() };
+            let (bytes, code, _) = screen.finish().await;
+            (String::from_utf8(bytes).unwrap(), code)
+        }
+    };
+    let native = |set: &str| {
+        let line = format!("stty {set}; stty -a");
+        async move {
+            let (screen, code) = native_on_a_pty(&["sh", "-c", &line], 24, 80).await;
+            (String::from_utf8(screen).unwrap(), code)
+        }
+    };
+    let set = "erase ^H intr ^G eol ^A kill undef -ixon -echoctl -iutf8 igncr -onlcr noflsh 9600";
+    let modes = json!({
+        "chars": {"erase": 8, "intr": 7, "eol": 1, "kill": null, "status": 20},
+        "flags": {"ixon": false, "echoctl": false, "iutf8": false, "igncr": true, "onlcr": false, "noflsh": true,
+                  "someday": true},
+        "ispeed": 9600, "ospeed": 9600,
+        "later": {"what": "a newer client sends"},
+    });
+    let (expected, forwarded) = (native(set).await, stty("tty-modes", Some(modes)).await);
+    assert_eq!(forwarded, expected);
+    assert!(expected.0.contains("erase = ^H") && expected.0.contains("speed 9600 baud"), "{expected:?}");
+    let (expected, forwarded) = (native("iutf8").await, stty("tty-no-modes", None).await);
+    assert_eq!(forwarded, expected, "no modes: a fresh pty's, and iutf8");
+    assert_eq!(stty("tty-empty-modes", Some(json!({}))).await, expected);
+    server.stop().await;
+}
+
+/// A known mode with a value it cannot have is refused before anything runs, with a 400 that names it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_mode_is_refused_by_its_name() {
+    let server = server().start().await;
+    for (modes, named) in [
+        (json!({"chars": {"erase": 300}}), "tty.modes.chars.erase must be the byte its key sends"),
+        (json!({"chars": {"intr": "^C"}}), "tty.modes.chars.intr must be the byte its key sends"),
+        (json!({"flags": {"echo": "yes"}}), "tty.modes.flags.echo must be true or false"),
+        (json!({"flags": {"cs7": true, "cs8": true}}), "cs7 and cs8 are both true"),
+        (json!({"ospeed": 0}), "tty.modes.ospeed must be a speed in baud"),
+        (json!({"chars": [8]}), "invalid request body"),
+    ] {
+        let body = json!({"cmd": ["true"], "run_id": "tty-bad-modes", "tty": {"rows": 24, "cols": 80, "modes": modes}});
+        let response = server.post("/exec/stream", body.to_string()).send().await.unwrap();
+        assert_eq!(response.status(), 400, "{modes}");
+        let error: ErrorBody = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        assert!(error.error.contains(named), "{modes}: {}", error.error);
+    }
+    let (status, _) = server.run_info("tty-bad-modes").await;
+    assert_eq!(status, 404, "nothing ran");
+    server.stop().await;
+}

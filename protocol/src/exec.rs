@@ -407,7 +407,7 @@ mod tests {
         )
         .unwrap();
         assert!(full.stdin_stream);
-        assert_eq!(full.tty, Some(crate::TtyRequest { rows: 30, cols: 100, term: Some("xterm".into()) }));
+        assert_eq!(full.tty, Some(crate::TtyRequest { rows: 30, cols: 100, term: Some("xterm".into()), modes: None }));
         assert_eq!(full.daemons, Some(DaemonsRequest::End));
         assert_eq!(
             serde_json::to_string(&full).unwrap(),

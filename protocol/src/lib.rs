@@ -27,6 +27,7 @@ pub mod runtimes;
 pub mod shell;
 pub mod stdin;
 pub mod terminal;
+pub mod terminal_modes;
 pub mod text;
 pub mod token;
 pub mod vars;
@@ -41,6 +42,7 @@ pub use runs::{RunId, RunIdError, RunInfo, RunList, RunState, SignalRequest};
 pub use runtimes::{commands_for, RUNTIMES};
 pub use stdin::StdinReply;
 pub use terminal::{ResizeRequest, TtyRequest, TTY_HEADER};
+pub use terminal_modes::TerminalModes;
 
 /// Upper bound for a request body, in bytes (the contract's 1 MiB).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;

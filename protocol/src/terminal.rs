@@ -13,6 +13,10 @@ pub struct TtyRequest {
     /// server's), or `xterm-256color` when that has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub term: Option<String>,
+    /// The client's terminal modes ([`crate::TerminalModes`]), laid over the pty's before the command starts, as
+    /// ssh's `pty-req` does. Absent (a client before it): the pty's own modes and `iutf8`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<crate::TerminalModes>,
 }
 
 /// `POST /runs/{id}/resize` body: the terminal's new size. The command gets SIGWINCH from the kernel (none when the
@@ -35,12 +39,19 @@ mod tests {
     #[test]
     fn a_tty_request_without_term_leaves_it_out() {
         let tty: TtyRequest = serde_json::from_str(r#"{"rows":30,"cols":100}"#).unwrap();
-        assert_eq!(tty, TtyRequest { rows: 30, cols: 100, term: None });
+        assert_eq!(tty, TtyRequest { rows: 30, cols: 100, term: None, modes: None });
         assert_eq!(serde_json::to_string(&tty).unwrap(), r#"{"rows":30,"cols":100}"#);
         let with: TtyRequest = serde_json::from_str(r#"{"rows":1,"cols":2,"term":"xterm-256color"}"#).unwrap();
         assert_eq!(with.term.as_deref(), Some("xterm-256color"));
         assert!(serde_json::from_str::<TtyRequest>(r#"{"rows":70000,"cols":2}"#).is_err(), "rows are 16 bits");
         assert!(serde_json::from_str::<TtyRequest>(r#"{"rows":-1,"cols":2}"#).is_err());
+        let modes: TtyRequest =
+            serde_json::from_str(r#"{"rows":1,"cols":2,"modes":{"chars":{"erase":8},"flags":{"echo":false}}}"#)
+                .unwrap();
+        let named = modes.modes.unwrap();
+        assert_eq!((named.chars["erase"], named.flags["echo"], named.ispeed), (Some(8), false, None));
+        let err = serde_json::from_str::<TtyRequest>(r#"{"rows":1,"cols":2,"modes":{"chars":{"erase":300}}}"#);
+        assert!(err.unwrap_err().to_string().starts_with("tty.modes.chars.erase must be"));
         let resize: ResizeRequest = serde_json::from_str(r#"{"rows":40,"cols":120}"#).unwrap();
         assert_eq!(serde_json::to_string(&resize).unwrap(), r#"{"rows":40,"cols":120}"#);
     }

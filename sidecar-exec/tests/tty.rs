@@ -413,3 +413,23 @@ async fn pytest_colours_as_natively() {
     assert_eq!(native_code, 1, "one test fails");
     server.stop().await;
 }
+
+/// The remote terminal has the local terminal's modes, as ssh's `pty-req` gives them: `stty -a` forwarded is
+/// `stty -a` natively, on a fresh terminal and on one where `stty` changed the erase character (and more) before
+/// the client started. Read before the client makes the terminal raw: the remote one is cooked as the local was.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_remote_terminal_has_the_local_terminals_modes() {
+    let server = server().await;
+    for set in ["", "stty erase '^H' intr '^G' werase undef -ixon ixany imaxbel -echoctl iutf8 -onlcr 9600; "] {
+        let mut native = tokio::process::Command::new("sh");
+        native.args(["-c", &format!("{set}exec stty -a")]).env("TERM", "xterm-256color").kill_on_drop(true);
+        let native = Terminal::open(24, 80).spawn(native).finish().await;
+        let mut client = server.client().env("TERM", "xterm-256color").other("sh");
+        client.args(["-c", &format!("{set}exec \"$0\" \"$@\""), BIN, "python", "stty", "-a"]);
+        let forwarded = Terminal::open(24, 80).spawn(client).finish().await;
+        assert_eq!((text(&forwarded.screen), forwarded.code), (text(&native.screen), native.code), "{set}");
+        assert_eq!(native.code, 0);
+        assert!(set.is_empty() || text(&native.screen).contains("erase = ^H;"), "{:?}", text(&native.screen));
+    }
+    server.stop().await;
+}

@@ -86,7 +86,7 @@ pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<Started, StartE
     let failed = |err: std::io::Error| start_error(job, program, Some(&err));
     if let Some(terminal) = &job.terminal {
         let pty = group::open_pty(terminal.rows, terminal.cols).map_err(failed)?;
-        super::terminal::set_modes(&pty.master);
+        terminal.set_modes(&pty.master);
         let slave_path = pty.path.display().to_string();
         let leader = group::spawn_pty_leader(command, pty.slave).map_err(failed)?;
         return Ok(Started { leader, terminal: Some(StartedTerminal { master: pty.master, slave_path }) });

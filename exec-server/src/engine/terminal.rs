@@ -10,11 +10,13 @@ use std::task::{Context, Poll};
 use process_group::Pgid;
 use tokio::io::{AsyncRead, ReadBuf};
 
-/// A job's terminal: its first size, and the handle the transport keeps.
+/// A job's terminal: its first size, the client's modes, and the handle the transport keeps.
 #[derive(Debug, Clone)]
 pub struct TerminalJob {
     pub rows: u16,
     pub cols: u16,
+    /// The request's `tty.modes`: laid over the pty's before the command starts ([`TerminalJob::set_modes`]).
+    pub modes: Option<protocol::TerminalModes>,
     pub handle: Arc<Terminal>,
 }
 
@@ -60,14 +62,22 @@ impl Terminal {
     }
 }
 
-/// The modes a fresh pty lacks: IUTF8, so that the line discipline erases a whole UTF-8 character on Backspace
-/// (without it `é` then Backspace leaves a stray byte). *Decision:* always set: UTF-8 is what terminals speak now,
-/// and the request carries no modes.
-pub(super) fn set_modes(master: &impl AsFd) {
-    use rustix::termios::{tcgetattr, tcsetattr, InputModes, OptionalActions};
-    if let Ok(mut modes) = tcgetattr(master) {
+impl TerminalJob {
+    /// Sets the pty's modes before the command starts: first what a fresh pty lacks, IUTF8, so that the line
+    /// discipline erases a whole UTF-8 character on Backspace (without it `é` then Backspace leaves a stray byte);
+    /// then the client's modes over that, as sshd applies a `pty-req`'s. *Decisions:* IUTF8 is the default because
+    /// UTF-8 is what terminals speak now, and a client's modes win over it (a local terminal without `iutf8` gets a
+    /// remote one without, as under ssh); like sshd, a mode the system refuses is logged and the command runs.
+    pub(super) fn set_modes(&self, master: &impl AsFd) {
+        use rustix::termios::{tcgetattr, tcsetattr, InputModes, OptionalActions};
+        let Ok(mut modes) = tcgetattr(master) else { return };
         modes.input_modes |= InputModes::IUTF8;
-        let _ = tcsetattr(master, OptionalActions::Now, &modes);
+        if let Some(Err(err)) = self.modes.as_ref().map(|requested| requested.apply(&mut modes)) {
+            tracing::warn!(%err, "a TTY request's speed was refused; the pty keeps its own");
+        }
+        if let Err(err) = tcsetattr(master, OptionalActions::Now, &modes) {
+            tracing::warn!(%err, "cannot set a TTY run's terminal modes; the command runs with the pty's");
+        }
     }
 }
 

@@ -55,9 +55,6 @@ const STDERR_ON_THE_TERMINAL: &str = "stated: in TTY mode the command's stdout a
                                       one stream (issue 23, Server: 'output is one stream'), so a local `2>/dev/null` \
                                       or `2>log` cannot reach the command's stderr: it shows on the screen, as under \
                                       `ssh -t`; SIDECAR_TTY=0 keeps the streams apart";
-const REMOTE_MODES: &str = "stated: the remote terminal has a new pty's modes and `iutf8` (the server sets it), not \
-                            the local terminal's (the request carries the size and TERM, no modes), so what `stty` \
-                            changed here (erase ^H) is not there";
 
 const fn known(column: Column, case: &'static str, aspects: &'static [Aspect], reason: &'static str) -> Known {
     Known { column, case, aspects, reason }
@@ -79,6 +76,4 @@ pub const KNOWN_DIFFERENCES: &[Known] = &[
     known(Terminal, "signal-deaths", &[Screen], STDERR_ON_THE_TERMINAL),
     known(Terminal, "env-on-command-line", &[Screen], COMMAND_LINE_ENV),
     known(Terminal, "env-secret-stays", &[Screen], SECRET),
-    known(Terminal, "stty-modes", &[Screen], REMOTE_MODES),
-    known(Terminal, "stty-erase-set-here", &[Screen], REMOTE_MODES),
 ];

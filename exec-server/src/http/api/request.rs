@@ -166,6 +166,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
     let terminal = request.tty.as_ref().zip(handle.clone()).map(|(tty, handle)| TerminalJob {
         rows: tty.rows,
         cols: tty.cols,
+        modes: tty.modes.clone(),
         handle,
     });
     let job = Job {

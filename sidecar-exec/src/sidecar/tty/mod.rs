@@ -1,5 +1,5 @@
 //! TTY mode (issue 23): when stdin and stdout are terminals (or `SIDECAR_TTY=1`), the command runs on a remote
-//! pseudo-terminal of the local window's size and `TERM`; the local terminal is raw ([`raw_mode`]), every keystroke
+//! pseudo-terminal of the local window's size, `TERM` and modes; the local terminal is raw ([`raw_mode`]), every keystroke
 //! goes as it comes through the streamed stdin of [`crate::sidecar::stdin_pump`], the window size follows SIGWINCH
 //! ([`window`]), and the output is the run's one stream, resumed like any named run's.
 
@@ -9,7 +9,7 @@ pub mod window;
 
 use std::io::IsTerminal;
 
-use protocol::TtyRequest;
+use protocol::{TerminalModes, TtyRequest};
 
 use crate::exit::ClientExit;
 use crate::sidecar::forward::{self, Call};
@@ -22,10 +22,17 @@ pub fn wanted(switch: Option<bool>) -> bool {
     switch.unwrap_or_else(|| std::io::stdin().is_terminal() && std::io::stdout().is_terminal())
 }
 
-/// The request's `tty`: the local window size and `TERM` (absent when unset: the server's default then).
+/// The request's `tty`: the local window size, `TERM` (absent when unset: the server's default then) and stdin's
+/// terminal modes, as ssh's `pty-req` carries them (absent when stdin is no terminal: `SIDECAR_TTY=1` without one).
+/// Called before [`forward`] makes the terminal raw, so the modes are the ones the user's shell left.
 pub fn request() -> TtyRequest {
     let size = window::size();
-    TtyRequest { rows: size.rows, cols: size.cols, term: std::env::var("TERM").ok().filter(|term| !term.is_empty()) }
+    TtyRequest {
+        rows: size.rows,
+        cols: size.cols,
+        term: std::env::var("TERM").ok().filter(|term| !term.is_empty()),
+        modes: rustix::termios::tcgetattr(std::io::stdin()).ok().map(|modes| TerminalModes::of(&modes)),
+    }
 }
 
 /// What a client that gives up leaves switched on in the user's terminal emulator when the remote full-screen
