@@ -8,7 +8,8 @@ branches, `before=OLD/sidecar-exec@OLD/exec-server after=NEW/sidecar-exec@NEW/ex
 
 Each arm starts its own release exec-server on a throwaway workspace, over TCP (127.0.0.1) or, with `,unix`, over a
 UNIX socket (`--listen unix:PATH`, and BUILD_SIDECARS says `unix://PATH`). The arms run one call each in turn, so
-a noisy neighbour slows all alike. Prints median and p90 per arm, and each arm's median against the first's; with
+a noisy neighbour slows all alike. Prints median and p90 per arm, each arm's median against the first's, and the
+median of the per-round differences against the first arm (paired: steadier under load); with
 --section, also writes them as the "P1 over a UNIX socket" section of BENCHMARKS.md (bench/run.sh does, with
 tcp and unix arms). Standard library only.
 """
@@ -76,12 +77,17 @@ def main():
         for _ in range(options.runs):
             for name, argv, env, cwd in arms:
                 samples[name].append(spawn_wait(argv, env, cwd=cwd))
-        first = statistics.median(samples[arms[0][0]])
-        table = [f"| arm | median | p90 | vs {arms[0][0]} |", "| --- | --- | --- | --- |"]
+        baseline = samples[arms[0][0]]
+        first = statistics.median(baseline)
+        table = [f"| arm | median | p90 | vs {arms[0][0]} | paired |", "| --- | --- | --- | --- | --- |"]
         for name, values in samples.items():
             median = statistics.median(values)
             p90 = statistics.quantiles(values, n=10)[-1]
-            table.append(f"| {name} | {median * 1000:.2f} ms | {p90 * 1000:.2f} ms | {(median - first) * 1000:+.2f} ms |")
+            # The median of each round's difference: a neighbour's burst slows one round of both arms alike, so this
+            # is steadier under load than the difference of the medians.
+            paired = statistics.median(value - base for value, base in zip(values, baseline))
+            table.append(f"| {name} | {median * 1000:.2f} ms | {p90 * 1000:.2f} ms | {(median - first) * 1000:+.2f} ms "
+                         f"| {paired * 1000:+.2f} ms |")
         print("\n".join(table))
         if options.section:
             write_section([
