@@ -25,6 +25,7 @@ import secrets
 import shutil
 import socket
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -36,6 +37,35 @@ from release_server import CLIENT, SERVER  # noqa: E402
 from ssh import write_section  # noqa: E402
 
 SECTION = "## P1: where a forwarded call's time goes"
+
+
+# What the issue-22 work on this goal cut and measured, and what it left (perf stat, strace -c and the A/Bs named;
+# 2026-12-01, 2 shared cores, load 4-9). Constant text: these are that session's measurements, not this run's.
+WHAT_WAS_DONE = [
+    "What was cut for issue 22's goal (a call through a wrapper ≤ native + 1.0 ms), each measured apart:",
+    "",
+    "- The escapee sweep read every process's `/proc/<pid>/environ` once per finished command that may keep its "
+    "daemons and once more per batch; it now reads them once per batch (`Tagged::find_by_tag`), and a second time "
+    "only when something is to be ended. Server CPU per back-to-back call 1.62 → 0.67 ms (this script, old and new "
+    "server, ~125 processes on the machine); the whole call −0.08 to −0.26 ms paired in `bench/p1_pair.py --block "
+    "50` (800 runs, same client, three runs; in blocks, since one server's sweep would otherwise slow the other's "
+    "calls too).",
+    "- The shipped client is a static executable, not static-pie (`images/binaries.sh`): no self-relocation at "
+    "start, page faults per forwarded call 99 → 82, and −0.07 to −0.11 ms paired against static-pie in "
+    "`bench/p1_pair.py` (1000 runs, same server, three runs).",
+    "",
+    "Measured and left: one tokio worker in the server (`TOKIO_WORKER_THREADS=1`) gave −0.04 ms paired on the "
+    "server's part (600 runs), within the noise. Not a change but a trap: `cargo build --release` makes a dynamic "
+    "PIE client whose start-up costs about twice the static one's CPU (`--version`: 0.73 against 0.36 ms "
+    "task-clock); this table and \"P1 through a wrapper\" measure the shipped binaries (`images/binaries.sh`).",
+    "",
+    "What is left, from the table: the client's start-up is a `true`'s, so the rest is the server's part over a "
+    "native spawn and the client's own work. In the server's part, per call: accepting a new TCP connection, the "
+    "HTTP request and its JSON, the named run, the PATH lookup, glibc's `posix_spawn` (whose child resets every "
+    "signal before `exec`: 121 `rt_sigaction` calls per spawn, by `strace -c`), about four futex wake-ups between "
+    "its two worker threads, and the exit frame. The client's own work is its runtime, HTTP client, connect and the "
+    "stream's reading; its Rust code was a flat profile (tokio the largest crate, under a fifth of its user time).",
+]
 
 
 def server_part(port, cwd):
@@ -56,6 +86,23 @@ def server_part(port, cwd):
                 raise RuntimeError(f"the server closed before the exit frame: {seen[-300:]!r}")
             seen += data
     return time.perf_counter() - started
+
+
+def linkage(binary):
+    """How `binary` is linked, from its ELF headers: "static", "static-pie" or "dynamic" (has an interpreter). The
+    figures of a client depend on it: images/binaries.sh ships a static one, `cargo build --release` makes a
+    dynamic PIE."""
+    with open(binary, "rb") as f:
+        header = f.read(64)
+        e_type, = struct.unpack_from("<H", header, 16)
+        phoff, = struct.unpack_from("<Q", header, 32)
+        phentsize, phnum = struct.unpack_from("<HH", header, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    types = {struct.unpack_from("<I", table, i * phentsize)[0] for i in range(phnum)}
+    if 3 in types:  # PT_INTERP
+        return "dynamic"
+    return "static-pie" if e_type == 3 else "static"  # ET_DYN, else ET_EXEC
 
 
 def server_cpu(pid):
@@ -121,7 +168,7 @@ def main():
         SECTION,
         "",
         f"By `bench/p1_breakdown.py`, {options.runs} runs per arm, interleaved, against one release exec-server "
-        f"(`{os.path.relpath(options.client)}`; load average {os.getloadavg()[0]:.1f} at the end of the run).",
+        f"(client `{os.path.relpath(options.client)}`, {linkage(options.client)}; load average {os.getloadavg()[0]:.1f} at the end of the run).",
         "",
         *rows,
         "",
@@ -131,6 +178,8 @@ def main():
         f"work between them {rest * 1000:.2f} ms (the whole call less its start-up and the server's part).",
         f"The server used {cpu_per_call * 1000:.2f} ms of CPU per call (all its threads, not the command's; on 2 "
         "cores that competes with the call itself).",
+        "",
+        *WHAT_WAS_DONE,
     ]
     print("\n".join(lines))
     if options.section:

@@ -18,6 +18,9 @@ python3 bench/p1_pair.py --client "$BENCH_BIN_DIR/sidecar-exec" --runs "$([ "${B
 # the same run (appends its own section).
 python3 bench/p1_modes.py --client "$BENCH_BIN_DIR/sidecar-exec" --server "$BENCH_BIN_DIR/exec-server" \
     --runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 60 || echo 400)" --p7-runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 2 || echo 5)" --section
+# Where a forwarded call's time goes: its parts measured apart, interleaved (appends its own section).
+python3 bench/p1_breakdown.py --client "$BENCH_BIN_DIR/sidecar-exec" --server "$BENCH_BIN_DIR/exec-server" \
+    --runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 60 || echo 400)" --section
 # P1 through the generated (link) wrapper against the `#!/bin/sh` wrapper it replaced (appends its own section).
 python3 bench/wrapper.py --section --runs "$([ "${BENCH_QUICK:-}" = 1 ] && echo 60 || echo 400)"
 # Optional: ssh-exec against plain ssh, on a local sshd bench/ssh.sh starts itself (appends its own section).
