@@ -426,8 +426,9 @@ def report(results):
               "measured interleaved. What is left: the client's start and connect (+0.18 ms), the server's "
               "keep-alive `/exec` of `true` (+0.46–0.51 ms over a native spawn and wait, of which the escapee sweep "
               "reading every `/proc/<pid>/environ` is 9% of its CPU) and glibc's start-up CPU probe in both "
-              "processes; a musl client, a non-PIE client and a single worker thread were measured or weighed and "
-              "left (docs/testing.md: where a forwarded call's time goes).", "",
+              "processes; a musl client and a single worker thread were measured or weighed and left. Since then "
+              "(issue 22) the client ships as a static executable (not static-pie) and the sweep reads `/proc` once "
+              "per batch: see \"P1: where a forwarded call's time goes\".", "",
               "![per-call latency, native vs forwarded](bench/latency.svg)", "",
               "## P2: throughput", "",
               f"The client writes to a file; every output was checked byte for byte (SHA-256) against the input. "

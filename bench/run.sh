@@ -17,6 +17,9 @@ python3 bench/p1_pair.py --client "$BENCH_BIN_DIR/sidecar-exec" --runs "$p1_runs
 # the same run (appends its own section).
 python3 bench/p1_modes.py --client "$BENCH_BIN_DIR/sidecar-exec" --server "$BENCH_BIN_DIR/exec-server" \
     --runs "$p1_runs" --p7-runs "$(bench_count 5 2)" --section
+# Where a forwarded call's time goes: its parts measured apart, interleaved (appends its own section).
+python3 bench/p1_breakdown.py --client "$BENCH_BIN_DIR/sidecar-exec" --server "$BENCH_BIN_DIR/exec-server" \
+    --runs "$p1_runs" --section
 # P1 through the generated (link) wrapper against the `#!/bin/sh` wrapper it replaced (appends its own section).
 python3 bench/wrapper.py --section --runs "$p1_runs"
 # Optional: ssh-exec against plain ssh, on a local sshd bench/ssh.sh starts itself (appends its own section).

@@ -4,7 +4,9 @@ against the `#!/bin/sh` wrapper the installer wrote before (`exec CLIENT python 
 
     python3 bench/wrapper.py [--runs 400] [--section]
 
-Arms, interleaved one call each in turn against one release exec-server (BENCH_BIN_DIR, else target/release):
+Arms, interleaved one call each in turn against one release exec-server (BENCH_BIN_DIR, else target/release; the
+binaries users get are `BENCH_BIN_DIR=$(images/binaries.sh)`, as bench/run.sh measures: a static client, where
+target/release's is dynamic and starts slower; the section names the client's linkage):
 native `true`, `sidecar-exec python true` called directly, the `#!/bin/sh` wrapper `python3` and the link wrapper
 `python3` (on the server side `python3` is `true`, so only the overhead is measured). Both wrappers get the same
 environment and run the same client. Prints median and p90 per arm and each against native `true`; with --section
@@ -22,6 +24,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import spawn_wait, summary_rows  # noqa: E402
+from p1_breakdown import linkage  # noqa: E402
 from release_server import CLIENT, Server, require_binaries  # noqa: E402
 from ssh import write_section  # noqa: E402
 
@@ -81,7 +84,8 @@ def main():
         SECTION,
         "",
         f"{options.runs} runs each, interleaved, started with `posix_spawn` from Python, against one local release "
-        f"exec-server (`bench/wrapper.py`; load average {os.getloadavg()[0]:.1f} at the end of the run). The link wrapper is what `--install-wrappers` writes now: a symlink to "
+        f"exec-server (`bench/wrapper.py`; client `{os.path.relpath(CLIENT)}`, {linkage(CLIENT)}; load average "
+        f"{os.getloadavg()[0]:.1f} at the end of the run). The link wrapper is what `--install-wrappers` writes now: a symlink to "
         "sidecar-exec named after the command, which reads its command from argv[0] (no shell starts); the "
         "`#!/bin/sh` wrapper is the form it wrote before, with the same environment and client.",
         "",
@@ -96,7 +100,8 @@ def main():
         f"The link saves {(sh - link) * 1000:.2f} ms against the `#!/bin/sh` wrapper and costs "
         f"{(link - direct) * 1000:+.2f} ms against calling sidecar-exec directly.",
         f"Goal (issue 22): a call through a generated wrapper ≤ native `true` + 1.0 ms at the median: {verdict} "
-        f"({(link - native) * 1000:+.2f} ms). What is left is the forwarded call itself (the direct row): see P1.",
+        f"({(link - native) * 1000:+.2f} ms). What is left is the forwarded call itself (the direct row): see "
+        "\"P1: where a forwarded call's time goes\".",
     ]
     if options.section:
         write_section(lines, SECTION)

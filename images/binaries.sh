@@ -7,7 +7,8 @@
 #     posix_spawn_file_actions_addchdir_np and falls back to fork, measured ~25% slower for 200 parallel commands).
 # One target folder and one RUSTFLAGS for all three, target/static (so the ordinary builds stay as they are): only
 # the two client binaries are linked statically, by `cargo rustc … -- -C target-feature=+crt-static`, which applies
-# to their final link alone (the libc crate and std choose static glibc there; the result is static-pie). Before,
+# to their final link alone (the libc crate and std choose static glibc there; with relocation-model=static, below,
+# the result is a static executable, not static-pie). Before,
 # exec-server (target/release) and the clients (target/static, RUSTFLAGS with +crt-static, --target) were two cold
 # builds, and a fresh clone compiled every shared dependency and proc macro twice; now a dependency the server and the
 # clients use with the same features is compiled once (138 crates instead of 161; the ones whose features differ
@@ -16,6 +17,13 @@
 # all call it, and all test and measure the binaries users get. `images/binaries.sh --static-rustflags` prints the
 # static build's RUSTFLAGS (bench/ab-argv.sh builds with them).
 #
+# relocation-model=static: the clients are static executables at a fixed address, not static-pie. A static-pie binary
+# relocates itself at every start (4,300 relative relocations, writing the pages of .data.rel.ro and the GOT: 17 page
+# faults of each call's ~100); a fixed one has none. Measured interleaved against static-pie (BENCHMARKS.md, "P1:
+# where a forwarded call's time goes"). What it gives up is address randomisation of the client's own code and data
+# (its heap, stack and libraries' mappings stay randomised): the client runs as the agent's user, which can read the
+# token it holds anyway, and parses only its own sidecar's replies, in safe Rust.
+#
 # httparse_disable_simd: httparse otherwise picks its SIMD header parser at run time, and that first CPU feature
 # probe (cpuid, a VM exit under virtualisation) cost every wrapped call ~0.05 ms of start-up, to parse one
 # reply's few headers (see BENCHMARKS.md, P1). A cfg reaches httparse only through RUSTFLAGS, so exec-server is
@@ -23,15 +31,17 @@
 set -eu
 cd "$(dirname "$0")/.."
 cfg='--cfg httparse_disable_simd="1"'
+static='-C target-feature=+crt-static -C relocation-model=static'
 if [ "${1:-}" = "--static-rustflags" ]; then
-    echo "-C target-feature=+crt-static $cfg"
+    echo "$static $cfg"
     exit 0
 fi
 CARGO_TARGET_DIR="$(pwd)/target/static"
 export RUSTFLAGS="$cfg" CARGO_TARGET_DIR
 cargo build --quiet --release --locked -p exec-server
 for bin in sidecar-exec ssh-exec; do
-    cargo rustc --quiet --release --locked -p sidecar-exec --bin "$bin" -- -C target-feature=+crt-static
+    # shellcheck disable=SC2086 # two flags, split on purpose
+    cargo rustc --quiet --release --locked -p sidecar-exec --bin "$bin" -- $static
 done
 release="$CARGO_TARGET_DIR/release"
 # The clients must need no libc of the agent image (they run FROM scratch): ldd says so of a static(-pie) binary.

@@ -138,15 +138,22 @@ impl Sweeper {
     }
 
     /// One batch: the daemons it left are kept (pushing the oldest out beyond `--max-daemons`), the rest is ended.
+    /// One pass through `/proc` finds what every job of the batch left; a second one only when something is to be
+    /// ended (the policy's own looks are cheap once it knows the pids).
     async fn sweep(self: &Arc<Self>, batch: &[Finished], grace: Duration, metrics: &CommandMetrics) {
         self.daemons.prune();
+        let jobs: Vec<u64> = batch.iter().map(|finished| finished.job).collect();
+        let tags = || jobs.iter().map(|job| tag(*job)).collect();
+        let found = Tagged::new(tags()).outside_sessions(self.daemons.sessions()).find_by_tag();
         let mut kept = Vec::new();
-        for finished in batch.iter().filter(|finished| finished.may_keep) {
-            let escaped = Tagged::new(vec![tag(finished.job)]).outside_sessions(self.daemons.sessions()).find();
+        for (finished, escaped) in batch.iter().zip(&found) {
             if !escaped.is_empty() {
-                kept.extend(self.daemons.recognise(finished, &escaped));
+                kept.extend(self.daemons.recognise(finished, escaped));
             }
         }
+        // A kept session's tagged pids are exactly the found ones in it; whatever else was found is to be ended.
+        let kept_pids: HashSet<i32> = kept.iter().flat_map(|session| session.pids.iter().copied()).collect();
+        let to_end = found.iter().flatten().any(|pid| !kept_pids.contains(pid));
         let keeping = !kept.is_empty();
         let evicted = self.daemons.keep(kept);
         if keeping {
@@ -156,10 +163,12 @@ impl Sweeper {
             self.daemons.ending(&evicted, DaemonEnd::MaxDaemons);
             self.end_sessions(evicted, grace);
         }
-        let jobs: Vec<u64> = batch.iter().map(|finished| finished.job).collect();
-        let mut escaped =
-            Tagged::new(jobs.iter().map(|job| tag(*job)).collect()).outside_sessions(self.daemons.sessions());
-        // One pass through `/proc`; the policy's own look is cheap once it knows the pids.
+        // Nothing found outside the kept sessions: nothing to end (a tagged process descends from a tagged one, and
+        // none was left).
+        if !to_end {
+            return;
+        }
+        let mut escaped = Tagged::new(tags()).outside_sessions(self.daemons.sessions());
         if !escaped.is_empty() {
             let count = escaped.seen().len();
             tracing::info!(?jobs, count, "terminating processes that left their command's group");

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Where a forwarded call's time goes (issue 22's P1 goal): its parts measured apart, interleaved in one run.
+
+    python3 bench/p1_breakdown.py [--client BIN] [--server BIN] [--runs 400] [--section]
+
+Arms, one call each in turn against one release exec-server (BENCH_BIN_DIR, else target/release; or the binaries
+named), so a noisy neighbour slows all alike:
+
+- native `true` (the baseline, started with `posix_spawn` and waited for, as every arm that starts a process);
+- the client's start-up and exit with nothing sent: `sidecar-exec --version`;
+- the server's part alone: this process connects (a new TCP connection, as the client makes), sends the very
+  request the client sends for `sidecar-exec python true` (its headers, a new run id each time) and reads the reply
+  until the exit frame; that is the server's parse, spawn and wait of `true`, its reply, and the loopback;
+- the whole call: `sidecar-exec python true`.
+
+The client's own work (building the request, its runtime, the HTTP client, reading the stream) is what the whole
+call costs beyond its start-up and the server's part. With --section, writes the "P1: where a forwarded call's time
+goes" section of BENCHMARKS.md. Standard library only.
+"""
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import spawn_wait  # noqa: E402
+from p1_pair import start as start_server  # noqa: E402
+from release_server import CLIENT, SERVER  # noqa: E402
+from ssh import write_section  # noqa: E402
+
+SECTION = "## P1: where a forwarded call's time goes"
+
+
+# What the issue-22 work on this goal cut and measured, and what it left (perf stat, strace -c and the A/Bs named;
+# 2026-12-01, 2 shared cores, load 4-9). Constant text: these are that session's measurements, not this run's.
+WHAT_WAS_DONE = [
+    "What was cut for issue 22's goal (a call through a wrapper ≤ native + 1.0 ms), each measured apart:",
+    "",
+    "- The escapee sweep read every process's `/proc/<pid>/environ` once per finished command that may keep its "
+    "daemons and once more per batch; it now reads them once per batch (`Tagged::find_by_tag`), and a second time "
+    "only when something is to be ended. Server CPU per back-to-back call 1.62 → 0.67 ms (this script, old and new "
+    "server, ~125 processes on the machine); the whole call −0.08 to −0.26 ms paired in `bench/p1_pair.py --block "
+    "50` (800 runs, same client, three runs; in blocks, since one server's sweep would otherwise slow the other's "
+    "calls too).",
+    "- The shipped client is a static executable, not static-pie (`images/binaries.sh`): no self-relocation at "
+    "start, page faults per forwarded call 99 → 82, and −0.07 to −0.11 ms paired against static-pie in "
+    "`bench/p1_pair.py` (1000 runs, same server, three runs).",
+    "",
+    "Measured and left: one tokio worker in the server (`TOKIO_WORKER_THREADS=1`) gave −0.04 ms paired on the "
+    "server's part (600 runs), within the noise. Not a change but a trap: `cargo build --release` makes a dynamic "
+    "PIE client whose start-up costs about twice the static one's CPU (`--version`: 0.73 against 0.36 ms "
+    "task-clock); this table and \"P1 through a wrapper\" measure the shipped binaries (`images/binaries.sh`).",
+    "",
+    "What is left, from the table: the client's start-up is a `true`'s, so the rest is the server's part over a "
+    "native spawn and the client's own work. In the server's part, per call: accepting a new TCP connection, the "
+    "HTTP request and its JSON, the named run, the PATH lookup, glibc's `posix_spawn` (whose child resets every "
+    "signal before `exec`: 121 `rt_sigaction` calls per spawn, by `strace -c`), about four futex wake-ups between "
+    "its two worker threads, and the exit frame. The client's own work is its runtime, HTTP client, connect and the "
+    "stream's reading; its Rust code was a flat profile (tokio the largest crate, under a fifth of its user time).",
+]
+
+
+def server_part(port, cwd):
+    """One call as the client makes it, from this process: seconds until the exit frame has arrived."""
+    body = json.dumps({"cmd": ["true"], "cwd": cwd, "timeout": 600, "env": {}, "run_id": secrets.token_hex(16),
+                       "b64_only": True}, separators=(",", ":")).encode()
+    head = (f"POST /exec HTTP/1.1\r\naccept: text/event-stream, application/json;q=0.5\r\n"
+            f"content-type: application/json\r\nuser-agent: sidecar-exec/0.1.0\r\nhost: 127.0.0.1:{port}\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode()
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.sendall(head + body)
+        seen = b""
+        while b'"type":"exit"' not in seen:
+            data = conn.recv(65536)
+            if not data:
+                raise RuntimeError(f"the server closed before the exit frame: {seen[-300:]!r}")
+            seen += data
+    return time.perf_counter() - started
+
+
+def linkage(binary):
+    """How `binary` is linked, from its ELF headers: "static", "static-pie" or "dynamic" (has an interpreter). The
+    figures of a client depend on it: images/binaries.sh ships a static one, `cargo build --release` makes a
+    dynamic PIE."""
+    with open(binary, "rb") as f:
+        header = f.read(64)
+        e_type, = struct.unpack_from("<H", header, 16)
+        phoff, = struct.unpack_from("<Q", header, 32)
+        phentsize, phnum = struct.unpack_from("<HH", header, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    types = {struct.unpack_from("<I", table, i * phentsize)[0] for i in range(phnum)}
+    if 3 in types:  # PT_INTERP
+        return "dynamic"
+    return "static-pie" if e_type == 3 else "static"  # ET_DYN, else ET_EXEC
+
+
+def server_cpu(pid):
+    """The CPU seconds (user and system, all threads) the server process has used, its children not included."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--client", default=CLIENT)
+    parser.add_argument("--server", default=SERVER)
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--section", action="store_true", help="write the BENCHMARKS.md section")
+    options = parser.parse_args()
+    for binary in (options.client, options.server):
+        if not os.path.exists(binary):
+            raise SystemExit(f"{binary} is missing: build the release binaries (bench/run.sh does)")
+    tmp = tempfile.mkdtemp(prefix="p1-breakdown-")
+    proc = None
+    try:
+        workspace = os.path.join(tmp, "ws")
+        os.makedirs(workspace)
+        proc, url = start_server(options.server, workspace, None)
+        port = int(url.rsplit(":", 1)[1])
+        env = {"PATH": "/usr/bin:/bin", "BUILD_SIDECARS": json.dumps({"python": {"internal_url": url}})}
+        null = os.open("/dev/null", os.O_RDONLY)
+        true = shutil.which("true")
+        arms = {
+            "native `true`": lambda: spawn_wait([true], env, cwd=workspace, stdin_fd=null),
+            "client start-up and exit (`sidecar-exec --version`)":
+                lambda: spawn_wait([options.client, "--version"], env, cwd=workspace, stdin_fd=null,
+                                   stdout="/dev/null"),
+            "server's part (a new connection, the client's request, until the exit frame)":
+                lambda: server_part(port, workspace),
+            "whole call (`sidecar-exec python true`)":
+                lambda: spawn_wait([options.client, "python", "true"], env, cwd=workspace, stdin_fd=null),
+        }
+        samples = {name: [] for name in arms}
+        for arm in arms.values():  # warm-up
+            for _ in range(20):
+                arm()
+        cpu_before = server_cpu(proc.pid)
+        for _ in range(options.runs):
+            for name, arm in arms.items():
+                samples[name].append(arm())
+        # Two arms call the server each round; its sweep of a batch of finished commands comes up to 50 ms later.
+        time.sleep(0.2)
+        cpu_per_call = (server_cpu(proc.pid) - cpu_before) / (2 * options.runs)
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    median = {name: statistics.median(values) for name, values in samples.items()}
+    native, start, served, whole = (median[name] for name in arms)
+    rest = whole - start - served
+    rows = ["| part | median | p90 |", "| --- | --- | --- |"]
+    for name, values in samples.items():
+        rows.append(f"| {name} | {median[name] * 1000:.2f} ms | {statistics.quantiles(values, n=10)[-1] * 1000:.2f} ms |")
+    lines = [
+        SECTION,
+        "",
+        f"By `bench/p1_breakdown.py`, {options.runs} runs per arm, interleaved, against one release exec-server "
+        f"(client `{os.path.relpath(options.client)}`, {linkage(options.client)}; load average {os.getloadavg()[0]:.1f} at the end of the run).",
+        "",
+        *rows,
+        "",
+        f"The whole call is {(whole - native) * 1000:+.2f} ms over native `true`: the client's start-up and exit "
+        f"{(start - native) * 1000:+.2f} ms over a `true`'s, the server's part {served * 1000:.2f} ms (running "
+        f"`true` there included, {(served - native) * 1000:+.2f} ms over running it here), and the client's own "
+        f"work between them {rest * 1000:.2f} ms (the whole call less its start-up and the server's part).",
+        f"The server used {cpu_per_call * 1000:.2f} ms of CPU per call (all its threads, not the command's; on 2 "
+        "cores that competes with the call itself).",
+        "",
+        *WHAT_WAS_DONE,
+    ]
+    print("\n".join(lines))
+    if options.section:
+        write_section(lines, SECTION)
+
+
+if __name__ == "__main__":
+    main()
