@@ -4,7 +4,7 @@
 //! [`explain`]. A call: [`stdin_body`] and [`request`] build it, [`forward`] sends it negotiated, streaming or
 //! blocking, [`stdin_source`] and [`stdin_pump`] stream stdin, [`signals`] delivers signals as sent, [`resume`]
 //! follows a named run across lost connections into [`output`], [`reported_code`] gives the exit code; at a terminal,
-//! [`tty`] runs it on a remote one. On the wire: [`http`] (the client and its messages), [`body`], [`reply_reader`]
+//! [`forward`] runs it on a remote one with [`tty`]'s parts. On the wire: [`http`] (the client and its messages), [`body`], [`reply_reader`]
 //! and [`json_string`] (a blocking reply), [`sse`] and [`stream`] (an event stream). The other modes: [`runs`]
 //! (`--runs`, `--attach`, cancelling), [`status`].
 

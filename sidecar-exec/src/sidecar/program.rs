@@ -186,7 +186,7 @@ struct PreparedCall {
     program: String,
     body: Vec<u8>,
     run: OwnedRun,
-    /// The command runs on a remote terminal ([`tty`]).
+    /// The command runs on a remote terminal ([`forward::on_terminal`]).
     on_terminal: bool,
 }
 
@@ -260,7 +260,7 @@ fn run(runtime: &OsString, command: &[OsString], explain_only: bool) -> i32 {
     let exit = tokio_runtime().block_on(async {
         let exit = match settings.mode {
             OutputMode::Blocking => until_interrupted(forward::blocking(&call, &mut run)).await,
-            OutputMode::Negotiate | OutputMode::Stream if on_terminal => tty::forward(&call, &mut run).await,
+            OutputMode::Negotiate | OutputMode::Stream if on_terminal => forward::on_terminal(&call, &mut run).await,
             OutputMode::Negotiate | OutputMode::Stream => forward::streamed(&call, &mut run).await,
         };
         release(&target, &run).await;
