@@ -29,13 +29,21 @@ fn main() {
             _ => Err(attach),
         },
         Some("--install-wrappers") => Ok(Action::InstallWrappers(args.get(1).map(PathBuf::from))),
+        Some("--explain") => forward(&args[1..], true),
         Some(option) if option.starts_with('-') => Err(UsageError::UnknownOption(option.to_owned())),
-        None => Err(UsageError::Missing("runtime and command")),
-        Some(_) if args.len() < 2 => Err(UsageError::Missing("command after the runtime")),
-        Some(_) => Ok(Action::Forward { runtime: args[0].clone(), command: args[1..].to_vec() }),
+        _ => forward(&args, false),
     };
     std::process::exit(match action {
         Ok(action) => program::perform(action),
         Err(mistake) => program::usage(mistake),
     });
+}
+
+/// `RUNTIME COMMAND…` (after `--explain` when `explain`).
+fn forward(words: &[OsString], explain: bool) -> Result<Action, UsageError> {
+    match words {
+        [] => Err(UsageError::Missing("runtime and command")),
+        [_] => Err(UsageError::Missing("command after the runtime")),
+        [runtime, command @ ..] => Ok(Action::Forward { runtime: runtime.clone(), command: command.to_vec(), explain }),
+    }
 }
