@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use sidecar_exec::argv::UsageError;
 use sidecar_exec::sidecar::program::{self, Action};
+use sidecar_exec::wrappers::backends::Client;
+use sidecar_exec::wrappers::program::install_wrappers;
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -34,7 +36,7 @@ fn main() {
         _ => forward(&args, false),
     };
     std::process::exit(match action {
-        Ok(action) => program::perform(action),
+        Ok(action) => program::perform(action, |dir| install_wrappers(Client::SidecarExec, dir)),
         Err(mistake) => program::usage(mistake),
     });
 }
