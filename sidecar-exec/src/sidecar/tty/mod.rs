@@ -35,4 +35,4 @@ pub fn request() -> TtyRequest {
 /// What a client that gives up leaves switched on in the user's terminal emulator when the remote full-screen
 /// program was cut off: the alternate screen, a hidden cursor, bracketed paste, mouse reporting, keypad mode. Sent
 /// only when the client ends without the command's exit (the program cleans up after itself otherwise).
-pub(crate) const SCREEN_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l\x1b>";
+pub const SCREEN_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l\x1b>";
