@@ -3,21 +3,23 @@
 //! Two programs live here, each in its own folder: `sidecar-exec` ([`sidecar`]) forwards a command to a build sidecar
 //! over HTTP, `ssh-exec` ([`ssh`]) runs it on a host over OpenSSH. The wrapper installer ([`wrappers`]), an option of
 //! both, puts one wrapper per command on the agent's PATH and picks one backend for each: native > sidecar > SSH.
-//! The binaries (`src/bin/`) only call into these folders.
+//! It uses both programs' parts (it reads `BUILD_SIDECARS` and asks each builder for its commands through
+//! `sidecar`'s), so it sits above them: a program's `--install-wrappers` runs the [`installer`] its binary hands it.
+//! The binaries (`src/bin/`) only call into these folders, and bind each program to the installer.
 //!
 //! What both programs keep alike lives at the root: how a client ends ([`exit`]) and the one configuration error
 //! ([`config_error`]), its command line ([`argv`]) and variables ([`env`](mod@env)), the variables a command gets
 //! ([`env_sent`]), its stdin policy ([`stdin`]), the signals that interrupt it ([`interrupt`]), the signals sent on
-//! to the command ([`signals_as_sent`]) and dying of the command's ([`signal_death`]), and how text from the other
-//! side is made safe for its own line ([`terminal_safe`]). Nothing at the root knows either program; the programs
-//! know the root. One arrow still points across: `wrappers` reads `BUILD_SIDECARS` (and asks builders for their
-//! commands) through `sidecar`'s parts, while `sidecar` installs wrappers (a cycle `.ci/import-cycles.known` lists).
+//! to the command ([`signals_as_sent`]) and dying of the command's ([`signal_death`]), how text from the other side
+//! is made safe for its own line ([`terminal_safe`]), and the installer as a program runs it ([`installer`]).
+//! Nothing at the root knows either program; the programs know the root, and the installer knows them all.
 
 pub mod argv;
 pub mod config_error;
 pub mod env;
 pub mod env_sent;
 pub mod exit;
+pub mod installer;
 pub mod interrupt;
 pub mod sidecar;
 pub mod signal_death;

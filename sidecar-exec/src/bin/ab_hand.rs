@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use sidecar_exec::argv::UsageError;
 use sidecar_exec::sidecar::program::{self, Action};
+use sidecar_exec::wrappers::backends::Client;
+use sidecar_exec::wrappers::program::install_wrappers;
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -29,13 +31,21 @@ fn main() {
             _ => Err(attach),
         },
         Some("--install-wrappers") => Ok(Action::InstallWrappers(args.get(1).map(PathBuf::from))),
+        Some("--explain") => forward(&args[1..], true),
         Some(option) if option.starts_with('-') => Err(UsageError::UnknownOption(option.to_owned())),
-        None => Err(UsageError::Missing("runtime and command")),
-        Some(_) if args.len() < 2 => Err(UsageError::Missing("command after the runtime")),
-        Some(_) => Ok(Action::Forward { runtime: args[0].clone(), command: args[1..].to_vec() }),
+        _ => forward(&args, false),
     };
     std::process::exit(match action {
-        Ok(action) => program::perform(action),
+        Ok(action) => program::perform(action, |dir| install_wrappers(Client::SidecarExec, dir)),
         Err(mistake) => program::usage(mistake),
     });
+}
+
+/// `RUNTIME COMMAND…` (after `--explain` when `explain`).
+fn forward(words: &[OsString], explain: bool) -> Result<Action, UsageError> {
+    match words {
+        [] => Err(UsageError::Missing("runtime and command")),
+        [_] => Err(UsageError::Missing("command after the runtime")),
+        [runtime, command @ ..] => Ok(Action::Forward { runtime: runtime.clone(), command: command.to_vec(), explain }),
+    }
 }

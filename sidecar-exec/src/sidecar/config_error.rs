@@ -4,8 +4,8 @@
 use std::fmt;
 
 use crate::config_error::ConfigError;
+use crate::sidecar::cwd::CwdError;
 use crate::sidecar::request::RequestError;
-use crate::sidecar::settings::CwdError;
 use crate::sidecar::sidecars::SidecarsError;
 use crate::sidecar::stdin_body::StdinError;
 

@@ -2,10 +2,10 @@
 //! default), streaming (`POST /exec/stream`) or blocking (`POST /exec`), resumed when the connection is lost
 //! ([`crate::sidecar::resume`]), and how the client ends. In the streaming modes the client's stdin is streamed
 //! beside the output ([`crate::sidecar::stdin_pump`]) and the signals it gets are delivered as sent
-//! ([`crate::sidecar::signals`]).
+//! ([`crate::sidecar::signals`]); at a terminal, the streamed call runs on a remote one ([`on_terminal`]).
 
 use std::cell::Cell;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use crate::sidecar::reply_reader::ReplyWriteError;
@@ -19,10 +19,10 @@ use crate::sidecar::reported_code::{self, Outcome};
 use crate::sidecar::resume::{self, First, Follow, NextRequest, OwnedRun};
 use crate::sidecar::settings::{CallSettings, OutputMode};
 use crate::sidecar::sidecars::Target;
-use crate::sidecar::signals;
 use crate::sidecar::stdin_pump::{PumpEnd, StdinPump};
 use crate::sidecar::stdin_source::StdinSource;
 use crate::sidecar::stream::{self, ErrorFrames};
+use crate::sidecar::{signals, tty};
 use crate::signals_as_sent::{ForwardedSignals, Received};
 use crate::terminal_safe::terminal_safe;
 
@@ -144,6 +144,35 @@ pub async fn streamed(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
     // A regular file is left where a native run leaves it: after what the command consumed.
     if *open.borrow() {
         call.stdin.leave_offset(run.stdin_consumed.unwrap_or(taken.get()));
+    }
+    exit
+}
+
+/// A streamed call ([`streamed`]) on a terminal ([`tty`]): raw mode for its duration, the window size followed. The
+/// terminal is restored before this returns, so the caller's message (if any) prints on a cooked terminal.
+pub async fn on_terminal(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
+    let panic_on_request = tty::panic_on_request::arm();
+    if let Err(err) = tty::raw_mode::enter() {
+        return ClientExit::fail(format!("cannot put the terminal in raw mode ({err}): set SIDECAR_TTY=0"));
+    }
+    let exit = {
+        let id = run.id.clone();
+        let resizes = async {
+            match (&id, http_client(true, call.target.socket.as_deref())) {
+                (Some(id), Ok(client)) => tty::window::follow(call.target, &client, call.settings, id).await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            exit = streamed(call, run) => exit,
+            () = resizes => unreachable!("following the window never ends"),
+            () = panic_on_request.fire() => unreachable!("the switch panics or never ends"),
+        }
+    };
+    tty::raw_mode::restore();
+    if run.live && std::io::stdout().is_terminal() {
+        let mut stdout = std::io::stdout();
+        let _ = stdout.write_all(tty::SCREEN_RESET.as_bytes()).and_then(|()| stdout.flush());
     }
     exit
 }

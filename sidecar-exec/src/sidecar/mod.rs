@@ -1,14 +1,17 @@
 //! sidecar-exec: runs a command in a build sidecar over the build-sidecar contract's HTTP API, as if it ran here.
-//! [`program`] is the program. Its configuration: [`sidecars`] (BUILD_SIDECARS), [`token`], [`settings`]
-//! (SIDECAR_*, with the variables sent by [`crate::env_sent`]), [`explain`]. A call: [`stdin_body`] and [`request`] build it,
-//! [`forward`] sends it negotiated, streaming or blocking, [`stdin_source`] and [`stdin_pump`] stream stdin,
-//! [`signals`] delivers signals as sent, [`resume`] follows a named run across lost connections into [`output`],
-//! [`reported_code`] gives the exit code; at a terminal, [`tty`] runs it on a remote one. On the wire: [`http`] (the
-//! client and its messages), [`body`], [`reply_reader`] and [`json_string`] (a blocking reply), [`sse`] and
-//! [`stream`] (an event stream). The other modes: [`runs`] (`--runs`, `--attach`, cancelling), [`status`].
+//! [`program`] is the program. Its configuration: [`sidecars`] (BUILD_SIDECARS, each [`entry`]), [`token`],
+//! [`settings`] (SIDECAR_*, with the working directory of [`cwd`] and the variables sent by [`crate::env_sent`]),
+//! [`explain`]. A call: [`stdin_body`] and [`request`] build it, [`forward`] sends it negotiated, streaming or
+//! blocking, [`stdin_source`] and [`stdin_pump`] stream stdin, [`signals`] delivers signals as sent, [`resume`]
+//! follows a named run across lost connections into [`output`], [`reported_code`] gives the exit code; at a terminal,
+//! [`forward`] runs it on a remote one with [`tty`]'s parts. On the wire: [`http`] (the client and its messages), [`body`], [`reply_reader`]
+//! and [`json_string`] (a blocking reply), [`sse`] and [`stream`] (an event stream). The other modes: [`runs`]
+//! (`--runs`, `--attach`, cancelling), [`status`].
 
 pub mod body;
 pub mod config_error;
+pub mod cwd;
+pub mod entry;
 pub mod explain;
 pub mod forward;
 pub mod http;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use crate::argv::{Parsed, UsageError};
 use crate::config_error::ConfigError;
 use crate::exit::ClientExit;
+use crate::installer::Installer;
 use crate::interrupt::InterruptHandlers;
 use crate::sidecar::config_error::SidecarConfigError;
 use crate::sidecar::resume::OwnedRun;
@@ -14,8 +15,7 @@ use crate::sidecar::sidecars::{Sidecars, Target};
 use crate::sidecar::stdin_source::StdinSource;
 use crate::sidecar::{explain, forward, request, run_id, runs, status, stdin_body, tty};
 use crate::signal_death;
-use crate::wrappers::backends::Client;
-use crate::{argv, stdin, wrappers};
+use crate::{argv, stdin};
 
 pub const USAGE: &str = "usage: sidecar-exec [--explain] <runtime> <command> [args…]
        sidecar-exec --status
@@ -138,11 +138,11 @@ Environment:
     text
 }
 
-/// sidecar-exec's main: the exit code for `args` (without the program name).
-pub fn main(args: Vec<OsString>) -> i32 {
+/// sidecar-exec's main: the exit code for `args` (without the program name); `--install-wrappers` runs `install`.
+pub fn main(args: Vec<OsString>, install: Installer) -> i32 {
     match argv::parse::<Options>("sidecar-exec", args, &[ATTACH], after_help) {
         Ok(Parsed::Options(options)) => match options.action() {
-            Ok(action) => perform(action),
+            Ok(action) => perform(action, install),
             Err(mistake) => usage(mistake),
         },
         Ok(Parsed::Shown) => 0,
@@ -150,14 +150,14 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
 }
 
-/// Does `action`: the exit code.
-pub fn perform(action: Action) -> i32 {
+/// Does `action`: the exit code. [`Action::InstallWrappers`] runs `install`.
+pub fn perform(action: Action, install: Installer) -> i32 {
     match action {
         Action::Forward { runtime, command, explain } => run(&runtime, &command, explain),
         Action::Status => over_sidecars(|sidecars| async move { status::status(&sidecars).await }),
         Action::Runs => over_sidecars(|sidecars| async move { runs::list(&sidecars).await }),
         Action::Attach { runtime, id } => attach(&runtime, &id),
-        Action::InstallWrappers(dir) => wrappers::program::install_wrappers(Client::SidecarExec, dir),
+        Action::InstallWrappers(dir) => install(dir),
     }
 }
 
@@ -186,7 +186,7 @@ struct PreparedCall {
     program: String,
     body: Vec<u8>,
     run: OwnedRun,
-    /// The command runs on a remote terminal ([`tty`]).
+    /// The command runs on a remote terminal ([`forward::on_terminal`]).
     on_terminal: bool,
 }
 
@@ -260,7 +260,7 @@ fn run(runtime: &OsString, command: &[OsString], explain_only: bool) -> i32 {
     let exit = tokio_runtime().block_on(async {
         let exit = match settings.mode {
             OutputMode::Blocking => until_interrupted(forward::blocking(&call, &mut run)).await,
-            OutputMode::Negotiate | OutputMode::Stream if on_terminal => tty::forward(&call, &mut run).await,
+            OutputMode::Negotiate | OutputMode::Stream if on_terminal => forward::on_terminal(&call, &mut run).await,
             OutputMode::Negotiate | OutputMode::Stream => forward::streamed(&call, &mut run).await,
         };
         release(&target, &run).await;

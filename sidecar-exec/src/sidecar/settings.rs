@@ -1,10 +1,7 @@
 //! sidecar-exec's per-call settings, from its SIDECAR_* variables, parsed once with a message for every mistake.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
-
-use std::fmt;
 
 use protocol::vars;
 
@@ -12,6 +9,7 @@ use crate::config_error::ConfigError;
 use crate::env::{self, Entry, Resolution};
 use crate::env_sent::{self, Allowlist};
 use crate::sidecar::config_error::SidecarConfigError;
+use crate::sidecar::cwd::{self, Cwd};
 
 /// sidecar-exec's allowlist: the contract's SIDECAR_ENV_PASSTHROUGH (any name: the HTTP API sets it as it is).
 const ALLOWLIST: Allowlist = Allowlist {
@@ -72,13 +70,7 @@ impl CallSettings {
     pub fn from_env() -> Result<Self, ConfigError<SidecarConfigError>> {
         let timeout = env::seconds("SIDECAR_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
         let idle_timeout = env::seconds("SIDECAR_IDLE_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
-        let from_env = std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty());
-        let cwd_from_env = from_env.is_some();
-        let cwd = match from_env {
-            Some(cwd) => PathBuf::from(cwd),
-            None => std::env::current_dir().map_err(CwdError::Unreadable)?,
-        };
-        let cwd = cwd.into_os_string().into_string().map_err(CwdError::NotUtf8)?;
+        let Cwd { path: cwd, from_env: cwd_from_env } = cwd::from_env()?;
         let sent = env_sent::from_env(ALLOWLIST)?;
         Ok(CallSettings {
             timeout_secs: timeout.map_or(protocol::DEFAULT_TIMEOUT_SECS, |timeout| timeout.as_secs()),
@@ -151,21 +143,3 @@ fn trace_headers() -> Vec<(&'static str, String)> {
         .filter_map(|(header, variable)| env::text(variable).map(|value| (header, value)))
         .collect()
 }
-
-/// Why the working directory cannot be sent.
-#[derive(Debug)]
-pub enum CwdError {
-    Unreadable(std::io::Error),
-    NotUtf8(std::ffi::OsString),
-}
-
-impl fmt::Display for CwdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CwdError::Unreadable(err) => write!(f, "cannot read the current directory ({err}): set SIDECAR_CWD"),
-            CwdError::NotUtf8(cwd) => write!(f, "the working directory {cwd:?} is not valid UTF-8: set SIDECAR_CWD"),
-        }
-    }
-}
-
-impl std::error::Error for CwdError {}

@@ -3,21 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::Deserialize;
-
 use std::fmt;
 
+use crate::sidecar::entry::SidecarEntry;
 use crate::sidecar::token::{BearerToken, TokenError};
-
-/// One entry of BUILD_SIDECARS. Only `internal_url` is in the contract; the token fields are ours.
-#[derive(Debug, Clone, Deserialize)]
-pub struct SidecarEntry {
-    pub internal_url: Option<String>,
-    #[serde(default)]
-    pub token: Option<String>,
-    #[serde(default)]
-    pub token_file: Option<PathBuf>,
-}
 
 /// BUILD_SIDECARS, parsed: each runtime's entry, in the runtimes' order.
 #[derive(Debug, Clone)]

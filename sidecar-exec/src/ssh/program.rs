@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use crate::argv::{Parsed, UsageError};
 use crate::config_error::ConfigError;
 use crate::exit::{ClientExit, EXIT_BROKEN_PIPE, EXIT_CONFIG};
+use crate::installer::Installer;
 use crate::interrupt::InterruptHandlers;
 use crate::ssh::command::Route;
 use crate::ssh::config_error::SshConfigError;
@@ -16,8 +17,7 @@ use crate::ssh::script::{self, Nonce, ScriptBody, ShellSetup};
 use crate::ssh::session::{self, Launch, SessionEnd, StdinRoute};
 use crate::ssh::settings::{self, SshSettings};
 use crate::ssh::{auto, key, terminal, transport};
-use crate::wrappers::backends::Client;
-use crate::{argv, signal_death, wrappers};
+use crate::{argv, signal_death};
 
 pub const USAGE: &str = "usage: ssh-exec [--] <command> [args…]
        ssh-exec --check
@@ -89,8 +89,8 @@ enum CallKind {
     Probe(Vec<OsString>),
 }
 
-/// ssh-exec's main: the exit code for `args` (without the program name).
-pub fn main(args: Vec<OsString>) -> i32 {
+/// ssh-exec's main: the exit code for `args` (without the program name); `--install-wrappers` runs `install`.
+pub fn main(args: Vec<OsString>, install: Installer) -> i32 {
     let options = match argv::parse::<Options>("ssh-exec", args, &[], after_help) {
         Ok(Parsed::Options(options)) => options,
         Ok(Parsed::Shown) => return 0,
@@ -98,7 +98,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     let Options { check, probe, auto_run: auto, install_wrappers, words } = options;
     if let Some(dir) = install_wrappers {
-        return wrappers::program::install_wrappers(Client::SshExec, dir);
+        return install(dir);
     }
     match (check, probe, auto, words.is_empty()) {
         (true, _, _, true) => call(CallKind::Check),

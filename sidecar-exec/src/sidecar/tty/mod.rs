@@ -1,7 +1,8 @@
 //! TTY mode (issue 23): when stdin and stdout are terminals (or `SIDECAR_TTY=1`), the command runs on a remote
-//! pseudo-terminal of the local window's size, `TERM` and modes; the local terminal is raw ([`raw_mode`]), every keystroke
-//! goes as it comes through the streamed stdin of [`crate::sidecar::stdin_pump`], the window size follows SIGWINCH
-//! ([`window`]), and the output is the run's one stream, resumed like any named run's.
+//! pseudo-terminal of the local window's size, `TERM` and modes; the local terminal is raw ([`raw_mode`]), every
+//! keystroke goes as it comes through the streamed stdin of [`crate::sidecar::stdin_pump`], the window size follows
+//! SIGWINCH ([`window`]), and the output is the run's one stream, resumed like any named run's. These are the
+//! terminal's parts; the call on it is [`crate::sidecar::forward::on_terminal`].
 
 pub mod panic_on_request;
 pub mod raw_mode;
@@ -11,11 +12,6 @@ use std::io::IsTerminal;
 
 use protocol::{TerminalModes, TtyRequest};
 
-use crate::exit::ClientExit;
-use crate::sidecar::forward::{self, Call};
-use crate::sidecar::http::http_client;
-use crate::sidecar::resume::OwnedRun;
-
 /// Whether a call runs on a terminal: `SIDECAR_TTY` (`switch`) when set, else whether stdin and stdout both are
 /// terminals. (stderr does not count: `cmd 2>log` at a terminal is still interactive, as with `ssh`.)
 pub fn wanted(switch: Option<bool>) -> bool {
@@ -24,7 +20,8 @@ pub fn wanted(switch: Option<bool>) -> bool {
 
 /// The request's `tty`: the local window size, `TERM` (absent when unset: the server's default then) and stdin's
 /// terminal modes, as ssh's `pty-req` carries them (absent when stdin is no terminal: `SIDECAR_TTY=1` without one).
-/// Called before [`forward`] makes the terminal raw, so the modes are the ones the user's shell left.
+/// Called before [`crate::sidecar::forward::on_terminal`] makes the terminal raw, so the modes are the ones the
+/// user's shell left.
 pub fn request() -> TtyRequest {
     let size = window::size();
     TtyRequest {
@@ -38,34 +35,4 @@ pub fn request() -> TtyRequest {
 /// What a client that gives up leaves switched on in the user's terminal emulator when the remote full-screen
 /// program was cut off: the alternate screen, a hidden cursor, bracketed paste, mouse reporting, keypad mode. Sent
 /// only when the client ends without the command's exit (the program cleans up after itself otherwise).
-pub(crate) const SCREEN_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l\x1b>";
-
-/// A streamed call ([`forward::streamed`]) on a terminal: raw mode for its duration, the window size followed. The
-/// terminal is restored before this returns, so the caller's message (if any) prints on a cooked terminal.
-pub async fn forward(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
-    let panic_on_request = panic_on_request::arm();
-    if let Err(err) = raw_mode::enter() {
-        return ClientExit::fail(format!("cannot put the terminal in raw mode ({err}): set SIDECAR_TTY=0"));
-    }
-    let exit = {
-        let id = run.id.clone();
-        let resizes = async {
-            match (&id, http_client(true, call.target.socket.as_deref())) {
-                (Some(id), Ok(client)) => window::follow(call.target, &client, call.settings, id).await,
-                _ => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            exit = forward::streamed(call, run) => exit,
-            () = resizes => unreachable!("following the window never ends"),
-            () = panic_on_request.fire() => unreachable!("the switch panics or never ends"),
-        }
-    };
-    raw_mode::restore();
-    if run.live && std::io::stdout().is_terminal() {
-        use std::io::Write;
-        let mut stdout = std::io::stdout();
-        let _ = stdout.write_all(SCREEN_RESET.as_bytes()).and_then(|()| stdout.flush());
-    }
-    exit
-}
+pub const SCREEN_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l\x1b>";
