@@ -13,6 +13,12 @@ use std::fmt;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
+/// The usage clap shows (`--help`) from a program's one usage text, written once with the `usage: ` its mistakes
+/// print before it ([`UsageError`]'s line and `--help` then cannot disagree).
+pub fn clap_usage(usage: &'static str) -> &'static str {
+    usage.strip_prefix("usage: ").unwrap_or(usage)
+}
+
 /// The command's argv as text. Each argument must be UTF-8: it travels as JSON to a sidecar, and as shell text
 /// (with paths mapped) to an SSH host. `args[0]` is the command, reported as argument 1.
 pub fn command_args(args: &[OsString]) -> Result<Vec<String>, UsageError> {

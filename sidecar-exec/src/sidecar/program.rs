@@ -30,12 +30,7 @@ pub const USAGE: &str = "usage: sidecar-exec [--explain] <runtime> <command> [ar
 /// stderr and exit code exactly. Everything after RUNTIME is the command's own: `sidecar-exec node npm -v`
 /// runs `npm -v`.
 #[derive(Debug, clap::Parser)]
-#[command(
-    name = "sidecar-exec",
-    version,
-    verbatim_doc_comment,
-    override_usage = USAGE.strip_prefix("usage: ").unwrap_or(USAGE)
-)]
+#[command(name = "sidecar-exec", version, verbatim_doc_comment, override_usage = crate::argv::clap_usage(USAGE))]
 pub struct Options {
     /// Each configured sidecar, its URL, whether /health answers, and its /info;
     /// exit 1 unless every sidecar is healthy and accepts the token

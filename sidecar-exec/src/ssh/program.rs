@@ -34,12 +34,7 @@ pub const EXIT_TRANSPORT: i32 = 255;
 /// that corresponds to the current directory, with its stdout, stderr and exit code as if it ran here.
 /// Everything after the options is the command's own, flags included.
 #[derive(Debug, clap::Parser)]
-#[command(
-    name = "ssh-exec",
-    version,
-    verbatim_doc_comment,
-    override_usage = USAGE.strip_prefix("usage: ").unwrap_or(USAGE)
-)]
+#[command(name = "ssh-exec", version, verbatim_doc_comment, override_usage = crate::argv::clap_usage(USAGE))]
 pub struct Options {
     /// Connect, enter the host folder of the current directory, print `ok`
     #[arg(long, conflicts_with_all = ["probe", "auto_run"])]
