@@ -11,6 +11,7 @@ named), so a noisy neighbour slows all alike:
 - the server's part alone: this process connects (a new TCP connection, as the client makes), sends the very
   request the client sends for `sidecar-exec python true` (its headers, a new run id each time) and reads the reply
   until the exit frame; that is the server's parse, spawn and wait of `true`, its reply, and the loopback;
+- the same request without its run id: what keeping the run for a reattach (a named run) costs the server;
 - the whole call: `sidecar-exec python true`.
 
 The client's own work (building the request, its runtime, the HTTP client, reading the stream) is what the whole
@@ -68,10 +69,13 @@ WHAT_WAS_DONE = [
 ]
 
 
-def server_part(port, cwd):
-    """One call as the client makes it, from this process: seconds until the exit frame has arrived."""
-    body = json.dumps({"cmd": ["true"], "cwd": cwd, "timeout": 600, "env": {}, "run_id": secrets.token_hex(16),
-                       "b64_only": True}, separators=(",", ":")).encode()
+def server_part(port, cwd, named=True):
+    """One call as the client makes it, from this process: seconds until the exit frame has arrived. With
+    named=False the same request without a run id (a run the server does not keep for a reattach)."""
+    request = {"cmd": ["true"], "cwd": cwd, "timeout": 600, "env": {}, "b64_only": True}
+    if named:
+        request["run_id"] = secrets.token_hex(16)
+    body = json.dumps(request, separators=(",", ":")).encode()
     head = (f"POST /exec HTTP/1.1\r\naccept: text/event-stream, application/json;q=0.5\r\n"
             f"content-type: application/json\r\nuser-agent: sidecar-exec/0.1.0\r\nhost: 127.0.0.1:{port}\r\n"
             f"content-length: {len(body)}\r\n\r\n").encode()
@@ -139,6 +143,8 @@ def main():
                                    stdout="/dev/null"),
             "server's part (a new connection, the client's request, until the exit frame)":
                 lambda: server_part(port, workspace),
+            "the server's part without a run id (not a named run)":
+                lambda: server_part(port, workspace, named=False),
             "whole call (`sidecar-exec python true`)":
                 lambda: spawn_wait([options.client, "python", "true"], env, cwd=workspace, stdin_fd=null),
         }
@@ -150,16 +156,16 @@ def main():
         for _ in range(options.runs):
             for name, arm in arms.items():
                 samples[name].append(arm())
-        # Two arms call the server each round; its sweep of a batch of finished commands comes up to 50 ms later.
+        # Three arms call the server each round; its sweep of a batch of finished commands comes up to 50 ms later.
         time.sleep(0.2)
-        cpu_per_call = (server_cpu(proc.pid) - cpu_before) / (2 * options.runs)
+        cpu_per_call = (server_cpu(proc.pid) - cpu_before) / (3 * options.runs)
     finally:
         if proc:
             proc.kill()
             proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     median = {name: statistics.median(values) for name, values in samples.items()}
-    native, start, served, whole = (median[name] for name in arms)
+    native, start, served, unnamed, whole = (median[name] for name in arms)
     rest = whole - start - served
     rows = ["| part | median | p90 |", "| --- | --- | --- |"]
     for name, values in samples.items():
@@ -175,7 +181,9 @@ def main():
         f"The whole call is {(whole - native) * 1000:+.2f} ms over native `true`: the client's start-up and exit "
         f"{(start - native) * 1000:+.2f} ms over a `true`'s, the server's part {served * 1000:.2f} ms (running "
         f"`true` there included, {(served - native) * 1000:+.2f} ms over running it here), and the client's own "
-        f"work between them {rest * 1000:.2f} ms (the whole call less its start-up and the server's part).",
+        f"work between them {rest * 1000:.2f} ms (the whole call less its start-up and the server's part). Of the "
+        f"server's part, keeping the run for a reattach (the run id the client sends for its transparent resume) "
+        f"is {(served - unnamed) * 1000:+.2f} ms.",
         f"The server used {cpu_per_call * 1000:.2f} ms of CPU per call (all its threads, not the command's; on 2 "
         "cores that competes with the call itself).",
         "",
