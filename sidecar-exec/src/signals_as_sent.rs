@@ -19,29 +19,21 @@ pub enum Received {
 }
 
 /// All five handlers, installed together before the command starts (from then on these signals no longer kill or
-/// stop the process by themselves).
+/// stop the process by themselves): the three stop signals every binary takes ([`process_group::StopSignals`]),
+/// forwarded here, and the two beyond them.
 pub struct ForwardedSignals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
+    stop: process_group::StopSignals,
     beyond: QuitAndStop,
 }
 
 impl ForwardedSignals {
     pub fn install() -> std::io::Result<Self> {
-        Ok(ForwardedSignals {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-            hup: signal(SignalKind::hangup())?,
-            beyond: QuitAndStop::install()?,
-        })
+        Ok(ForwardedSignals { stop: process_group::StopSignals::install()?, beyond: QuitAndStop::install()? })
     }
 
     pub async fn recv(&mut self) -> Received {
         tokio::select! {
-            _ = self.int.recv() => Received::Forward(Signal::SIGINT),
-            _ = self.term.recv() => Received::Forward(Signal::SIGTERM),
-            _ = self.hup.recv() => Received::Forward(Signal::SIGHUP),
+            signal = self.stop.recv() => Received::Forward(signal),
             received = self.beyond.recv() => received,
         }
     }
