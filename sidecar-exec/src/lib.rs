@@ -9,12 +9,14 @@
 //!
 //! What both programs keep alike lives at the root: how a client ends ([`exit`]) and the one configuration error
 //! ([`config_error`]), its command line ([`argv`]) and variables ([`env`](mod@env)), the variables a command gets
-//! ([`env_sent`]), its stdin policy ([`stdin`]), the signals that interrupt it ([`interrupt`]), the signals sent on
-//! to the command ([`signals_as_sent`]) and dying of the command's ([`signal_death`]), how text from the other side
-//! is made safe for its own line ([`terminal_safe`]), and the installer as a program runs it ([`installer`]).
+//! ([`env_sent`]), its stdin policy ([`stdin`]), whether it runs on a terminal ([`at_a_terminal`]), the signals that
+//! interrupt it ([`interrupt`]), the signals sent on to the command ([`signals_as_sent`]) and dying of the command's
+//! ([`signal_death`]), how text from the other side is made safe for its own line ([`terminal_safe`]), and the
+//! installer as a program runs it ([`installer`]).
 //! Nothing at the root knows either program; the programs know the root, and the installer knows them all.
 
 pub mod argv;
+pub mod at_a_terminal;
 pub mod config_error;
 pub mod env;
 pub mod env_sent;

@@ -99,8 +99,8 @@ impl Session {
         let screen = self.screen.borrow().clone();
         match (waited, found(&screen)) {
             (_, Some(end)) => end,
-            (true, None) => panic!("the screen ended before {:?}: {:?}", needle_text(needle), text(&screen.bytes)),
-            (false, None) => panic!("{:?} never came: {:?}", needle_text(needle), text(&screen.bytes)),
+            (true, None) => panic!("the screen ended before {:?}: {:?}", text(needle), text(&screen.bytes)),
+            (false, None) => panic!("{:?} never came: {:?}", text(needle), text(&screen.bytes)),
         }
     }
 
@@ -161,10 +161,6 @@ pub fn waits_for_input(pid: i32) -> bool {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn needle_text(needle: &[u8]) -> String {
-    text(needle)
 }
 
 fn stty_modes(path: &std::path::Path) -> String {

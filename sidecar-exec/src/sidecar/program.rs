@@ -198,7 +198,8 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
     let streams_stdin = run_id.is_some() && settings.mode != OutputMode::Blocking;
     // A terminal needs its keystrokes streamed: not with SIDECAR_STDIN=0 (nor SIDECAR_RESUME=0 or the blocking mode).
     let tty =
-        (streams_stdin && settings.stdin_switch != Some(false) && tty::wanted(settings.tty_switch)).then(tty::request);
+        (streams_stdin && settings.stdin_switch != Some(false) && crate::at_a_terminal::wanted(settings.tty_switch))
+            .then(tty::request);
     let (stdin, inline) = match (streams_stdin, settings.stdin_switch) {
         (true, Some(false)) => (StdinSource::Nothing, stdin_body::Stdin { bytes: None, unread_pipe: false }),
         (true, _) => (StdinSource::of_stdin(), stdin_body::Stdin { bytes: None, unread_pipe: false }),

@@ -53,7 +53,7 @@ pub struct CallSettings {
     /// stream it in the streaming modes, the old policy in the blocking one).
     pub stdin_switch: Option<bool>,
     /// SIDECAR_TTY: `Some` forces TTY mode on or off; `None` (unset) decides by whether stdin and stdout are
-    /// terminals (see [`crate::sidecar::tty::wanted`]).
+    /// terminals (see [`crate::at_a_terminal::wanted`]).
     pub tty_switch: Option<bool>,
     /// `traceparent` and `X-Request-Id` from TRACEPARENT and SIDECAR_REQUEST_ID, when set: the server checks them
     /// (and replaces or ignores what it does not accept), so they are sent as they are.

@@ -196,7 +196,7 @@ fn prepare(mode: &CallKind) -> Result<PreparedCall, ConfigError<SshConfigError>>
     if script.len() > script::MAX_SCRIPT_BYTES {
         return Err(SshConfigError::ScriptTooLarge { bytes: script.len() }.into());
     }
-    let tty = matches!(mode, CallKind::Command(_)) && terminal::wanted(settings.tty);
+    let tty = matches!(mode, CallKind::Command(_)) && crate::at_a_terminal::wanted(settings.tty);
     let stdin = match (tty, settings.forward_stdin && matches!(mode, CallKind::Command(_))) {
         (true, _) => StdinRoute::Inherit,
         (false, false) => StdinRoute::Null,

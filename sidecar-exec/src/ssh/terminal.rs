@@ -1,17 +1,9 @@
-//! The local terminal of a call: whether the command gets one on the host (`ssh -tt`), and the terminal's settings
-//! put back on every way out, whatever happens to ssh.
+//! The local terminal of a call that runs on one on the host (`ssh -tt`, [`crate::at_a_terminal`]): its settings put
+//! back on every way out, whatever happens to ssh.
 
-use std::io::IsTerminal;
 use std::os::fd::AsFd;
 
 use nix::sys::termios::{tcgetattr, tcsetattr, SetArg, Termios};
-
-/// Whether the call runs on a terminal on the host: SSH_TTY when set (`setting`), else when both our stdin and our
-/// stdout are terminals, as a person at a prompt has them (`ssh` itself needs `-t` for that; a pipe on either side
-/// means a script, which must get the plain byte streams).
-pub fn wanted(setting: Option<bool>) -> bool {
-    setting.unwrap_or_else(|| std::io::stdin().is_terminal() && std::io::stdout().is_terminal())
-}
 
 /// The terminal's settings as they were before ssh put it in raw mode, restored when this is dropped and from the
 /// panic hook. ssh restores them itself when it ends in order; this covers the ends where it cannot (killed here

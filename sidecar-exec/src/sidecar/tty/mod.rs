@@ -8,15 +8,7 @@ pub mod panic_on_request;
 pub mod raw_mode;
 pub mod window;
 
-use std::io::IsTerminal;
-
 use protocol::{TerminalModes, TtyRequest};
-
-/// Whether a call runs on a terminal: `SIDECAR_TTY` (`switch`) when set, else whether stdin and stdout both are
-/// terminals. (stderr does not count: `cmd 2>log` at a terminal is still interactive, as with `ssh`.)
-pub fn wanted(switch: Option<bool>) -> bool {
-    switch.unwrap_or_else(|| std::io::stdin().is_terminal() && std::io::stdout().is_terminal())
-}
 
 /// The request's `tty`: the local window size, `TERM` (absent when unset: the server's default then) and stdin's
 /// terminal modes, as ssh's `pty-req` carries them (absent when stdin is no terminal: `SIDECAR_TTY=1` without one).
