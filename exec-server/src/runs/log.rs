@@ -74,8 +74,8 @@ pub const ALLOCATE_STEP: u64 = 8 * 1024 * 1024;
 enum Store {
     /// The kept chunks are all in `head_chunks` and `recent`, charged to the budget.
     Memory,
-    /// The spill file at `spill_path`, shared with the writes and reads made outside the run's lock (removed when the
-    /// log is dropped, i.e. when its run is forgotten).
+    /// The spill file, nameless (made in `spill_path`'s folder, `spill_file`), shared with the writes and reads made
+    /// outside the run's lock; gone when the last descriptor is (the log dropped, i.e. its run forgotten).
     File(Arc<File>),
 }
 

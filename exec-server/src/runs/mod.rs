@@ -59,7 +59,8 @@ struct Inner {
     tombstones: Mutex<Tombstones>,
     /// The memory all runs' logs share (`--run-memory`).
     budget: Arc<Budget>,
-    /// Spill files get a fresh number each: a forgotten run's file may still be read while a new run takes its id.
+    /// Spill files get a fresh number each, for the name the fallback without `O_TMPFILE` makes for a moment
+    /// (`spill_file`): two runs under one id (a forgotten one still being read, a new one) never race for one name.
     next_file: AtomicU64,
 }
 
