@@ -38,6 +38,14 @@ if [ "${1:-}" = "--static-rustflags" ]; then
 fi
 CARGO_TARGET_DIR="$(pwd)/target/static"
 export RUSTFLAGS="$cfg" CARGO_TARGET_DIR
+# `images/binaries.sh --example NAME`: a sidecar-exec example built as the clients are (bench/p1_breakdown.py's
+# floor client), its path printed; nothing shipped is built.
+if [ "${1:-}" = "--example" ]; then
+    # shellcheck disable=SC2086 # two flags, split on purpose
+    cargo rustc --quiet --release --locked -p sidecar-exec --example "$2" -- $static
+    echo "$CARGO_TARGET_DIR/release/examples/$2"
+    exit 0
+fi
 cargo build --quiet --release --locked -p exec-server
 for bin in sidecar-exec ssh-exec; do
     # shellcheck disable=SC2086 # two flags, split on purpose
