@@ -16,7 +16,10 @@ named), so a noisy neighbour slows all alike:
 - the floor: the same request from the least client there is (sidecar-exec/examples/p1_floor.rs, built static as
   the clients are: one blocking request, no runtime, no HTTP client), started and waited for like the whole call.
   What the whole call costs beyond it is all any client stack could still save; what it costs beyond native `true`
-  is the server's part and the second process.
+  is the server's part and the second process;
+- the bare floor: the least client against the least server (exec-server/examples/p1_floor_server.rs: a thread per
+  connection, std's spawn and wait, one reply), a server of its own: what two processes and a TCP connection cost
+  with no client and no server work at all.
 
 The client's own work (building the request, its runtime, the HTTP client, reading the stream) is what the whole
 call costs beyond its start-up and the server's part. With --section, writes the "P1: where a forwarded call's time
@@ -89,10 +92,11 @@ WHAT_WAS_DONE = [
 ]
 
 
-def floor_client():
-    """The least client (sidecar-exec/examples/p1_floor.rs), built static as the shipped clients are."""
+def example(crate, name):
+    """An example built as images/binaries.sh builds its crate's shipped binary: the least client
+    (sidecar-exec/examples/p1_floor.rs, static) or the least server (exec-server/examples/p1_floor_server.rs)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    built = subprocess.run([os.path.join(root, "images", "binaries.sh"), "--example", "p1_floor"], cwd=root,
+    built = subprocess.run([os.path.join(root, "images", "binaries.sh"), "--example", crate, name], cwd=root,
                            check=True, capture_output=True, text=True)
     return built.stdout.strip().splitlines()[-1]
 
@@ -155,7 +159,7 @@ def main():
         if not os.path.exists(binary):
             raise SystemExit(f"{binary} is missing: build the release binaries (bench/run.sh does)")
     tmp = tempfile.mkdtemp(prefix="p1-breakdown-")
-    proc = None
+    proc = least_server = None
     try:
         workspace = os.path.join(tmp, "ws")
         os.makedirs(workspace)
@@ -164,8 +168,10 @@ def main():
         env = {"PATH": "/usr/bin:/bin", "BUILD_SIDECARS": json.dumps({"python": {"internal_url": url}})}
         null = os.open("/dev/null", os.O_RDONLY)
         true = shutil.which("true")
-        floor = floor_client()
+        floor = example("sidecar-exec", "p1_floor")
         floor_env = dict(env, P1_FLOOR_ADDR=f"127.0.0.1:{port}")
+        least_server, least_url = start_server(example("exec-server", "p1_floor_server"), workspace, None)
+        least_env = dict(env, P1_FLOOR_ADDR=least_url.split("//", 1)[1])
         arms = {
             "native `true`": lambda: spawn_wait([true], env, cwd=workspace, stdin_fd=null),
             "client start-up and exit (`sidecar-exec --version`)":
@@ -179,6 +185,8 @@ def main():
                 lambda: spawn_wait([options.client, "python", "true"], env, cwd=workspace, stdin_fd=null),
             "the floor: the same call from the least client (`p1_floor`)":
                 lambda: spawn_wait([floor], floor_env, cwd=workspace, stdin_fd=null),
+            "the least client and the least server (`p1_floor` → `p1_floor_server`)":
+                lambda: spawn_wait([floor], least_env, cwd=workspace, stdin_fd=null),
         }
         samples = {name: [] for name in arms}
         for arm in arms.values():  # warm-up
@@ -192,12 +200,13 @@ def main():
         time.sleep(0.2)
         cpu_per_call = (server_cpu(proc.pid) - cpu_before) / (4 * options.runs)
     finally:
-        if proc:
-            proc.kill()
-            proc.wait()
+        for server in (proc, least_server):
+            if server:
+                server.kill()
+                server.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     median = {name: statistics.median(values) for name, values in samples.items()}
-    native, start, served, unnamed, whole, least = (median[name] for name in arms)
+    native, start, served, unnamed, whole, least, bare = (median[name] for name in arms)
     rest = whole - start - served
     rows = ["| part | median | p90 |", "| --- | --- | --- |"]
     for name, values in samples.items():
@@ -218,7 +227,10 @@ def main():
         f"is {(served - unnamed) * 1000:+.2f} ms. The least client makes the same call {(least - native) * 1000:+.2f} ms "
         f"over native `true`: sidecar-exec's whole stack (runtime, HTTP client, settings, stdin and signal handling) "
         f"costs {(whole - least) * 1000:+.2f} ms beyond it, so the rest of the call's overhead is the server's part and "
-        "the second process.",
+        "the second process. The least client against the least server (a thread per connection, std's spawn and "
+        f"wait, one reply: nothing of what exec-server does but the spawn) is {(bare - native) * 1000:+.2f} ms over "
+        f"native `true`: what two processes and a TCP connection cost by themselves here, so exec-server's own "
+        f"part is {(least - bare) * 1000:+.2f} ms and sidecar-exec's {(whole - least) * 1000:+.2f} ms.",
         f"The server used {cpu_per_call * 1000:.2f} ms of CPU per call (all its threads, not the command's; on 2 "
         "cores that competes with the call itself).",
         "",
