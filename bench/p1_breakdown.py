@@ -76,9 +76,12 @@ WHAT_WAS_DONE = [
     "PIE client whose start-up costs about twice the static one's CPU (`--version`: 0.73 against 0.36 ms "
     "task-clock); this table and \"P1 through a wrapper\" measure the shipped binaries (`images/binaries.sh`).",
     "",
-    "What is left, and why the goal is not met: the floor row. The least client there is (one blocking request, no "
-    "runtime, nothing else) makes the same call about +1.2 ms over native `true`, so even a client that cost "
-    "nothing would leave the call short of the goal: the rest is the server's part and the second process. One "
+    "What is left, and why the goal is not met: the two floor rows. The least client there is (one blocking "
+    "request, no runtime, nothing else) makes the same call about +1.2 ms over native `true`, so even a client that "
+    "cost nothing would leave the call short of the goal; and the least client against the least server (a thread "
+    "per connection, std's spawn and wait, one reply) is +0.9 to +1.05 ms (this table, and a scratch A/B of 1000 "
+    "runs): two processes and a TCP connection cost about the goal's whole budget on these machines before either "
+    "program does any of its work (named runs, the token, confinement, streaming, stdin, signals, the sweep). One "
     "call's timeline by `perf sched timehist` (idle machine): the client from its fork to its connect 0.67 ms (a "
     "`true`'s whole life is 0.55), the server from accept to spawn 0.24 ms, the spawn and `true` 0.66 ms (as "
     "natively), from `true`'s exit to the exit frame 0.14 ms, and from the frame to the client's exit seen by its "
