@@ -12,6 +12,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import platform
 import random
 import shutil
@@ -496,8 +497,17 @@ def report(results):
     for name, runs, median, p90 in ipc:
         lines.append(f"| {name} | {runs} | {ms(median)} | {ms(p90)} |")
     lines += ["", f"Goal: ≤ 5 ms median for ours: {met(ipc[0][2] <= 0.005)}.", ""]
-    with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
-        f.write("\n".join(lines))
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    text = "\n".join(lines)
+    # The sections this script does not write stay, in their order: the later steps of bench/run.sh replace their
+    # own, and the ones whose tables are quoted by hand (P8, build daemons) are not lost to a rerun.
+    if os.path.exists(path):
+        ours = {line for line in lines if line.startswith("## ")}
+        for kept in re.split(r"\n(?=## )", open(path).read())[1:]:
+            if kept.splitlines()[0] not in ours:
+                text = text.rstrip("\n") + "\n\n" + kept.rstrip("\n") + "\n"
+    with open(path, "w") as f:
+        f.write(text)
     latency_svg(p1["samples"], os.path.join(ROOT, "bench", "latency.svg"))
 
 

@@ -38,6 +38,19 @@ if [ "${1:-}" = "--static-rustflags" ]; then
 fi
 CARGO_TARGET_DIR="$(pwd)/target/static"
 export RUSTFLAGS="$cfg" CARGO_TARGET_DIR
+# `images/binaries.sh --example CRATE NAME`: an example of sidecar-exec built as the clients are (static), or of
+# exec-server as the server is (bench/p1_breakdown.py's floor client and server), its path printed; nothing shipped
+# is built.
+if [ "${1:-}" = "--example" ]; then
+    # shellcheck disable=SC2086 # two flags, split on purpose
+    case "$2" in
+        sidecar-exec) cargo rustc --quiet --release --locked -p sidecar-exec --example "$3" -- $static ;;
+        exec-server) cargo build --quiet --release --locked -p exec-server --example "$3" ;;
+        *) echo "images/binaries.sh: --example takes sidecar-exec or exec-server, then the example's name" >&2; exit 2 ;;
+    esac
+    echo "$CARGO_TARGET_DIR/release/examples/$3"
+    exit 0
+fi
 cargo build --quiet --release --locked -p exec-server
 for bin in sidecar-exec ssh-exec; do
     # shellcheck disable=SC2086 # two flags, split on purpose

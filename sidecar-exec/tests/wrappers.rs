@@ -1,5 +1,6 @@
 //! The wrapper installer and the wrappers it writes.
 
+use crate::raw_server::{raw_server, Reply};
 use crate::support::*;
 
 /// The client as the installer names it in its links (its own path, resolved).
@@ -330,4 +331,49 @@ async fn a_sidecar_that_does_not_answer_gets_its_whole_table_and_one_line() {
     );
     assert_eq!(names(&wrappers), ["go", "gofmt"]);
     drop(silent);
+}
+
+/// A sidecar that answers `/info` for another runtime (BUILD_SIDECARS points this runtime at the wrong builder), and
+/// one that answers without `commands` (a server that speaks only the contract): each gets its whole table, and its
+/// one line says what was wrong and what to do, which differs between the two.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sidecar_of_another_runtime_or_without_a_list_gets_its_whole_table_and_says_what_to_do() {
+    let info = |runtime: &str, commands: &str| {
+        format!(r#"{{"cwd":"/workspace","runtime":"{runtime}","version":"1.0.0"{commands}}}"#)
+    };
+    let (other, contract) = (info("node", r#","commands":["node"]"#), info("rust", ""));
+    let other_runtime = raw_server(move |_| Reply::json(&other)).await;
+    let contract_only = raw_server(move |_| Reply::json(&contract)).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let wrappers = scratch.path().join("wrappers");
+    let sidecars = format!(
+        r#"{{"go":{{"internal_url":"{}"}},"rust":{{"internal_url":"{}"}}}}"#,
+        other_runtime.url, contract_only.url
+    );
+    let output = client_run()
+        .env("PATH", "/nonexistent")
+        .env("BUILD_SIDECARS", &sidecars)
+        .args(["--install-wrappers", wrappers.to_str().unwrap()])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let message = stderr(&output);
+    let line = |start: &str| message.lines().find(|line| line.starts_with(start)).map(str::to_owned);
+    let go = line("sidecar-exec: the go sidecar reports runtime 'node': wrapping all its commands [go gofmt]");
+    assert!(
+        go.is_some_and(|go| go
+            .ends_with("check that BUILD_SIDECARS gives this runtime its own sidecar's URL, then run this again")),
+        "{message}"
+    );
+    let rust = line(
+        "sidecar-exec: the rust sidecar does not say which commands it has (its /info has no `commands`): wrapping all \
+         its commands [cargo",
+    );
+    assert!(rust.is_some_and(|rust| rust.ends_with("upgrade it and run this again to wrap only those")), "{message}");
+    let mut expected: Vec<String> = protocol::commands_for("go").unwrap().iter().map(|c| c.to_string()).collect();
+    expected.extend(protocol::commands_for("rust").unwrap().iter().map(|c| c.to_string()));
+    expected.sort();
+    assert_eq!(names(&wrappers), expected);
+    assert_eq!(other_runtime.requests.load(std::sync::atomic::Ordering::SeqCst), 1, "one /info each");
+    assert_eq!(contract_only.requests.load(std::sync::atomic::Ordering::SeqCst), 1, "one /info each");
 }

@@ -20,7 +20,6 @@ pub use named_run::{Attachment, Follower, NamedRun};
 pub use tombstone::Tombstone;
 pub use writer::SpillWriter;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -28,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use protocol::RunId;
 
+use retention::KeptRuns;
 use state_dir::StateDir;
 use tombstone::Tombstones;
 
@@ -54,7 +54,7 @@ struct Inner {
     settings: Settings,
     state_dir: Mutex<Option<StateDir>>,
     state_path: PathBuf,
-    runs: Mutex<HashMap<RunId, Arc<NamedRun>>>,
+    runs: Mutex<KeptRuns>,
     /// The runs forgotten for room before their retention ended (locked after `runs` when both are).
     tombstones: Mutex<Tombstones>,
     /// The memory all runs' logs share (`--run-memory`).
@@ -148,7 +148,7 @@ impl Runs {
     pub fn claim(&self, id: &RunId, argv: &[String], cwd: &Path) -> Result<Claim, ClaimError> {
         let settings = &self.inner.settings;
         let mut runs = self.inner.runs.lock().unwrap();
-        retention::forget_expired(&mut runs, settings.retain, Instant::now());
+        runs.forget_expired(settings.retain, Instant::now());
         if let Some(run) = runs.get(id) {
             return same_command(run, argv, cwd).map(Claim::Existing);
         }
@@ -157,7 +157,7 @@ impl Runs {
         if let Some(tombstone) = tombstones.get(id) {
             return Err(forgotten(id, tombstone, argv, cwd));
         }
-        if !retention::make_room(&mut runs, settings.max_runs, |run| tombstones.bury(run)) {
+        if !runs.make_room(settings.max_runs, |run| tombstones.bury(run)) {
             return Err(ClaimError::Full { max_runs: settings.max_runs });
         }
         drop(tombstones);
@@ -197,15 +197,15 @@ impl Runs {
     /// The run `id` names, if kept.
     pub fn get(&self, id: &RunId) -> Option<Arc<NamedRun>> {
         let mut runs = self.inner.runs.lock().unwrap();
-        retention::forget_expired(&mut runs, self.inner.settings.retain, Instant::now());
+        runs.forget_expired(self.inner.settings.retain, Instant::now());
         runs.get(id).cloned()
     }
 
     /// Every kept run, newest first.
     pub fn list(&self) -> Vec<Arc<NamedRun>> {
         let mut runs = self.inner.runs.lock().unwrap();
-        retention::forget_expired(&mut runs, self.inner.settings.retain, Instant::now());
-        let mut list: Vec<Arc<NamedRun>> = runs.values().cloned().collect();
+        runs.forget_expired(self.inner.settings.retain, Instant::now());
+        let mut list: Vec<Arc<NamedRun>> = runs.runs().cloned().collect();
         list.sort_by_key(|run| std::cmp::Reverse(run.started));
         list
     }
@@ -253,7 +253,7 @@ async fn sweep(registry: Weak<Inner>) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let Some(registry) = registry.upgrade() else { return };
         let mut runs = registry.runs.lock().unwrap();
-        retention::forget_expired(&mut runs, registry.settings.retain, Instant::now());
+        runs.forget_expired(registry.settings.retain, Instant::now());
         registry.tombstones.lock().unwrap().expire(registry.settings.retain, Instant::now());
     }
 }

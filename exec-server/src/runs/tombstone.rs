@@ -3,7 +3,7 @@
 //! is told that it ended and how, never that it is unknown (which reads as "run it again": wrong, and dangerous for a
 //! publish or a deploy), and a re-POST of the id starts nothing until the run's retention would have ended.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -52,22 +52,26 @@ impl Tombstone {
 #[derive(Debug)]
 pub struct Tombstones {
     by_id: HashMap<RunId, Tombstone>,
+    /// The same tombstones by when their run ended, oldest first: the next to expire or to give way.
+    by_end: BTreeSet<(Instant, RunId)>,
     cap: usize,
 }
 
 impl Tombstones {
     pub fn new(max_runs: usize) -> Self {
-        Tombstones { by_id: HashMap::new(), cap: max_runs.saturating_mul(PER_KEPT_RUN).max(PER_KEPT_RUN) }
+        Tombstones {
+            by_id: HashMap::new(),
+            by_end: BTreeSet::new(),
+            cap: max_runs.saturating_mul(PER_KEPT_RUN).max(PER_KEPT_RUN),
+        }
     }
 
     /// Leaves a tombstone for `run`, an ended run being forgotten for room.
     pub fn bury(&mut self, run: &NamedRun) {
         let (Some(end), Some(ended_at)) = (run.end(), run.ended_at()) else { return };
+        self.remove(&run.id);
         while self.by_id.len() >= self.cap {
-            let Some(oldest) = self.by_id.iter().min_by_key(|(_, stone)| stone.ended_at).map(|(id, _)| id.clone())
-            else {
-                break;
-            };
+            let Some((_, oldest)) = self.by_end.pop_first() else { break };
             self.by_id.remove(&oldest);
         }
         let stone = Tombstone {
@@ -77,12 +81,25 @@ impl Tombstones {
             ended_at,
             command: run.command.digest(),
         };
+        self.by_end.insert((ended_at, run.id.clone()));
         self.by_id.insert(run.id.clone(), stone);
     }
 
     /// Forgets the tombstones of runs that ended more than `retain` ago: their id is free, as a kept run's is then.
+    /// Oldest first, from the index by end: a request's look costs nothing when none is due.
     pub fn expire(&mut self, retain: Duration, now: Instant) {
-        self.by_id.retain(|_, stone| now.saturating_duration_since(stone.ended_at) < retain);
+        while let Some((ended_at, id)) = self.by_end.first().cloned() {
+            if now.saturating_duration_since(ended_at) < retain {
+                break;
+            }
+            self.remove(&id);
+        }
+    }
+
+    fn remove(&mut self, id: &RunId) {
+        if let Some(stone) = self.by_id.remove(id) {
+            self.by_end.remove(&(stone.ended_at, id.clone()));
+        }
     }
 
     pub fn get(&self, id: &RunId) -> Option<&Tombstone> {

@@ -253,7 +253,8 @@ fn run(runtime: &OsString, command: &[OsString], explain_only: bool) -> i32 {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }
     let call = forward::Call { target: &target, settings: &settings, body, program: &program, stdin };
-    let exit = tokio_runtime().block_on(async {
+    let runtime = tokio_runtime();
+    let exit = runtime.block_on(async {
         let exit = match settings.mode {
             OutputMode::Blocking => until_interrupted(forward::blocking(&call, &mut run)).await,
             OutputMode::Negotiate | OutputMode::Stream if on_terminal => forward::on_terminal(&call, &mut run).await,
@@ -262,6 +263,11 @@ fn run(runtime: &OsString, command: &[OsString], explain_only: bool) -> i32 {
         release(&target, &run).await;
         exit
     });
+    // The process ends with this call (the binary exits with its code), and nothing left in the runtime has
+    // anything to finish: the output is written, the run released, and its only task is the HTTP connection's,
+    // whose socket the exit closes. Tearing the runtime down (shutting that task down, freeing the drivers) was
+    // ~6% of a forwarded call's client CPU (BENCHMARKS.md, "P1: where a forwarded call's time goes").
+    std::mem::forget(runtime);
     if !hinted && unread_data() {
         eprintln!("sidecar-exec: {}", stdin::unread_hint("SIDECAR_STDIN"));
     }

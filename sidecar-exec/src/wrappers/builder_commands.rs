@@ -41,6 +41,21 @@ impl fmt::Display for Unlisted {
     }
 }
 
+impl answer::Unlisted for Unlisted {
+    fn what_to_do(&self) -> &'static str {
+        match self {
+            Unlisted::NoAnswer(_) => "run this again once it is up",
+            Unlisted::NotSaid => {
+                "a newer exec-server says which it has (GET /info `commands`): upgrade it and run this again to wrap \
+                 only those"
+            }
+            Unlisted::OtherRuntime(_) => {
+                "check that BUILD_SIDECARS gives this runtime its own sidecar's URL, then run this again"
+            }
+        }
+    }
+}
+
 /// Asks every configured sidecar whose runtime the table knows, in parallel, each within [`ASK_WITHIN`].
 pub async fn ask_all(sidecars: &Sidecars) -> BTreeMap<String, Answer> {
     let runtimes: Vec<&str> = sidecars.runtimes().filter(|runtime| protocol::commands_for(runtime).is_some()).collect();

@@ -23,6 +23,17 @@ pub fn arguments(client: Client, argv: impl IntoIterator<Item = OsString>) -> Ve
     prefix.into_iter().flatten().chain(argv).collect()
 }
 
+/// sidecar-exec called through a wrapper link of the runtime table (`npm …` → runtime `node`, command `npm …`): the
+/// runtime and the command line, forwarded as they are. Every argument after the link's name is the command's, so
+/// there is nothing to parse: the wrapped call skips clap, which was about a twentieth of its client's CPU
+/// (BENCHMARKS.md, "P1: where a forwarded call's time goes"). `None` for any other name: a direct call, parsed.
+pub fn wrapped_command(argv: &[OsString]) -> Option<(OsString, Vec<OsString>)> {
+    let name = argv.first().map(Path::new).and_then(Path::file_name)?;
+    let mut prefix = prefix(Client::SidecarExec, name)?.into_iter();
+    let runtime = prefix.next()?;
+    Some((runtime, prefix.chain(argv[1..].iter().cloned()).collect()))
+}
+
 /// What a wrapper named `name` passes before the caller's arguments; `None` when the name is no wrapper's.
 fn prefix(client: Client, name: &OsStr) -> Option<Vec<OsString>> {
     if name == client.name() {
@@ -64,5 +75,19 @@ mod tests {
         assert_eq!(args(Client::SshExec, &["auto-run", "./app"]), ["--auto-run", "./app"]);
         assert_eq!(args(Client::SshExec, &["ssh-exec", "--check"]), ["--check"]);
         assert!(args(Client::SshExec, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_wrapped_call_is_the_direct_call_its_link_stands_for() {
+        let argv = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+        for call in [&["/opt/sidecar/wrappers/npm", "--explain", "-v"][..], &["python3"], &["cargo", "--", "--help"]] {
+            let (runtime, command) = wrapped_command(&argv(call)).unwrap();
+            let mut direct = vec![runtime];
+            direct.extend(command);
+            assert_eq!(direct, arguments(Client::SidecarExec, argv(call)), "{call:?}");
+        }
+        assert_eq!(wrapped_command(&argv(&["/opt/sidecar/sidecar-exec", "node", "npm"])), None);
+        assert_eq!(wrapped_command(&argv(&["sx", "--status"])), None);
+        assert_eq!(wrapped_command(&[]), None);
     }
 }

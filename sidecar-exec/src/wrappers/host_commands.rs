@@ -48,6 +48,12 @@ pub enum ProbeFailed {
     TooMuch,
 }
 
+impl answer::Unlisted for ProbeFailed {
+    fn what_to_do(&self) -> &'static str {
+        "run this again once it is up"
+    }
+}
+
 impl fmt::Display for ProbeFailed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("gave no list of its commands (ssh-exec --probe: ")?;

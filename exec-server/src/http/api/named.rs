@@ -156,9 +156,9 @@ fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedS
 /// `POST /exec/stream` of a named run ([`RequestRun::Named`]): its frames from the start, in the form this request
 /// asked for (`b64_only` belongs to the reader, not the run: a re-POST or a `GET /runs/{id}/stream` chooses its
 /// own).
-pub fn stream_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
+pub async fn stream_attached(state: &AppState, run: Arc<NamedRun>, attachment: Attachment, b64_only: bool) -> Response {
     let headers = run_headers(&run);
-    let mut response = run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive);
+    let mut response = run_stream::response(run, [0, 0], b64_only, attachment, state.settings.keepalive).await;
     response.headers_mut().extend(headers);
     response
 }

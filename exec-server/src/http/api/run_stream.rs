@@ -10,7 +10,7 @@ use axum::response::Response;
 use protocol::{Frame, FrameEncoder, StreamKind};
 use tokio::sync::watch;
 
-use super::sse::{self, FrameSource, Step};
+use super::sse::{self, FrameSource, Head, Step};
 use crate::ending::Ending;
 use crate::engine::READ_SIZE;
 use crate::runs::{Attachment, Follower, NamedRun, Read};
@@ -18,7 +18,7 @@ use crate::runs::{Attachment, Follower, NamedRun, Read};
 /// The SSE response for `run` from `offsets` (stdout, stderr). `attachment` is held while the client reads.
 /// `b64_only`: this reader's choice (see [`protocol::ExecRequest::b64_only`]); the log keeps raw bytes, so each
 /// reader of the same run gets the frames it asked for.
-pub fn response(
+pub async fn response(
     run: Arc<NamedRun>,
     offsets: [u64; 2],
     b64_only: bool,
@@ -33,8 +33,13 @@ pub fn response(
     let follower = run.follow(offsets);
     // A terminal's output goes out as it comes: a prompt or an echoed key is not a line to wait for.
     let immediate = run.terminal().is_some();
+    // A client streams stdin (and a terminal's keys) only once the head says the run takes them.
+    let head = match run.input().is_some() || immediate {
+        true => Head::Now,
+        false => Head::WithFirstEvents,
+    };
     let source = RunLog { run, offsets, changed, follower, immediate, _attachment: attachment };
-    sse::response(source, encoders, keepalive)
+    sse::response(source, encoders, keepalive, head).await
 }
 
 /// A reader's way through a run's log.

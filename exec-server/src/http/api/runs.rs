@@ -57,7 +57,7 @@ pub async fn stream(State(state): State<AppState>, Path(id): Path<String>, query
             return Err(AppError::offset_beyond_end(name, offset, total));
         }
     }
-    Ok(run_stream::response(run, offsets, b64_only, attachment, state.settings.keepalive))
+    Ok(run_stream::response(run, offsets, b64_only, attachment, state.settings.keepalive).await)
 }
 
 /// `POST /runs/{id}/signal` `{"signal": "TERM"}`: to the run's whole process group.

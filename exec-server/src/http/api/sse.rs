@@ -47,12 +47,43 @@ pub trait FrameSource: Send + 'static {
     fn sent(&mut self) {}
 }
 
+/// How long a stream's head waits for its first events (see [`Head::WithFirstEvents`]): long enough for a short
+/// command to end, short enough that a command still running has its head at once in human terms.
+pub const HEAD_WAITS_FOR: Duration = Duration::from_millis(5);
+
+/// When a stream's response head goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head {
+    /// With the first events, if they come within [`HEAD_WAITS_FOR`]: a command that ends (or prints) at once goes
+    /// out as one write, head, frames and the body's end together, so its client reads one segment, not two (issue
+    /// 22's P1; BENCHMARKS.md, "P1: where a forwarded call's time goes"). Nothing is held back: what has come is
+    /// sent, and the head goes alone when nothing has.
+    WithFirstEvents,
+    /// At once: the client acts on the head before the command can go on (it starts streaming stdin, or a
+    /// terminal's keys, once the head says the run takes them).
+    Now,
+}
+
 /// The SSE response that pumps `source` through `encoders`, with a keep-alive comment after `keepalive` of quiet.
 /// Each event is `data: <json>` and a blank line: JSON never holds a raw CR or LF, so an event is one `data:` line.
-pub fn response(source: impl FrameSource, encoders: [FrameEncoder; 2], keepalive: Duration) -> Response {
-    let (events, rx) = mpsc::channel(EVENTS_IN_FLIGHT);
+pub async fn response(
+    source: impl FrameSource,
+    encoders: [FrameEncoder; 2],
+    keepalive: Duration,
+    head: Head,
+) -> Response {
+    let (events, mut rx) = mpsc::channel(EVENTS_IN_FLIGHT);
     tokio::spawn(pump(source, encoders, events, keepalive).in_current_span());
-    let body = ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>);
+    let mut first = Vec::new();
+    if head == Head::WithFirstEvents {
+        if let Ok(Some(event)) = tokio::time::timeout(HEAD_WAITS_FOR, rx.recv()).await {
+            first.push(event);
+            while let Ok(event) = rx.try_recv() {
+                first.push(event);
+            }
+        }
+    }
+    let body = tokio_stream::iter(first).chain(ReceiverStream::new(rx)).map(Ok::<_, std::convert::Infallible>);
     let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
     (headers, Body::from_stream(body)).into_response()
 }

@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::named::{self, request_run, RequestRun};
 use super::request::RequestedJob;
-use super::sse::{self, FrameSource, Step};
+use super::sse::{self, FrameSource, Head, Step};
 use super::{AppError, AppState};
 use crate::ending::Ending;
 use crate::engine::{Job, Outcome, OutputChunk, StartError, Stream, READ_SIZE};
@@ -27,14 +27,17 @@ pub async fn exec_stream(
     ];
     let keepalive = state.settings.keepalive;
     let job = match request_run(&state, job, run_id, controls)? {
-        RequestRun::Named { run, attachment } => return Ok(named::stream_attached(&state, run, attachment, b64_only)),
+        RequestRun::Named { run, attachment } => {
+            return Ok(named::stream_attached(&state, run, attachment, b64_only).await)
+        }
         RequestRun::NeverRan(ending) => {
-            return Ok(sse::response(Ended(Some(ending.frames(None))), encoders, keepalive))
+            return Ok(sse::response(Ended(Some(ending.frames(None))), encoders, keepalive, Head::WithFirstEvents).await)
         }
         RequestRun::Unnamed(job) => job,
     };
     let permit = state.permit()?;
-    Ok(sse::response(CommandOutput::start(&state, job, permit), encoders, keepalive))
+    // An unnamed run takes no streamed stdin and has no terminal: nothing waits for its head.
+    Ok(sse::response(CommandOutput::start(&state, job, permit), encoders, keepalive, Head::WithFirstEvents).await)
 }
 
 /// A running command's output, then its end.
