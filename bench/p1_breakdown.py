@@ -70,6 +70,9 @@ WHAT_WAS_DONE = [
     "link wrapper (1000 runs in blocks of 50, old and new builds).",
     "- A stream's head waits up to 5 ms for its first events, so a short command's reply is one write (head, exit "
     "frame and the body's end in one `writev`, one read in the client): −0.03 ms paired (2000 runs in blocks of 50).",
+    "- A named run's command and its log's filling are one task, not two (one hand-off less before the spawn and "
+    "after the exit): −0.06 ms paired (1000 runs in blocks of 50); a named run then costs ~0.07 ms over an unnamed "
+    "one, paired, where it cost ~0.13.",
     "",
     "Measured and left: one tokio worker in the server (`TOKIO_WORKER_THREADS=1`) gave −0.04 ms paired on the "
     "server's part (600 runs), within the noise. Not a change but a trap: `cargo build --release` makes a dynamic "
@@ -89,7 +92,7 @@ WHAT_WAS_DONE = [
     "process or CPU to another five times where native crosses once (client → server, server → spawned child, "
     "child's exit → server, exit frame → client, client's exit → caller); on these VMs each crossing that wakes an "
     "idle vCPU costs 20–70 µs. Within the server, no piece is large any more: per call, the HTTP request and its "
-    "JSON, the named run (+0.1 ms against an unnamed one, paired), the working directory and the PATH lookup, "
+    "JSON, the named run (~0.07 ms against an unnamed one, paired), the working directory and the PATH lookup, "
     "glibc's `posix_spawn` (whose child resets every signal before `exec`: 121 `rt_sigaction` calls), the pidfd "
     "wake-up and the exit frame.",
 ]

@@ -143,10 +143,29 @@ const WAITING_FOR_INPUT: &[&str] = &["0", "7", "23", "232", "270", "271", "281"]
 /// sets a flag, which its readline loop (and a plain `read`) looks at when `pselect6`/`read` returns EINTR; a
 /// Ctrl-C's SIGINT (or a resize's SIGWINCH) that lands between the prompt's last `write` and that call leaves it
 /// blocked until the next key (natively too), so a test that types as soon as the prompt shows races it.
+///
+/// Only the command counts, never the client forwarding it: the client's command line holds the command's (marker
+/// included) and it sleeps in `epoll_wait` from its start, so counting it let a forwarded test type before the remote
+/// command read, and CPython, given a Ctrl-C before its `pselect6`, waited for a next key that never came.
 pub async fn wait_until_reading(marker: &str) {
-    let reading =
-        || crate::processes_matching(marker).into_iter().any(|pid| i32::try_from(pid).is_ok_and(waits_for_input));
+    let reading = || {
+        crate::processes_matching(marker)
+            .into_iter()
+            .filter_map(|pid| i32::try_from(pid).ok())
+            .any(|pid| !forwards(pid) && waits_for_input(pid))
+    };
     tokio::task::block_in_place(|| crate::wait_until(&format!("a process {marker} waiting for input"), reading));
+}
+
+/// The programs that forward a command rather than run it (see [`wait_until_reading`]).
+const FORWARDERS: &[&str] = &["sidecar-exec", "ssh-exec", "ssh"];
+
+/// Whether process `pid` runs one of the [`FORWARDERS`] (by its executable, which a wrapper link's name does not hide).
+fn forwards(pid: i32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|exe| exe.file_name().and_then(|name| name.to_str()).map(|name| FORWARDERS.contains(&name)))
+        .unwrap_or(false)
 }
 
 /// Whether process `pid` is blocked in one of the system calls a program waits for input in (see

@@ -123,7 +123,9 @@ fn claim_error(err: ClaimError) -> AppError {
 /// Runs `job` for `run` in its own task: its output goes to the run's log at the pace of the readers following it
 /// (as an unnamed stream goes at its client's), or as fast as it comes while none does or once the engine says it
 /// must (see [`NamedRun::paced`]), and its end is recorded. The slot is held until the command has ended, which no
-/// follower can hold up: a timeout, DELETE or shutdown ends the run for everyone.
+/// follower can hold up: a timeout, DELETE or shutdown ends the run for everyone. The command and the log's filling
+/// are one task (joined), not two: a second task was one more hand-off before the spawn and after the exit, ~0.1 ms
+/// of a forwarded `true` (BENCHMARKS.md, "P1: where a forwarded call's time goes").
 fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedSemaphorePermit) {
     job.group = Some(run.group.clone());
     // Once the engine says so (a stop began, or the command is past its deadline or the shutdown while its pipes
@@ -134,21 +136,23 @@ fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedS
     let task = async move {
         let _permit = permit;
         let (capture, mut chunks) = Stream::channel();
-        let cancel = run.cancel.clone();
-        let command = tokio::spawn(async move { engine.run(job, capture, cancel).await }.in_current_span());
-        let mut progress = run.follower_progress();
-        let mut writer: Option<SpillWriter> = None;
-        while let Some(chunk) = chunks.recv().await {
-            run.paced(&mut progress, &drain_now).await;
-            if let Some(pending) = run.append(chunk.kind, chunk.bytes.into()) {
-                writer.get_or_insert_with(|| SpillWriter::start(run.clone())).write(chunk.kind, pending).await;
+        let command = engine.run(job, capture, run.cancel.clone());
+        let log = async {
+            let mut progress = run.follower_progress();
+            let mut writer: Option<SpillWriter> = None;
+            while let Some(chunk) = chunks.recv().await {
+                run.paced(&mut progress, &drain_now).await;
+                if let Some(pending) = run.append(chunk.kind, chunk.bytes.into()) {
+                    writer.get_or_insert_with(|| SpillWriter::start(run.clone())).write(chunk.kind, pending).await;
+                }
             }
-        }
-        // Every byte is in the log before the end is: a reader that sees the end has all there is.
-        if let Some(writer) = writer {
-            writer.finish().await;
-        }
-        run.finish(Ending::of(&command.await, timeout));
+            // Every byte is in the log before the end is: a reader that sees the end has all there is.
+            if let Some(writer) = writer {
+                writer.finish().await;
+            }
+        };
+        let (ran, ()) = tokio::join!(command, log);
+        run.finish(Ending::of(&Ok(ran), timeout));
     };
     tokio::spawn(task.in_current_span());
 }
