@@ -314,14 +314,7 @@ async fn a_sidecar_that_does_not_answer_gets_its_whole_table_and_one_line() {
     let scratch = tempfile::tempdir().unwrap();
     let wrappers = scratch.path().join("wrappers");
     let sidecars = format!(r#"{{"go":{{"internal_url":"http://{}"}}}}"#, silent.local_addr().unwrap());
-    let output = client_run()
-        .env("PATH", "/nonexistent")
-        .env("BUILD_SIDECARS", &sidecars)
-        .args(["--install-wrappers", wrappers.to_str().unwrap()])
-        .run()
-        .await;
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let message = stderr(&output);
+    let message = install_for_sidecars(&sidecars, &wrappers).await;
     let lines: Vec<&str> = message.lines().collect();
     assert_eq!(lines.len(), 2, "{message}");
     assert!(
@@ -350,14 +343,7 @@ async fn a_sidecar_of_another_runtime_or_without_a_list_gets_its_whole_table_and
         r#"{{"go":{{"internal_url":"{}"}},"rust":{{"internal_url":"{}"}}}}"#,
         other_runtime.url, contract_only.url
     );
-    let output = client_run()
-        .env("PATH", "/nonexistent")
-        .env("BUILD_SIDECARS", &sidecars)
-        .args(["--install-wrappers", wrappers.to_str().unwrap()])
-        .run()
-        .await;
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let message = stderr(&output);
+    let message = install_for_sidecars(&sidecars, &wrappers).await;
     let line = |start: &str| message.lines().find(|line| line.starts_with(start)).map(str::to_owned);
     let go = line("sidecar-exec: the go sidecar reports runtime 'node': wrapping all its commands [go gofmt]");
     assert!(
@@ -376,4 +362,17 @@ async fn a_sidecar_of_another_runtime_or_without_a_list_gets_its_whole_table_and
     assert_eq!(names(&wrappers), expected);
     assert_eq!(other_runtime.requests.load(std::sync::atomic::Ordering::SeqCst), 1, "one /info each");
     assert_eq!(contract_only.requests.load(std::sync::atomic::Ordering::SeqCst), 1, "one /info each");
+}
+
+/// `sidecar-exec --install-wrappers WRAPPERS` for `sidecars` (BUILD_SIDECARS) on a PATH with no command of any
+/// runtime; what it said, once it exited 0.
+async fn install_for_sidecars(sidecars: &str, wrappers: &std::path::Path) -> String {
+    let output = client_run()
+        .env("PATH", "/nonexistent")
+        .env("BUILD_SIDECARS", sidecars)
+        .args(["--install-wrappers", wrappers.to_str().unwrap()])
+        .run()
+        .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    stderr(&output)
 }
