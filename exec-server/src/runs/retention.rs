@@ -15,41 +15,60 @@ use protocol::RunId;
 
 use super::named_run::NamedRun;
 
+/// Ids in the order their runs ended, oldest first: the next to expire or to give way. The kept runs' and the
+/// tombstones' (`tombstone`) order, both asked on every request naming a run.
+#[derive(Debug, Default)]
+pub struct ByEnd(BTreeSet<(Instant, RunId)>);
+
+impl ByEnd {
+    pub fn insert(&mut self, ended: Instant, id: RunId) {
+        self.0.insert((ended, id));
+    }
+
+    pub fn remove(&mut self, ended: Instant, id: &RunId) {
+        self.0.remove(&(ended, id.clone()));
+    }
+
+    /// The id of the run that ended first, taken out.
+    pub fn pop_oldest(&mut self) -> Option<RunId> {
+        self.0.pop_first().map(|(_, id)| id)
+    }
+
+    /// The id of the run that ended first, taken out if it ended `retain` or more before `now`.
+    pub fn pop_expired(&mut self, retain: Duration, now: Instant) -> Option<RunId> {
+        let (ended, _) = self.0.first()?;
+        (now.saturating_duration_since(*ended) >= retain).then(|| self.pop_oldest()).flatten()
+    }
+}
+
 /// The kept runs, by id and by when they ended.
 #[derive(Debug, Default)]
 pub struct KeptRuns {
-    by_id: HashMap<RunId, Kept>,
+    by_id: HashMap<RunId, Arc<NamedRun>>,
     /// Runs not yet seen ended: looked at again before each question.
     unseen_end: HashSet<RunId>,
-    /// Ended runs, oldest first.
-    by_end: BTreeSet<(Instant, RunId)>,
-}
-
-#[derive(Debug)]
-struct Kept {
-    run: Arc<NamedRun>,
-    /// When the run ended, once this index has seen it (its key in `by_end`).
-    ended: Option<Instant>,
+    /// The runs seen ended.
+    by_end: ByEnd,
 }
 
 impl KeptRuns {
     pub fn get(&self, id: &RunId) -> Option<&Arc<NamedRun>> {
-        self.by_id.get(id).map(|kept| &kept.run)
+        self.by_id.get(id)
     }
 
     pub fn insert(&mut self, id: RunId, run: Arc<NamedRun>) {
         self.remove(&id);
         self.unseen_end.insert(id.clone());
-        self.by_id.insert(id, Kept { run, ended: None });
+        self.by_id.insert(id, run);
     }
 
     pub fn remove(&mut self, id: &RunId) -> Option<Arc<NamedRun>> {
-        let kept = self.by_id.remove(id)?;
-        match kept.ended {
-            Some(ended) => self.by_end.remove(&(ended, id.clone())),
-            None => self.unseen_end.remove(id),
-        };
-        Some(kept.run)
+        let run = self.by_id.remove(id)?;
+        // Seen ended, it is in the order by end under the time it ended (set once).
+        if let (false, Some(ended)) = (self.unseen_end.remove(id), run.ended_at()) {
+            self.by_end.remove(ended, id);
+        }
+        Some(run)
     }
 
     pub fn len(&self) -> usize {
@@ -61,18 +80,15 @@ impl KeptRuns {
     }
 
     pub fn runs(&self) -> impl Iterator<Item = &Arc<NamedRun>> {
-        self.by_id.values().map(|kept| &kept.run)
+        self.by_id.values()
     }
 
     /// Forgets every run that ended more than `retain` before `now`; returns how many.
     pub fn forget_expired(&mut self, retain: Duration, now: Instant) -> usize {
         self.see_ends();
         let mut forgotten = 0;
-        while let Some((ended, id)) = self.by_end.first().cloned() {
-            if now.saturating_duration_since(ended) < retain {
-                break;
-            }
-            self.remove(&id);
+        while let Some(id) = self.by_end.pop_expired(retain, now) {
+            self.by_id.remove(&id);
             forgotten += 1;
         }
         forgotten
@@ -86,24 +102,23 @@ impl KeptRuns {
         }
         self.see_ends();
         while self.by_id.len() >= max_runs {
-            let Some((_, id)) = self.by_end.first().cloned() else { return false };
-            if let Some(run) = self.remove(&id) {
+            let Some(id) = self.by_end.pop_oldest() else { return false };
+            if let Some(run) = self.by_id.remove(&id) {
                 forgotten(&run);
             }
         }
         true
     }
 
-    /// Moves the runs that ended since the last look into the index by end.
+    /// Moves the runs that ended since the last look into the order by end.
     fn see_ends(&mut self) {
-        let by_id = &mut self.by_id;
-        let by_end = &mut self.by_end;
-        self.unseen_end.retain(|id| {
-            let Some(kept) = by_id.get_mut(id) else { return false };
-            let Some(ended) = kept.run.ended_at() else { return true };
-            kept.ended = Some(ended);
-            by_end.insert((ended, id.clone()));
-            false
+        let (by_id, by_end) = (&self.by_id, &mut self.by_end);
+        self.unseen_end.retain(|id| match by_id.get(id).and_then(|run| run.ended_at()) {
+            Some(ended) => {
+                by_end.insert(ended, id.clone());
+                false
+            }
+            None => by_id.contains_key(id),
         });
     }
 }

@@ -3,7 +3,7 @@
 //! is told that it ended and how, never that it is unknown (which reads as "run it again": wrong, and dangerous for a
 //! publish or a deploy), and a re-POST of the id starts nothing until the run's retention would have ended.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -11,6 +11,7 @@ use protocol::{RunId, RunState};
 
 use super::kept_argv::command_digest;
 use super::named_run::NamedRun;
+use super::retention::ByEnd;
 
 /// Tombstones kept per `--max-runs` at most (about 200 bytes each, the id included); beyond that the oldest go
 /// first (their id then reads as unknown, as after `--retain`).
@@ -52,8 +53,8 @@ impl Tombstone {
 #[derive(Debug)]
 pub struct Tombstones {
     by_id: HashMap<RunId, Tombstone>,
-    /// The same tombstones by when their run ended, oldest first: the next to expire or to give way.
-    by_end: BTreeSet<(Instant, RunId)>,
+    /// The same tombstones by when their run ended.
+    by_end: ByEnd,
     cap: usize,
 }
 
@@ -61,7 +62,7 @@ impl Tombstones {
     pub fn new(max_runs: usize) -> Self {
         Tombstones {
             by_id: HashMap::new(),
-            by_end: BTreeSet::new(),
+            by_end: ByEnd::default(),
             cap: max_runs.saturating_mul(PER_KEPT_RUN).max(PER_KEPT_RUN),
         }
     }
@@ -71,7 +72,7 @@ impl Tombstones {
         let (Some(end), Some(ended_at)) = (run.end(), run.ended_at()) else { return };
         self.remove(&run.id);
         while self.by_id.len() >= self.cap {
-            let Some((_, oldest)) = self.by_end.pop_first() else { break };
+            let Some(oldest) = self.by_end.pop_oldest() else { break };
             self.by_id.remove(&oldest);
         }
         let stone = Tombstone {
@@ -81,24 +82,21 @@ impl Tombstones {
             ended_at,
             command: run.command.digest(),
         };
-        self.by_end.insert((ended_at, run.id.clone()));
+        self.by_end.insert(ended_at, run.id.clone());
         self.by_id.insert(run.id.clone(), stone);
     }
 
     /// Forgets the tombstones of runs that ended more than `retain` ago: their id is free, as a kept run's is then.
     /// Oldest first, from the index by end: a request's look costs nothing when none is due.
     pub fn expire(&mut self, retain: Duration, now: Instant) {
-        while let Some((ended_at, id)) = self.by_end.first().cloned() {
-            if now.saturating_duration_since(ended_at) < retain {
-                break;
-            }
-            self.remove(&id);
+        while let Some(id) = self.by_end.pop_expired(retain, now) {
+            self.by_id.remove(&id);
         }
     }
 
     fn remove(&mut self, id: &RunId) {
         if let Some(stone) = self.by_id.remove(id) {
-            self.by_end.remove(&(stone.ended_at, id.clone()));
+            self.by_end.remove(stone.ended_at, id);
         }
     }
 
