@@ -10,7 +10,8 @@ fn main() {
     let code = match called_as::wrapped_command(&argv) {
         // A wrapper link: every argument is the command's, nothing to parse.
         Some((runtime, command)) => program::perform(Action::Forward { runtime, command, explain: false }, install),
-        None => program::main(called_as::arguments(Client::SidecarExec, argv), install),
+        // A direct call: its arguments are its own (no link put anything before them).
+        None => program::main(argv.into_iter().skip(1).collect(), install),
     };
     std::process::exit(code);
 }

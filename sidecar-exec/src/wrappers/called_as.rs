@@ -26,7 +26,8 @@ pub fn arguments(client: Client, argv: impl IntoIterator<Item = OsString>) -> Ve
 /// sidecar-exec called through a wrapper link of the runtime table (`npm …` → runtime `node`, command `npm …`): the
 /// runtime and the command line, forwarded as they are. Every argument after the link's name is the command's, so
 /// there is nothing to parse: the wrapped call skips clap, which was about a twentieth of its client's CPU
-/// (BENCHMARKS.md, "P1: where a forwarded call's time goes"). `None` for any other name: a direct call, parsed.
+/// (BENCHMARKS.md, "P1: where a forwarded call's time goes"). `None` for any other name: a direct call, whose
+/// arguments are argv's own (what [`arguments`] gives it), parsed.
 pub fn wrapped_command(argv: &[OsString]) -> Option<(OsString, Vec<OsString>)> {
     let name = argv.first().map(Path::new).and_then(Path::file_name)?;
     let mut prefix = prefix(Client::SidecarExec, name)?.into_iter();
