@@ -28,7 +28,7 @@ impl<Why> Answer<Why> {
 }
 
 /// Why a backend gave no list, as its line says it: what went wrong (`Display`) and what to do about it.
-pub trait Unlisted: fmt::Display {
+pub trait WhyNoList: fmt::Display {
     /// What the user does next: wait for the backend, fix the configuration, or upgrade the server.
     fn what_to_do(&self) -> &'static str;
 }
@@ -36,7 +36,7 @@ pub trait Unlisted: fmt::Display {
 /// The one line for a backend whose commands are not known (see [`Answer::lacks`]): `backend` names it ("the go
 /// sidecar", "the SSH host build-mac"), `why` says what went wrong and what to do, `commands` are what it got
 /// wrappers for.
-pub fn unlisted_line(program: &str, backend: &str, why: &dyn Unlisted, commands: &[&str]) -> String {
+pub fn unlisted_line(program: &str, backend: &str, why: &dyn WhyNoList, commands: &[&str]) -> String {
     format!(
         "{program}: {backend} {why}: wrapping all its commands [{}]; one it lacks fails when called (127); {}",
         commands.join(" "),

@@ -41,7 +41,7 @@ impl fmt::Display for Unlisted {
     }
 }
 
-impl answer::Unlisted for Unlisted {
+impl answer::WhyNoList for Unlisted {
     fn what_to_do(&self) -> &'static str {
         match self {
             Unlisted::NoAnswer(_) => "run this again once it is up",

@@ -48,7 +48,7 @@ pub enum ProbeFailed {
     TooMuch,
 }
 
-impl answer::Unlisted for ProbeFailed {
+impl answer::WhyNoList for ProbeFailed {
     fn what_to_do(&self) -> &'static str {
         "run this again once it is up"
     }
