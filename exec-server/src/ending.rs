@@ -77,11 +77,18 @@ impl Ending {
         Ending::never_ran(task_failed_message(err))
     }
 
-    /// What the engine, run in a task, returned for a job granted `timeout`.
+    /// What the engine returned for a job granted `timeout`.
+    pub fn of_engine<K>(ran: &Result<Outcome<K>, StartError>, timeout: Duration) -> Self {
+        match ran {
+            Ok(outcome) => Ending::ran(outcome, timeout),
+            Err(not_started) => Ending::not_started(not_started),
+        }
+    }
+
+    /// What the engine, run in a task of its own, returned for a job granted `timeout`.
     pub fn of<K>(joined: &Result<Result<Outcome<K>, StartError>, JoinError>, timeout: Duration) -> Self {
         match joined {
-            Ok(Ok(outcome)) => Ending::ran(outcome, timeout),
-            Ok(Err(not_started)) => Ending::not_started(not_started),
+            Ok(ran) => Ending::of_engine(ran, timeout),
             Err(err) => Ending::task_failed(err),
         }
     }

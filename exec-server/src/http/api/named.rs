@@ -152,7 +152,7 @@ fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedS
             }
         };
         let (ran, ()) = tokio::join!(command, log);
-        run.finish(Ending::of(&Ok(ran), timeout));
+        run.finish(Ending::of_engine(&ran, timeout));
     };
     tokio::spawn(task.in_current_span());
 }
