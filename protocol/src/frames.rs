@@ -7,7 +7,9 @@
 
 use std::borrow::Cow;
 
+use serde::de::Error as _;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 /// Which pipe a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -115,46 +117,45 @@ impl Frame {
     /// Reads one event's data. `Ok(None)` for a frame type this version does not know (a newer server's), which a
     /// client should skip. Faster than `serde_json::from_slice::<Frame>`: one pass, no intermediate buffering of
     /// the tagged enum.
+    ///
+    /// It reads what serde's derived reader reads (the fuzz target `frames` holds it to that): a field the frame's
+    /// type does not have is ignored whatever it holds and however often it comes, as a newer server's extensions
+    /// must be. One decision of ours: an event's data is a JSON object. Serde's reader of a tagged enum also takes
+    /// an array (the tag, then the variant's fields in their order), a form no server writes and this refuses.
     pub fn from_json(json: &[u8]) -> Result<Option<Frame>, serde_json::Error> {
-        use serde::de::Error as _;
         let flat: FlatFrame<'_> = serde_json::from_slice(json)?;
-        let text = |data: Option<DataField<'_>>| match data {
-            None => Ok(String::new()),
-            Some(DataField::Text(text)) => Ok(text.into_owned()),
-            Some(DataField::Int(_)) => Err(serde_json::Error::custom("data must be a string in this frame")),
-        };
-        let chunk = |flat: FlatFrame<'_>| -> Result<Chunk, serde_json::Error> {
+        let chunk = |flat: &FlatFrame<'_>| -> Result<Chunk, serde_json::Error> {
             Ok(Chunk {
-                nl: flat.nl.unwrap_or(true),
-                b64: flat.b64.map(Cow::into_owned),
-                offset: flat.offset,
-                data: text(flat.data)?,
+                nl: flat.field("nl")?.unwrap_or(true),
+                b64: flat.optional("b64")?,
+                offset: flat.optional("offset")?,
+                data: flat.text()?,
             })
         };
+        let needs = |name: &'static str, what: &'static str| {
+            move || serde_json::Error::custom(format!("a dropped frame needs `{name}`: {what}"))
+        };
         Ok(Some(match &*flat.kind {
-            "stdout" => Frame::Stdout(chunk(flat)?),
-            "stderr" => Frame::Stderr(chunk(flat)?),
-            "error" => Frame::Error { start_error: flat.start_error, data: text(flat.data)? },
+            "stdout" => Frame::Stdout(chunk(&flat)?),
+            "stderr" => Frame::Stderr(chunk(&flat)?),
+            "error" => Frame::Error { start_error: flat.optional("start_error")?, data: flat.text()? },
             "dropped" => Frame::Dropped {
-                stream: match flat.stream.as_deref() {
-                    Some("stdout") => StreamKind::Stdout,
-                    Some("stderr") => StreamKind::Stderr,
-                    _ => return Err(serde_json::Error::custom("a dropped frame needs `stream`: stdout or stderr")),
-                },
-                offset: flat.offset.ok_or_else(|| serde_json::Error::custom("a dropped frame needs `offset`"))?,
-                bytes: flat.bytes.ok_or_else(|| serde_json::Error::custom("a dropped frame needs `bytes`"))?,
+                stream: flat.field("stream").ok().flatten().ok_or_else(needs("stream", "stdout or stderr"))?,
+                offset: flat.field("offset")?.ok_or_else(needs("offset", "an integer"))?,
+                bytes: flat.field("bytes")?.ok_or_else(needs("bytes", "an integer"))?,
             },
             "exit" => match flat.data {
-                Some(DataField::Int(code)) => Frame::Exit {
+                Slot::Once(DataField::Int(code)) => Frame::Exit {
                     data: i32::try_from(code).map_err(|_| serde_json::Error::custom("exit code out of range"))?,
-                    timed_out: flat.timed_out,
-                    signal: flat.signal,
-                    duration_ms: flat.duration_ms,
-                    stdout_bytes: flat.stdout_bytes,
-                    stderr_bytes: flat.stderr_bytes,
-                    stopped_by: flat.stopped_by,
-                    stdin_consumed: flat.stdin_consumed,
+                    timed_out: flat.field("timed_out")?.unwrap_or(false),
+                    signal: flat.optional("signal")?,
+                    duration_ms: flat.field("duration_ms")?.unwrap_or(0),
+                    stdout_bytes: flat.optional("stdout_bytes")?,
+                    stderr_bytes: flat.optional("stderr_bytes")?,
+                    stopped_by: flat.optional("stopped_by")?,
+                    stdin_consumed: flat.optional("stdin_consumed")?,
                 },
+                Slot::Repeated => return Err(serde_json::Error::duplicate_field("data")),
                 _ => return Err(serde_json::Error::custom("an exit frame needs an integer `data`")),
             },
             _ => return Ok(None),
@@ -162,45 +163,149 @@ impl Frame {
     }
 }
 
-/// Every field any frame may have, flat: what [`Frame::from_json`] reads.
-#[derive(Deserialize)]
+/// One JSON object read as a frame: its type, its `data`, and every other field any frame may have, kept raw until
+/// the type says whether it has that field (what [`Frame::from_json`] reads). A field read raw costs a scan of its
+/// bytes, which for these (flags, numbers, short names) is next to nothing; `data`, the one that may be long, is
+/// read once, as what it is.
 struct FlatFrame<'a> {
-    #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
-    #[serde(borrow, default)]
-    data: Option<DataField<'a>>,
-    #[serde(default)]
-    nl: Option<bool>,
-    #[serde(borrow, default)]
-    b64: Option<Cow<'a, str>>,
-    #[serde(default)]
-    timed_out: bool,
-    #[serde(default)]
-    signal: Option<i32>,
-    #[serde(default)]
-    duration_ms: u64,
-    #[serde(default)]
-    offset: Option<u64>,
-    #[serde(borrow, default)]
-    stream: Option<Cow<'a, str>>,
-    #[serde(default)]
-    bytes: Option<u64>,
-    #[serde(default)]
-    stdout_bytes: Option<u64>,
-    #[serde(default)]
-    stderr_bytes: Option<u64>,
-    #[serde(default)]
-    stopped_by: Option<crate::StoppedBy>,
-    #[serde(default)]
-    start_error: Option<crate::StartErrorKind>,
-    #[serde(default)]
-    stdin_consumed: Option<u64>,
+    data: Slot<DataField<'a>>,
+    raw: [Slot<&'a RawValue>; RAW_FIELDS.len()],
 }
 
-/// `data` is text in output and error frames and an integer in exit frames.
+/// The fields [`FlatFrame`] keeps raw: every field of every frame type but `type` and `data`.
+const RAW_FIELDS: [&str; 13] = [
+    "nl",
+    "b64",
+    "timed_out",
+    "signal",
+    "duration_ms",
+    "offset",
+    "stream",
+    "bytes",
+    "stdout_bytes",
+    "stderr_bytes",
+    "stopped_by",
+    "start_error",
+    "stdin_consumed",
+];
+
+/// A field of one JSON object: not there, there once, or there more than once (an error only in a frame type that
+/// has the field, as serde's derived reader has it).
+#[derive(Clone, Copy)]
+enum Slot<T> {
+    Absent,
+    Once(T),
+    Repeated,
+}
+
+impl<T> Slot<T> {
+    fn fill(&mut self, value: T) {
+        *self = match self {
+            Slot::Absent => Slot::Once(value),
+            Slot::Once(_) | Slot::Repeated => Slot::Repeated,
+        };
+    }
+}
+
+impl<'a> FlatFrame<'a> {
+    /// Field `name` (one of [`RAW_FIELDS`]) read as a `T`, or `None` when it is not there.
+    fn field<T: Deserialize<'a>>(&self, name: &'static str) -> Result<Option<T>, serde_json::Error> {
+        let index = RAW_FIELDS.iter().position(|field| *field == name).expect("one of RAW_FIELDS");
+        match self.raw[index] {
+            Slot::Absent => Ok(None),
+            Slot::Once(raw) => serde_json::from_str(raw.get())
+                .map(Some)
+                .map_err(|error| serde_json::Error::custom(format_args!("`{name}`: {error}"))),
+            Slot::Repeated => Err(serde_json::Error::duplicate_field(name)),
+        }
+    }
+
+    /// An optional field, whose `null` is `None` too (as serde reads an `Option`).
+    fn optional<T: Deserialize<'a>>(&self, name: &'static str) -> Result<Option<T>, serde_json::Error> {
+        Ok(self.field::<Option<T>>(name)?.flatten())
+    }
+
+    /// `data` of an output or error frame: text (empty when absent).
+    fn text(&self) -> Result<String, serde_json::Error> {
+        match &self.data {
+            Slot::Absent => Ok(String::new()),
+            Slot::Once(DataField::Text(text)) => Ok(text.clone().into_owned()),
+            Slot::Once(_) => Err(serde_json::Error::custom("data must be a string in this frame")),
+            Slot::Repeated => Err(serde_json::Error::duplicate_field("data")),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for FlatFrame<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = FlatFrame<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a frame: a JSON object with a `type`")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let (mut kind, mut data) = (None, Slot::Absent);
+                let mut raw = [Slot::Absent; RAW_FIELDS.len()];
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Type if kind.is_some() => return Err(A::Error::duplicate_field("type")),
+                        Key::Type => kind = Some(map.next_value::<Tag<'a>>()?.0),
+                        Key::Data => data.fill(map.next_value()?),
+                        Key::Raw(index) => raw[index].fill(map.next_value()?),
+                        Key::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                let kind = kind.ok_or_else(|| A::Error::missing_field("type"))?;
+                Ok(FlatFrame { kind, data, raw })
+            }
+        }
+        deserializer.deserialize_map(Visitor(std::marker::PhantomData))
+    }
+}
+
+/// A frame's `type`, borrowed from the event when it has no escapes.
+#[derive(Deserialize)]
+struct Tag<'a>(#[serde(borrow)] Cow<'a, str>);
+
+/// A key of a frame's object, named without allocating.
+enum Key {
+    Type,
+    Data,
+    /// Index in [`RAW_FIELDS`].
+    Raw(usize),
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E>(self, name: &str) -> Result<Key, E> {
+                Ok(match name {
+                    "type" => Key::Type,
+                    "data" => Key::Data,
+                    _ => RAW_FIELDS.iter().position(|field| *field == name).map_or(Key::Other, Key::Raw),
+                })
+            }
+        }
+        deserializer.deserialize_identifier(Visitor)
+    }
+}
+
+/// `data` is text in output and error frames and an integer in exit frames; anything else is kept as `Other`, which
+/// only a frame type without `data` (dropped) accepts.
 enum DataField<'a> {
     Text(Cow<'a, str>),
     Int(i64),
+    Other,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for DataField<'a> {
@@ -209,7 +314,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for DataField<'a> {
         impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
             type Value = DataField<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string or an integer")
+                f.write_str("any JSON value")
             }
             fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
                 Ok(DataField::Text(Cow::Borrowed(text)))
@@ -223,8 +328,26 @@ impl<'de: 'a, 'a> Deserialize<'de> for DataField<'a> {
             fn visit_i64<E>(self, value: i64) -> Result<Self::Value, E> {
                 Ok(DataField::Int(value))
             }
-            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<Self::Value, E> {
-                i64::try_from(value).map(DataField::Int).map_err(|_| E::custom("integer out of range"))
+            fn visit_u64<E>(self, value: u64) -> Result<Self::Value, E> {
+                // Out of i64's range is out of an exit code's too: refused where a frame needs an integer.
+                Ok(i64::try_from(value).map_or(DataField::Other, DataField::Int))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(DataField::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(DataField::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(DataField::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(DataField::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(DataField::Other)
             }
         }
         deserializer.deserialize_any(Visitor(std::marker::PhantomData))
@@ -632,6 +755,38 @@ mod tests {
         assert_eq!(parse_event(&frame.to_event()), frame);
         let newer = Frame::from_json(br#"{"type":"error","data":"x","start_error":"quota"}"#).unwrap();
         assert_eq!(newer, Some(Frame::Error { data: "x".into(), start_error: Some(crate::StartErrorKind::Other) }));
+    }
+
+    /// A field the frame's type does not have is ignored whatever it holds and however often it comes, as serde's
+    /// derived reader ignores it (the fuzz target `frames` found an error frame with a string `bytes` refused);
+    /// a field the type has is still read strictly.
+    #[test]
+    fn fields_of_other_frame_types_are_ignored_as_serde_ignores_them() {
+        for json in [
+            &br#"{"type":"error","data":"x","bytes":"stdout","nl":[1],"timed_out":"no"}"#[..],
+            br#"{"type":"stdout","data":"hi","timed_out":1,"timed_out":2,"stream":{}}"#,
+            br#"{"type":"dropped","stream":"stdout","offset":1,"bytes":2,"data":{"a":[1,null]},"data":true}"#,
+            br#"{"type":"exit","data":0,"offset":"far","b64":7,"start_error":5}"#,
+            br#"{"d\u0061ta":"hi","type":"std\u006fut","newer":{"deep":[[]]}}"#,
+        ] {
+            let derived: Frame = serde_json::from_slice(json).unwrap();
+            assert_eq!(Frame::from_json(json).unwrap(), Some(derived), "{}", String::from_utf8_lossy(json));
+        }
+        for (json, says) in [
+            (&br#"{"type":"stdout","data":"a","data":"b"}"#[..], "duplicate field `data`"),
+            (br#"{"type":"stdout","data":"a","nl":"no"}"#, "`nl`"),
+            (br#"{"type":"stdout","data":null}"#, "data must be a string"),
+            (br#"{"type":"exit","data":0,"signal":"TERM"}"#, "`signal`"),
+            (br#"{"type":"exit","data":0,"timed_out":true,"timed_out":false}"#, "duplicate field `timed_out`"),
+            (br#"{"type":"exit","data":1.5}"#, "integer `data`"),
+            (br#"{"type":"dropped","stream":"stdout","bytes":2}"#, "needs `offset`"),
+            (br#"{"data":"hi"}"#, "missing field `type`"),
+            (br#"{"type":"stdout","type":"stdout"}"#, "duplicate field `type`"),
+            (br#"["stdout","hi"]"#, "a JSON object"),
+        ] {
+            let error = Frame::from_json(json).unwrap_err().to_string();
+            assert!(error.contains(says), "{}: {error}", String::from_utf8_lossy(json));
+        }
     }
 
     #[test]
