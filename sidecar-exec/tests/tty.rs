@@ -198,6 +198,75 @@ async fn signals_and_errors_restore_the_terminal() {
     server.stop().await;
 }
 
+/// Runs `argv[1:]` on this terminal (the session's controlling one) in a process group of its own whose parent left
+/// the session: an orphaned background group, the one place Linux refuses `tcsetattr` (EIO) to a process that does
+/// not ignore SIGTTOU. Exits with the program's code. Each step waits on an event (a pipe, a pidfd), never a sleep.
+const IN_AN_ORPHANED_GROUP: &str = r#"
+import os, select, sys
+done_r, done_w = os.pipe()
+ready_r, ready_w = os.pipe()
+middle = os.fork()
+if middle == 0:
+    if os.fork() == 0:
+        os.setpgid(0, 0)
+        parent = os.pidfd_open(os.getppid())
+        os.write(ready_w, b"x")
+        select.select([parent], [], [])
+        program = os.fork()
+        if program == 0:
+            os.execv(sys.argv[1], sys.argv[1:])
+        _, status = os.waitpid(program, 0)
+        os.write(done_w, str(os.waitstatus_to_exitcode(status)).encode())
+        os._exit(0)
+    os.read(ready_r, 1)
+    os._exit(0)
+os.close(done_w)
+os.waitpid(middle, 0)
+code = b""
+while chunk := os.read(done_r, 16):
+    code += chunk
+sys.exit(int(code))
+"#;
+
+/// A terminal that refuses raw mode: the client says so and what to do, on the terminal it left as it was, and
+/// sends nothing (the command never ran); with the `SIDECAR_TTY=0` the line names, the same call runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_terminal_that_refuses_raw_mode_is_named_and_nothing_runs() {
+    let server = server().await;
+    let ran = server.workspace.path().join("ran");
+    let on_a_refusing_terminal = |tty: Option<&str>| {
+        let mut client = server.client().env("TERM", "xterm-256color").args(["python", "touch", "ran"]);
+        if let Some(tty) = tty {
+            client = client.env("SIDECAR_TTY", tty);
+        }
+        let client = client.into_command();
+        let client = client.as_std();
+        let mut command = tokio::process::Command::new("python3");
+        command.env_clear().envs(client.get_envs().filter_map(|(name, value)| Some((name, value?))));
+        command.current_dir(client.get_current_dir().unwrap()).kill_on_drop(true);
+        command.arg("-c").arg(IN_AN_ORPHANED_GROUP).arg(client.get_program()).args(client.get_args());
+        let terminal = Terminal::open(24, 80);
+        let before = terminal.modes();
+        (terminal.spawn(command), before)
+    };
+    let (refused, before) = on_a_refusing_terminal(None);
+    let ended = refused.finish().await;
+    let screen = text(&ended.screen);
+    assert_eq!(ended.code, 1, "{screen:?}");
+    assert!(
+        screen.starts_with("sidecar-exec: cannot put the terminal in raw mode (")
+            && screen.ends_with("): set SIDECAR_TTY=0\r\n"),
+        "{screen:?}"
+    );
+    assert_eq!(ended.modes, before, "the terminal is as it was");
+    assert!(!ran.exists(), "the command ran on a terminal the client could not make raw");
+    let (pipes, _) = on_a_refusing_terminal(Some("0"));
+    let ended = pipes.finish().await;
+    assert_eq!(ended.code, 0, "{:?}", text(&ended.screen));
+    assert!(ran.exists(), "SIDECAR_TTY=0, as the line says, runs the command");
+    server.stop().await;
+}
+
 /// The connection cut mid-session (testkit's CutProxy), twice, once with keys typed while it is down: the session
 /// goes on, the screen is the native one's byte for byte (nothing shown twice, nothing missing), and every key
 /// arrived once (a key sent twice would show twice in the REPL's echo and its result).
