@@ -123,37 +123,37 @@ impl Frame {
     /// must be. One decision of ours: an event's data is a JSON object. Serde's reader of a tagged enum also takes
     /// an array (the tag, then the variant's fields in their order), a form no server writes and this refuses.
     pub fn from_json(json: &[u8]) -> Result<Option<Frame>, serde_json::Error> {
-        let flat: FlatFrame<'_> = serde_json::from_slice(json)?;
-        let chunk = |flat: &FlatFrame<'_>| -> Result<Chunk, serde_json::Error> {
+        let FlatFrame { kind, data, fields } = serde_json::from_slice(json)?;
+        let chunk = |data: Slot<DataField<'_>>| -> Result<Chunk, serde_json::Error> {
             Ok(Chunk {
-                nl: flat.field("nl")?.unwrap_or(true),
-                b64: flat.optional("b64")?,
-                offset: flat.optional("offset")?,
-                data: flat.text()?,
+                nl: fields.field("nl")?.unwrap_or(true),
+                b64: fields.optional("b64")?,
+                offset: fields.optional("offset")?,
+                data: data.into_text()?,
             })
         };
         let needs = |name: &'static str, what: &'static str| {
             move || serde_json::Error::custom(format!("a dropped frame needs `{name}`: {what}"))
         };
-        Ok(Some(match &*flat.kind {
-            "stdout" => Frame::Stdout(chunk(&flat)?),
-            "stderr" => Frame::Stderr(chunk(&flat)?),
-            "error" => Frame::Error { start_error: flat.optional("start_error")?, data: flat.text()? },
+        Ok(Some(match &*kind {
+            "stdout" => Frame::Stdout(chunk(data)?),
+            "stderr" => Frame::Stderr(chunk(data)?),
+            "error" => Frame::Error { start_error: fields.optional("start_error")?, data: data.into_text()? },
             "dropped" => Frame::Dropped {
-                stream: flat.field("stream").ok().flatten().ok_or_else(needs("stream", "stdout or stderr"))?,
-                offset: flat.field("offset")?.ok_or_else(needs("offset", "an integer"))?,
-                bytes: flat.field("bytes")?.ok_or_else(needs("bytes", "an integer"))?,
+                stream: fields.field("stream").ok().flatten().ok_or_else(needs("stream", "stdout or stderr"))?,
+                offset: fields.field("offset")?.ok_or_else(needs("offset", "an integer"))?,
+                bytes: fields.field("bytes")?.ok_or_else(needs("bytes", "an integer"))?,
             },
-            "exit" => match flat.data {
+            "exit" => match data {
                 Slot::Once(DataField::Int(code)) => Frame::Exit {
                     data: i32::try_from(code).map_err(|_| serde_json::Error::custom("exit code out of range"))?,
-                    timed_out: flat.field("timed_out")?.unwrap_or(false),
-                    signal: flat.optional("signal")?,
-                    duration_ms: flat.field("duration_ms")?.unwrap_or(0),
-                    stdout_bytes: flat.optional("stdout_bytes")?,
-                    stderr_bytes: flat.optional("stderr_bytes")?,
-                    stopped_by: flat.optional("stopped_by")?,
-                    stdin_consumed: flat.optional("stdin_consumed")?,
+                    timed_out: fields.field("timed_out")?.unwrap_or(false),
+                    signal: fields.optional("signal")?,
+                    duration_ms: fields.field("duration_ms")?.unwrap_or(0),
+                    stdout_bytes: fields.optional("stdout_bytes")?,
+                    stderr_bytes: fields.optional("stderr_bytes")?,
+                    stopped_by: fields.optional("stopped_by")?,
+                    stdin_consumed: fields.optional("stdin_consumed")?,
                 },
                 Slot::Repeated => return Err(serde_json::Error::duplicate_field("data")),
                 _ => return Err(serde_json::Error::custom("an exit frame needs an integer `data`")),
@@ -170,10 +170,13 @@ impl Frame {
 struct FlatFrame<'a> {
     kind: Cow<'a, str>,
     data: Slot<DataField<'a>>,
-    raw: [Slot<&'a RawValue>; RAW_FIELDS.len()],
+    fields: RawFields<'a>,
 }
 
-/// The fields [`FlatFrame`] keeps raw: every field of every frame type but `type` and `data`.
+/// Every field of one frame's object but `type` and `data`, as it came (see [`FlatFrame`]).
+struct RawFields<'a>([Slot<&'a RawValue>; RAW_FIELDS.len()]);
+
+/// The fields [`RawFields`] keeps: every field of every frame type but `type` and `data`.
 const RAW_FIELDS: [&str; 13] = [
     "nl",
     "b64",
@@ -208,11 +211,11 @@ impl<T> Slot<T> {
     }
 }
 
-impl<'a> FlatFrame<'a> {
+impl<'a> RawFields<'a> {
     /// Field `name` (one of [`RAW_FIELDS`]) read as a `T`, or `None` when it is not there.
     fn field<T: Deserialize<'a>>(&self, name: &'static str) -> Result<Option<T>, serde_json::Error> {
         let index = RAW_FIELDS.iter().position(|field| *field == name).expect("one of RAW_FIELDS");
-        match self.raw[index] {
+        match self.0[index] {
             Slot::Absent => Ok(None),
             Slot::Once(raw) => serde_json::from_str(raw.get())
                 .map(Some)
@@ -225,12 +228,14 @@ impl<'a> FlatFrame<'a> {
     fn optional<T: Deserialize<'a>>(&self, name: &'static str) -> Result<Option<T>, serde_json::Error> {
         Ok(self.field::<Option<T>>(name)?.flatten())
     }
+}
 
-    /// `data` of an output or error frame: text (empty when absent).
-    fn text(&self) -> Result<String, serde_json::Error> {
-        match &self.data {
+impl Slot<DataField<'_>> {
+    /// `data` of an output or error frame: text (empty when absent), moved out, not copied (it may be long).
+    fn into_text(self) -> Result<String, serde_json::Error> {
+        match self {
             Slot::Absent => Ok(String::new()),
-            Slot::Once(DataField::Text(text)) => Ok(text.clone().into_owned()),
+            Slot::Once(DataField::Text(text)) => Ok(text.into_owned()),
             Slot::Once(_) => Err(serde_json::Error::custom("data must be a string in this frame")),
             Slot::Repeated => Err(serde_json::Error::duplicate_field("data")),
         }
@@ -260,7 +265,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for FlatFrame<'a> {
                     }
                 }
                 let kind = kind.ok_or_else(|| A::Error::missing_field("type"))?;
-                Ok(FlatFrame { kind, data, raw })
+                Ok(FlatFrame { kind, data, fields: RawFields(raw) })
             }
         }
         deserializer.deserialize_map(Visitor(std::marker::PhantomData))
