@@ -235,16 +235,12 @@ async fn a_terminal_that_refuses_raw_mode_is_named_and_nothing_runs() {
     let server = server().await;
     let ran = server.workspace.path().join("ran");
     let on_a_refusing_terminal = |tty: Option<&str>| {
-        let mut client = server.client().env("TERM", "xterm-256color").args(["python", "touch", "ran"]);
+        let mut client = server.client().env("TERM", "xterm-256color");
         if let Some(tty) = tty {
             client = client.env("SIDECAR_TTY", tty);
         }
-        let client = client.into_command();
-        let client = client.as_std();
-        let mut command = tokio::process::Command::new("python3");
-        command.env_clear().envs(client.get_envs().filter_map(|(name, value)| Some((name, value?))));
-        command.current_dir(client.get_current_dir().unwrap()).kill_on_drop(true);
-        command.arg("-c").arg(IN_AN_ORPHANED_GROUP).arg(client.get_program()).args(client.get_args());
+        let mut command = client.other("python3");
+        command.args(["-c", IN_AN_ORPHANED_GROUP, BIN, "python", "touch", "ran"]);
         let terminal = Terminal::open(24, 80);
         let before = terminal.modes();
         (terminal.spawn(command), before)
