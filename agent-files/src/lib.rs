@@ -26,7 +26,7 @@ mod write;
 
 pub use changes::{Change, FolderChanges, Wake};
 pub use document::{excerpt, read_document, DocumentError, Incomplete, Reading, Unusable};
-pub use read::{read_regular_file, Contents, FileKind, ReadError, Refusal};
+pub use read::{read_regular_file, read_regular_file_through_links, Contents, FileKind, ReadError, Refusal};
 pub use rules::{FolderRules, Recheck};
 pub use unfinished::{UnfinishedWrite, UnfinishedWrites, Verdict, QUIET_PERIOD};
 pub use version::FileVersion;

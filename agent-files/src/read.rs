@@ -1,5 +1,6 @@
 //! Reading a file that someone else put in the folder: a regular file only, never through a symlink, at most a
-//! bounded size, and without ever blocking on what is opened.
+//! bounded size, and without ever blocking on what is opened. [`read_regular_file_through_links`] is the same read
+//! for a file named by configuration rather than planted in a folder (a token file): links are followed there.
 //!
 //! The rules, and why:
 //! - **Symlinks are refused, not followed** (`O_NOFOLLOW`, on the file's own name; the folders above it may be
@@ -14,6 +15,11 @@
 //!   nothing); one that grows while it is read is refused after `limit + 1` bytes.
 //!
 //! Every refusal is final for that file as it stands: callers answer it once with an error instead of trying again.
+//!
+//! A path from configuration (a flag or a variable naming a token file) is followed through links: a Kubernetes
+//! Secret's files are links into its `..data/` folder, and whoever sets the flag chose the path. The other rules
+//! hold there too: a FIFO, a device or a folder at the end of the links is refused without blocking, and at most
+//! `limit` bytes are read, so `--token-file /dev/zero` or a 1 GB file fails at once instead of reading for ever.
 
 use std::fmt;
 use std::fs::{FileType, Metadata, OpenOptions};
@@ -131,19 +137,31 @@ impl fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
-/// Reads the regular file `path`, of at most `limit` bytes. See the module's rules.
+/// Reads the regular file `path`, of at most `limit` bytes, refusing a symlink. See the module's rules.
 pub fn read_regular_file(path: &Path, limit: u64) -> Result<Contents, ReadError> {
     refuse_irregular(std::fs::symlink_metadata(path).map_err(ReadError::Io)?.file_type())?;
-    let file =
-        OpenOptions::new().read(true).custom_flags(O_NONBLOCK | O_NOFOLLOW | O_NOCTTY).open(path).map_err(|err| {
-            match err.raw_os_error() {
-                // What O_NOFOLLOW answers for a symlink that replaced the file after the look-up.
-                Some(code) if code == Errno::ELOOP as i32 => {
-                    ReadError::Refused(Refusal::NotRegular { kind: FileKind::Symlink })
-                }
-                _ => ReadError::Io(err),
+    read_opened(path, limit, O_NOFOLLOW)
+}
+
+/// Reads the regular file `path` or names, through any symlinks, of at most `limit` bytes: for a path that
+/// configuration names (a token file), not one planted in a folder. See the module's rules.
+pub fn read_regular_file_through_links(path: &Path, limit: u64) -> Result<Contents, ReadError> {
+    refuse_irregular(std::fs::metadata(path).map_err(ReadError::Io)?.file_type())?;
+    read_opened(path, limit, 0)
+}
+
+/// Opens `path` without blocking (and with `extra` flags), checks the opened descriptor's type and size, and reads
+/// at most `limit` bytes.
+fn read_opened(path: &Path, limit: u64, extra: i32) -> Result<Contents, ReadError> {
+    let file = OpenOptions::new().read(true).custom_flags(O_NONBLOCK | O_NOCTTY | extra).open(path).map_err(|err| {
+        match err.raw_os_error() {
+            // What O_NOFOLLOW answers for a symlink that replaced the file after the look-up.
+            Some(code) if code == Errno::ELOOP as i32 && extra & O_NOFOLLOW != 0 => {
+                ReadError::Refused(Refusal::NotRegular { kind: FileKind::Symlink })
             }
-        })?;
+            _ => ReadError::Io(err),
+        }
+    })?;
     let metadata = file.metadata().map_err(ReadError::Io)?;
     refuse_irregular(metadata.file_type())?;
     if metadata.len() > limit {
@@ -206,6 +224,32 @@ mod tests {
         let dangling = dir.path().join("dangling");
         symlink("nowhere", &dangling).unwrap();
         assert_eq!(kind(read_regular_file(&dangling, 10)), FileKind::Symlink);
+    }
+
+    #[test]
+    fn through_links_a_link_to_a_file_is_read_and_what_is_not_a_file_still_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        // A Kubernetes Secret's layout: the name is a link into ..data/, itself a link to a timestamped folder.
+        std::fs::create_dir(dir.path().join("..2026_12_04")).unwrap();
+        std::fs::write(dir.path().join("..2026_12_04/token"), "tok\n").unwrap();
+        symlink("..2026_12_04", dir.path().join("..data")).unwrap();
+        symlink("..data/token", dir.path().join("token")).unwrap();
+        let contents = read_regular_file_through_links(&dir.path().join("token"), 10).unwrap();
+        assert_eq!(contents.bytes, b"tok\n");
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let to_fifo = dir.path().join("to-fifo");
+        symlink(&fifo, &to_fifo).unwrap();
+        assert_eq!(kind(read_regular_file_through_links(&to_fifo, 10)), FileKind::Fifo);
+        assert_eq!(kind(read_regular_file_through_links(Path::new("/dev/zero"), 10)), FileKind::CharDevice);
+        assert_eq!(kind(read_regular_file_through_links(dir.path(), 10)), FileKind::Directory);
+        let big = dir.path().join("big");
+        std::fs::File::create(&big).unwrap().set_len(1 << 30).unwrap();
+        assert!(matches!(
+            read_regular_file_through_links(&big, 65_536),
+            Err(ReadError::Refused(Refusal::TooLarge { limit: 65_536 }))
+        ));
+        assert!(read_regular_file_through_links(&dir.path().join("missing"), 10).unwrap_err().is_not_found());
     }
 
     #[test]

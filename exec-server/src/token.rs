@@ -109,8 +109,8 @@ impl std::fmt::Display for TokenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let path = self.path.display();
         match &self.problem {
-            TokenFileError::Unreadable(err) => write!(f, "cannot read token file {path}: {err}"),
             TokenFileError::Empty => write!(f, "token file {path} is empty: put the token in it, or drop --token-file"),
+            problem => write!(f, "token file {path} {problem}"),
         }
     }
 }

@@ -234,6 +234,43 @@ fn configuration_errors_are_clear() {
     assert_eq!(output.status.code(), Some(2));
 }
 
+/// `--token-file` naming what is not a token file fails at once with one line saying why, instead of reading for
+/// ever (`/dev/zero`, a 1 GB file), blocking (a FIFO with no writer) or failing late (a folder); a Kubernetes
+/// Secret's file, a link into `..data/`, is followed.
+#[tokio::test(flavor = "multi_thread")]
+async fn token_files_that_are_not_small_regular_files_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let huge = dir.path().join("huge");
+    std::fs::File::create(&huge).unwrap().set_len(1 << 30).unwrap();
+    let cases = [
+        (std::path::PathBuf::from("/dev/zero"), "is a character device, not a regular file"),
+        (fifo, "is a FIFO (named pipe), not a regular file"),
+        (dir.path().to_path_buf(), "is a directory, not a regular file"),
+        (huge, "is larger than 65536 bytes"),
+    ];
+    for (path, why) in cases {
+        let output = BinaryRun::new(BIN)
+            .args(["-host", "127.0.0.1", "-port", "0", "-cwd", "/tmp", "--token-file"])
+            .args([&path])
+            .run()
+            .await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{}: {stderr}", path.display());
+        assert!(stderr.contains(&format!("token file {} {why}", path.display())), "{stderr}");
+    }
+
+    std::fs::create_dir(dir.path().join("..2026_12_04")).unwrap();
+    std::fs::write(dir.path().join("..2026_12_04/token"), "linked\n").unwrap();
+    std::os::unix::fs::symlink("..2026_12_04", dir.path().join("..data")).unwrap();
+    let secret = dir.path().join("token");
+    std::os::unix::fs::symlink("..data/token", &secret).unwrap();
+    let server = start_binary(&["--token-file", secret.to_str().unwrap()], &[]);
+    let reply = raw_request(server.addr(), "GET", "/info", Some("linked"), "");
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+}
+
 #[test]
 fn token_file_is_read_and_help_names_every_variable() {
     let token = tempfile::NamedTempFile::new().unwrap();

@@ -10,18 +10,58 @@ pub fn normalize(text: &str) -> Option<&str> {
     Some(text.trim()).filter(|token| !token.is_empty())
 }
 
-/// Why a token file gives no token.
+/// The most a token file may hold: a token is one short line, and a Kubernetes Secret's value is at most 1 MiB, so
+/// 64 KiB is far above any real token and small enough that a wrong path (`/dev/zero` is refused as a device; a
+/// 1 GB log) fails at once.
+pub const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
+
+/// Why a token file gives no token. Displayed as what follows the file's name ("token file X {problem}").
 #[derive(Debug)]
 pub enum TokenFileError {
+    /// It could not be looked up, opened or read (missing, no permission, …).
     Unreadable(std::io::Error),
+    /// What the path names, after its links, is not a regular file (a FIFO, a device, a folder): never opened in a
+    /// way that could block, never read.
+    NotAFile(agent_files::FileKind),
+    /// It holds more than [`MAX_TOKEN_FILE_BYTES`].
+    TooLarge,
+    /// It is not UTF-8 text.
+    NotText,
     /// Nothing is left once trimmed: a secret that was not mounted, most likely. An error, never "no token": an
     /// empty file must not leave a server open or a client sending nothing.
     Empty,
 }
 
-/// The token in a file, normalized.
+impl std::fmt::Display for TokenFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenFileError::Unreadable(err) => write!(f, "cannot be read: {err}"),
+            TokenFileError::NotAFile(kind) => write!(
+                f,
+                "is {kind}, not a regular file: name the file that holds the token (links to one are followed)"
+            ),
+            TokenFileError::TooLarge => write!(
+                f,
+                "is larger than {MAX_TOKEN_FILE_BYTES} bytes, far more than a token: name the file that holds the token"
+            ),
+            TokenFileError::NotText => f.write_str("is not UTF-8 text: a token is printable ASCII"),
+            TokenFileError::Empty => f.write_str("is empty: put the token in it"),
+        }
+    }
+}
+
+/// The token in a file, normalized. The path is followed through links (a Kubernetes Secret's files are links into
+/// its `..data/` folder) to a regular file of at most [`MAX_TOKEN_FILE_BYTES`], read without ever blocking
+/// ([`agent_files::read_regular_file_through_links`]).
 pub fn read_file(path: &Path) -> Result<String, TokenFileError> {
-    let text = std::fs::read_to_string(path).map_err(TokenFileError::Unreadable)?;
+    use agent_files::{ReadError, Refusal};
+    let bytes = match agent_files::read_regular_file_through_links(path, MAX_TOKEN_FILE_BYTES) {
+        Ok(contents) => contents.bytes,
+        Err(ReadError::Io(err)) => return Err(TokenFileError::Unreadable(err)),
+        Err(ReadError::Refused(Refusal::NotRegular { kind })) => return Err(TokenFileError::NotAFile(kind)),
+        Err(ReadError::Refused(Refusal::TooLarge { .. })) => return Err(TokenFileError::TooLarge),
+    };
+    let text = String::from_utf8(bytes).map_err(|_| TokenFileError::NotText)?;
     normalize(&text).map(str::to_owned).ok_or(TokenFileError::Empty)
 }
 
@@ -43,6 +83,12 @@ mod tests {
         std::fs::write(&file, "\n").unwrap();
         assert!(matches!(read_file(&file), Err(TokenFileError::Empty)));
         assert!(matches!(read_file(&dir.join("missing")), Err(TokenFileError::Unreadable(_))));
+        assert!(matches!(read_file(Path::new("/dev/zero")), Err(TokenFileError::NotAFile(_))));
+        assert!(matches!(read_file(&dir), Err(TokenFileError::NotAFile(_))));
+        std::fs::write(&file, [0xff, 0xfe]).unwrap();
+        assert!(matches!(read_file(&file), Err(TokenFileError::NotText)));
+        std::fs::File::create(&file).unwrap().set_len(MAX_TOKEN_FILE_BYTES + 1).unwrap();
+        assert!(matches!(read_file(&file), Err(TokenFileError::TooLarge)));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -314,6 +314,33 @@ async fn help_names_every_variable() {
     assert_eq!(String::from_utf8_lossy(&version.stdout), format!("sidecar-exec {}\n", env!("CARGO_PKG_VERSION")));
 }
 
+/// A token file that is not a small regular file (`/dev/zero`, a FIFO without a writer, a folder, a 1 GB file) ends
+/// the client at once with one line naming the file and why, before anything is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn token_files_that_are_not_small_regular_files_are_refused_at_once() {
+    let server = server_with(&[], Some("tok")).await;
+    let fifo = server.workspace.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let huge = server.workspace.path().join("huge");
+    std::fs::File::create(&huge).unwrap().set_len(1 << 30).unwrap();
+    let marker = server.workspace.path().join("ran");
+    let cases = [
+        (std::path::PathBuf::from("/dev/zero"), "is a character device, not a regular file"),
+        (fifo, "is a FIFO (named pipe), not a regular file"),
+        (server.workspace.path().to_path_buf(), "is a directory, not a regular file"),
+        (huge, "is larger than 65536 bytes"),
+    ];
+    for (path, why) in cases {
+        let output =
+            server.client().env("SIDECAR_TOKEN_FILE", &path).args(["python", "touch"]).args([&marker]).run().await;
+        assert_eq!(output.status.code(), Some(1));
+        let message = stderr(&output);
+        assert!(message.starts_with("sidecar-exec: ") && message.lines().count() == 1, "{message}");
+        assert!(message.contains(&format!("{} (SIDECAR_TOKEN_FILE) {why}", path.display())), "{message}");
+        assert!(!marker.exists(), "the command ran with a refused token file");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn tokens_are_trimmed_like_the_server_trims_and_unsendable_ones_are_named() {
     let server = server_with(&[], Some("tok")).await;

@@ -46,8 +46,7 @@ fn from_file(file: &Path, via: &str) -> Result<BearerToken, TokenError> {
     let source = format!("the token file {} ({via})", file.display());
     match protocol::token::read_file(file) {
         Ok(value) => sendable(&value, source),
-        Err(TokenFileError::Unreadable(err)) => Err(TokenError::Unreadable { source, err }),
-        Err(TokenFileError::Empty) => Err(TokenError::Empty { source }),
+        Err(problem) => Err(TokenError::File { source, problem }),
     }
 }
 
@@ -70,27 +69,17 @@ fn sendable(value: &str, source: String) -> Result<BearerToken, TokenError> {
 /// Why a configured token cannot be used; each names its source (a variable, a file, a BUILD_SIDECARS entry).
 #[derive(Debug)]
 pub enum TokenError {
-    Unreadable {
-        source: String,
-        err: std::io::Error,
-    },
-    /// The file holds nothing once trimmed: a secret that was not mounted.
-    Empty {
-        source: String,
-    },
+    /// A token file that gives no token: missing, not a regular file, too large, not text or empty (a secret that
+    /// was not mounted).
+    File { source: String, problem: TokenFileError },
     /// It holds `bad` at byte `at`, which an HTTP header cannot carry.
-    Unsendable {
-        source: String,
-        at: usize,
-        bad: char,
-    },
+    Unsendable { source: String, at: usize, bad: char },
 }
 
 impl fmt::Display for TokenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TokenError::Unreadable { source, err } => write!(f, "cannot read {source}: {err}"),
-            TokenError::Empty { source } => write!(f, "{source} is empty"),
+            TokenError::File { source, problem } => write!(f, "{source} {problem}"),
             TokenError::Unsendable { source, at, bad } => write!(
                 f,
                 "{source} holds {bad:?} at byte {at}, which cannot be sent in an HTTP header: a token is printable \
