@@ -11,6 +11,7 @@ use sidecarctl::exit::EXIT_FAILED;
 use sidecarctl::image::{self, BuildOptions};
 use sidecarctl::names::Origin;
 use sidecarctl::render::emit::{self, EmitOptions};
+use sidecarctl::render::kube::KubeOptions;
 use sidecarctl::render::{compose, kube};
 use sidecarctl::up::{up, UpOptions};
 use sidecarctl::{down, logs, ps};
@@ -43,8 +44,9 @@ enum Command {
     Image(ImageCommand),
     /// Print the run as a compose file (services builder-RT and agent).
     Compose(EmitOptions),
-    /// Print the run as a Kubernetes Pod (builders as native sidecars).
-    Kube(EmitOptions),
+    /// Print the run as a Kubernetes Pod (builders as native sidecars), or as an agent-sandbox SandboxTemplate or
+    /// warm pool (--kind).
+    Kube(KubeOptions),
     /// Remove a run: its containers, network and token; cache volumes are kept. Without RUN, the runs you
     /// started from this folder (with --all, every run on the engine).
     Down {
@@ -144,7 +146,13 @@ async fn run(command: Command) -> i32 {
             }
         },
         Command::Compose(options) => emit::main(options, compose::emit),
-        Command::Kube(options) => emit::main(options, kube::emit),
+        Command::Kube(options) => match options.replicas() {
+            Ok(replicas) => emit::main(options.emit, |run, emit| kube::emit_kind(run, emit, options.kind, replicas)),
+            Err(e) => {
+                eprintln!("sidecarctl: error: {e}");
+                EXIT_FAILED
+            }
+        },
         Command::Down { engine, stop_grace, all, run } => {
             report(async {
                 let engine = connect(engine).await?;

@@ -102,6 +102,68 @@ fn kube_holds_the_run() {
     assert_eq!(token["secret"]["secretName"], "sidecar-token");
 }
 
+/// `kube --kind warm-pool`: a SandboxTemplate whose pod is the Pod `--kind pod` prints (the same builders, agent
+/// and volumes) with a token made in each sandbox instead of one Secret, the template's own network policy
+/// instead of ours, and a SandboxWarmPool of it.
+#[test]
+fn kube_sandbox_kinds_hold_the_run_with_a_token_per_sandbox() {
+    let pod = documents(&emit("kube")).unwrap().remove(0);
+    let args: Vec<&str> = ["--kind", "warm-pool", "--replicas", "3"].into_iter().chain(EXAMPLE_ARGS).collect();
+    let text = emit_in(&repo(), "kube", &args);
+    let docs = documents(&text).unwrap();
+    let [template, pool] = &docs[..] else { panic!("a SandboxTemplate and a SandboxWarmPool: {text}") };
+    assert_eq!(
+        (&template["apiVersion"], &template["kind"], &pool["kind"]),
+        (&"extensions.agents.x-k8s.io/v1beta1".into(), &"SandboxTemplate".into(), &"SandboxWarmPool".into())
+    );
+    assert_eq!(pool["apiVersion"], template["apiVersion"]);
+    assert_eq!(pool["spec"]["sandboxTemplateRef"]["name"], template["metadata"]["name"]);
+    assert_eq!(pool["spec"]["replicas"], 3);
+    assert_eq!(
+        template["spec"]["networkPolicyManagement"], "Managed",
+        "the template's policy, no NetworkPolicy of ours"
+    );
+    assert_eq!(template["spec"]["envVarsInjectionPolicy"], "Disallowed");
+    let spec = &template["spec"]["podTemplate"]["spec"];
+    assert_eq!(template["spec"]["podTemplate"]["metadata"]["labels"], pod["metadata"]["labels"]);
+    assert_eq!(spec["containers"], pod["spec"]["containers"]);
+    assert_eq!(spec["securityContext"], pod["spec"]["securityContext"]);
+    let init = spec["initContainers"].as_sequence().unwrap();
+    assert_eq!(&init[1..], pod["spec"]["initContainers"].as_sequence().unwrap().as_slice(), "the same builders");
+    let token = spec["volumes"].as_sequence().unwrap().iter().find(|v| v["name"] == "token").unwrap();
+    assert_eq!(token["emptyDir"]["medium"], "Memory", "no Secret: {token:?}");
+    assert!(!text.contains("secretName"), "{text}");
+
+    // The token's maker, run as the pod would run it (its path moved into a temporary folder): a fresh token
+    // each time, readable by its owner and group only.
+    let maker = &init[0];
+    assert_eq!((&maker["name"], maker.get("restartPolicy")), (&"sidecar-token".into(), None), "runs to its end first");
+    let command: Vec<&str> = maker["command"].as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    let [shell, "-c", script] = command[..] else { panic!("{command:?}") };
+    let dir = tempfile::tempdir().unwrap();
+    let folder = maker["volumeMounts"][0]["mountPath"].as_str().unwrap();
+    let script = script.replace("$$", "$").replace(folder, dir.path().to_str().unwrap());
+    let mut tokens = Vec::new();
+    for _ in 0..2 {
+        let _ = std::fs::remove_file(dir.path().join("token"));
+        let status = Command::new(shell).args(["-c", &script]).status().unwrap();
+        assert!(status.success(), "{script}");
+        let file = dir.path().join("token");
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o440);
+        tokens.push(std::fs::read_to_string(&file).unwrap());
+    }
+    assert!(tokens[0].trim().len() >= 43 && tokens[0] != tokens[1], "{tokens:?}");
+
+    let wrong = Command::new(env!("CARGO_BIN_EXE_sidecarctl"))
+        .args(["kube", "--replicas", "3", "--", "agent:1"])
+        .output()
+        .unwrap();
+    assert_eq!(wrong.status.code(), Some(125));
+    let said = String::from_utf8_lossy(&wrong.stderr);
+    assert!(said.contains("--replicas sizes a warm pool: add --kind warm-pool") && said.lines().count() == 1, "{said}");
+}
+
 #[test]
 #[ignore = "needs docker-compose (images/check.sh installs it); CI runs it"]
 fn emitted_compose_validates_with_docker_compose() {

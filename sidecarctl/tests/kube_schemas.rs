@@ -117,3 +117,53 @@ fn an_unknown_field_and_a_duplicate_key_are_refused() {
     let error = documents(&duplicate).expect_err("a duplicate key parsed");
     assert!(error.to_string().contains("duplicate"), "{error}");
 }
+
+/// `kube --kind sandbox-template|warm-pool`: each SandboxTemplate's pod, as the Pod the controller will create
+/// from it, against the same schemas on every version with native sidecars. The template and the pool themselves
+/// are custom resources, outside these schemas: images/agent-sandbox-check.py checks them against the CRDs.
+#[test]
+#[ignore = "needs kubernetes-validate (images/check.sh installs it); CI runs it"]
+fn sandbox_templates_pods_validate_strictly_on_every_version_with_native_sidecars() {
+    let validator = validator();
+    let newest = newest_minor(&validator);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rich.yaml"), RICH_PROFILE).unwrap();
+    let runs: [(&str, Vec<&str>); 3] = [
+        ("example", ["--kind", "sandbox-template"].into_iter().chain(EXAMPLE_ARGS).collect()),
+        ("rich", vec!["--kind", "warm-pool", "-p", "rich.yaml", "--", "agent:1", "sh", "-c", "echo $HOME"]),
+        ("no-token", vec!["--kind", "warm-pool", "--no-token", "--sidecar", "go", "--", "agent:1"]),
+    ];
+    let mut files = Vec::new();
+    for (name, args) in &runs {
+        let here = if *name == "example" { repo() } else { dir.path().to_path_buf() };
+        let text = emit_in(&here, "kube", args);
+        let docs = documents(&text).unwrap_or_else(|e| panic!("the {name} template does not parse strictly: {e}"));
+        let template = docs.iter().find(|d| d["kind"] == "SandboxTemplate").expect("a SandboxTemplate");
+        // As JSON (which YAML readers take as it is): written back as YAML, a "yes" in an env value would lose its
+        // quotes and read as a boolean in the validator's YAML 1.1.
+        let pod = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "sandbox", "labels": template["spec"]["podTemplate"]["metadata"]["labels"]},
+            "spec": template["spec"]["podTemplate"]["spec"],
+        });
+        let pod = serde_json::to_string_pretty(&pod).unwrap();
+        let file = dir.path().join(format!("{name}.pod.yaml"));
+        std::fs::write(&file, pod).unwrap();
+        files.push(file);
+    }
+    for minor in FIRST_MINOR..=newest {
+        let output = Command::new(&validator)
+            .args(["--strict", "--kubernetes-version", &format!("1.{minor}")])
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "Kubernetes 1.{minor}:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    println!("{} sandbox pods valid (strict) on Kubernetes 1.{FIRST_MINOR} to 1.{newest}", files.len());
+}

@@ -62,7 +62,7 @@ impl EmitOptions {
 }
 
 /// `sidecarctl compose|kube`: the run from the options, printed by `emit`; exit code 125 on an invalid run.
-pub fn main(mut options: EmitOptions, emit: fn(&RunConfig, &EmitOptions) -> Result<String, NotRoundTrip>) -> i32 {
+pub fn main(mut options: EmitOptions, emit: impl Fn(&RunConfig, &EmitOptions) -> Result<String, NotRoundTrip>) -> i32 {
     options.command_line = std::env::args().skip(1).collect();
     let run = match options.run() {
         Ok(run) => run,

@@ -40,50 +40,137 @@ pub fn escape(text: &str) -> String {
     text.replace('$', "$$")
 }
 
-pub fn emit(run: &RunConfig, options: &EmitOptions) -> Result<String, NotRoundTrip> {
-    let plan = Plan::new(run, options.agent_request(), Target::Pod);
-    let group: u64 = BUILDER_GROUP.parse().expect("a numeric gid");
-    let init: Vec<Value> = plan.builders.iter().map(container).collect();
+/// What `sidecarctl kube` prints (`--kind`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KubeKind {
+    /// A Pod, the builders as native sidecars, and a NetworkPolicy that admits no other pod.
+    #[default]
+    Pod,
+    /// An agent-sandbox SandboxTemplate (extensions.agents.x-k8s.io/v1beta1) of the same Pod, for fleets.
+    SandboxTemplate,
+    /// That SandboxTemplate and a SandboxWarmPool of it (`--replicas` sandboxes kept ready).
+    WarmPool,
+}
 
-    let mut volumes: Vec<Value> = Vec::new();
-    let mut seen: Vec<String> = Vec::new();
-    for mount in plan.containers().flat_map(|c| &c.mounts) {
-        let (name, _) = volume_name(&mount.source);
-        if !seen.contains(&name) {
-            volumes.push(map([("name", s(name.clone())), ("emptyDir", Value::Mapping(Default::default()))]));
-            seen.push(name);
+/// `sidecarctl kube`'s own flags, before the run's.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KubeOptions {
+    /// What to print: `pod` (a Pod and its NetworkPolicy), `sandbox-template` (an agent-sandbox SandboxTemplate of
+    /// that Pod, each sandbox with a token of its own) or `warm-pool` (the template and a SandboxWarmPool of it).
+    #[arg(long, value_enum, default_value_t = KubeKind::Pod, env = "SIDECARCTL_KUBE_KIND")]
+    pub kind: KubeKind,
+
+    /// With --kind warm-pool: how many sandboxes the pool keeps ready (default 2).
+    #[arg(long, value_name = "N", env = "SIDECARCTL_KUBE_REPLICAS")]
+    pub replicas: Option<u32>,
+
+    #[command(flatten)]
+    pub emit: EmitOptions,
+}
+
+impl KubeOptions {
+    /// The warm pool's size, or why `--replicas` does not apply.
+    pub fn replicas(&self) -> Result<u32, String> {
+        match (self.kind, self.replicas) {
+            (KubeKind::WarmPool, replicas) => Ok(replicas.unwrap_or(2)),
+            (_, None) => Ok(0),
+            (kind, Some(_)) => Err(format!(
+                "--replicas sizes a warm pool: add --kind warm-pool, or drop --replicas (--kind {})",
+                clap::ValueEnum::to_possible_value(&kind).map_or_else(String::new, |v| v.get_name().to_owned())
+            )),
         }
     }
-    if plan.agent.token.is_some() {
-        volumes.push(map([
-            ("name", s(TOKEN_VOLUME)),
-            ("secret", map([("secretName", s("sidecar-token")), ("defaultMode", 0o440u64.into())])),
-        ]));
+}
+
+/// The agent-sandbox API group and version the templates are written for (the CRDs' storage version).
+pub const SANDBOX_API: &str = "extensions.agents.x-k8s.io/v1beta1";
+/// The SandboxTemplate's name (a warm pool refers to it).
+const TEMPLATE_NAME: &str = "sidecar-exec-agent";
+
+/// Where a run's token comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TokenSource {
+    /// The Secret `sidecar-token`, made once by hand (a Pod).
+    Secret,
+    /// Made in the pod at its start by an init container, into a memory-backed `emptyDir`: each sandbox of a
+    /// template or a warm pool has its own token, which never leaves the pod. (The agent-sandbox CRDs on their main
+    /// branch have no per-sandbox generated Secrets; one Secret would give a whole pool one token.)
+    MadeInPod,
+}
+
+pub fn emit(run: &RunConfig, options: &EmitOptions) -> Result<String, NotRoundTrip> {
+    emit_kind(run, options, KubeKind::Pod, 0)
+}
+
+/// `sidecarctl kube --kind KIND`: the run as a Pod, a SandboxTemplate, or a SandboxTemplate and its warm pool.
+pub fn emit_kind(
+    run: &RunConfig,
+    options: &EmitOptions,
+    kind: KubeKind,
+    replicas: u32,
+) -> Result<String, NotRoundTrip> {
+    let plan = Plan::new(run, options.agent_request(), Target::Pod);
+    if kind == KubeKind::Pod {
+        return emit_pod(&plan, options);
     }
-    let pod = map([
-        ("apiVersion", s("v1")),
-        ("kind", s("Pod")),
-        ("metadata", map([("name", s("agent")), ("labels", map([("app.kubernetes.io/name", s(POD_LABEL))]))])),
+    let template = map([
+        ("apiVersion", s(SANDBOX_API)),
+        ("kind", s("SandboxTemplate")),
+        ("metadata", map([("name", s(TEMPLATE_NAME))])),
         (
             "spec",
             map([
                 (
-                    "securityContext",
+                    "podTemplate",
                     map([
-                        ("runAsNonRoot", true.into()),
-                        ("runAsUser", 1000u64.into()),
-                        ("runAsGroup", 1000u64.into()),
-                        ("fsGroup", group.into()),
-                        ("seccompProfile", map([("type", s("RuntimeDefault"))])),
+                        ("metadata", map([("labels", map([("app.kubernetes.io/name", s(POD_LABEL))]))])),
+                        ("spec", pod_spec(&plan, TokenSource::MadeInPod)),
                     ]),
                 ),
-                ("initContainers", opt((!init.is_empty()).then_some(Value::Sequence(init)))),
-                ("containers", list([container(&plan.agent)])),
-                ("volumes", Value::Sequence(volumes)),
+                ("networkPolicyManagement", s("Managed")),
+                ("envVarsInjectionPolicy", s("Disallowed")),
             ]),
         ),
     ]);
-    let mut text = format!("{}\n{}", header(&plan, options), yaml::render(&pod, &comment)?);
+    let mut text = format!(
+        "{}\n{}",
+        sandbox_header(&plan, options, kind),
+        yaml::render(&template, &|path| sandbox_comment(path, plan.agent.token.is_some()))?
+    );
+    if kind == KubeKind::WarmPool {
+        let pool = map([
+            ("apiVersion", s(SANDBOX_API)),
+            ("kind", s("SandboxWarmPool")),
+            ("metadata", map([("name", s(format!("{TEMPLATE_NAME}-pool")))])),
+            (
+                "spec",
+                map([
+                    ("replicas", u64::from(replicas).into()),
+                    ("sandboxTemplateRef", map([("name", s(TEMPLATE_NAME))])),
+                ]),
+            ),
+        ]);
+        text.push_str(
+            "---
+",
+        );
+        text.push_str(&emit::comment_block(
+            "Sandboxes started ahead of their claims, each from the template above (its own token, its own\n\
+             workspace): a SandboxClaim naming the template takes one at once.",
+        ));
+        text.push_str(&yaml::render(&pool, &|_| None)?);
+    }
+    Ok(text)
+}
+
+fn emit_pod(plan: &Plan, options: &EmitOptions) -> Result<String, NotRoundTrip> {
+    let pod = map([
+        ("apiVersion", s("v1")),
+        ("kind", s("Pod")),
+        ("metadata", map([("name", s("agent")), ("labels", map([("app.kubernetes.io/name", s(POD_LABEL))]))])),
+        ("spec", pod_spec(plan, TokenSource::Secret)),
+    ]);
+    let mut text = format!("{}\n{}", header(plan, options), yaml::render(&pod, &comment)?);
     if !plan.builders.is_empty() {
         let policy = map([
             ("apiVersion", s("networking.k8s.io/v1")),
@@ -106,6 +193,84 @@ pub fn emit(run: &RunConfig, options: &EmitOptions) -> Result<String, NotRoundTr
         text.push_str(&yaml::render(&policy, &|_| None)?);
     }
     Ok(text)
+}
+
+/// The Pod's spec: its security context, the builders as native sidecars (after the token's maker, when the pod
+/// makes its own), the agent, and the volumes.
+fn pod_spec(plan: &Plan, token_source: TokenSource) -> Value {
+    let group: u64 = BUILDER_GROUP.parse().expect("a numeric gid");
+    let mut init: Vec<Value> = Vec::new();
+    if let (Some(path), TokenSource::MadeInPod) = (plan.agent.token, token_source) {
+        init.push(token_maker(plan, path));
+    }
+    init.extend(plan.builders.iter().map(container));
+
+    let mut volumes: Vec<Value> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for mount in plan.containers().flat_map(|c| &c.mounts) {
+        let (name, _) = volume_name(&mount.source);
+        if !seen.contains(&name) {
+            volumes.push(map([("name", s(name.clone())), ("emptyDir", Value::Mapping(Default::default()))]));
+            seen.push(name);
+        }
+    }
+    if plan.agent.token.is_some() {
+        volumes.push(match token_source {
+            TokenSource::Secret => map([
+                ("name", s(TOKEN_VOLUME)),
+                ("secret", map([("secretName", s("sidecar-token")), ("defaultMode", 0o440u64.into())])),
+            ]),
+            TokenSource::MadeInPod => {
+                map([("name", s(TOKEN_VOLUME)), ("emptyDir", map([("medium", s("Memory")), ("sizeLimit", s("1Mi"))]))])
+            }
+        });
+    }
+    map([
+        (
+            "securityContext",
+            map([
+                ("runAsNonRoot", true.into()),
+                ("runAsUser", 1000u64.into()),
+                ("runAsGroup", 1000u64.into()),
+                ("fsGroup", group.into()),
+                ("seccompProfile", map([("type", s("RuntimeDefault"))])),
+            ]),
+        ),
+        ("initContainers", opt((!init.is_empty()).then_some(Value::Sequence(init)))),
+        ("containers", list([container(&plan.agent)])),
+        ("volumes", Value::Sequence(volumes)),
+    ])
+}
+
+/// The init container that makes a sandbox's token before any builder starts: 32 random bytes, base64, written
+/// readable by the pod's uid and group only, with the first builder's image (ours: it has `sh`, `head` and
+/// `base64`), else the agent's.
+fn token_maker(plan: &Plan, path: &str) -> Value {
+    let folder = path.rsplit_once('/').map_or(path, |(folder, _)| folder);
+    let image = plan.builders.first().map_or(&plan.agent.image, |builder| &builder.image);
+    let script = format!("umask 0227 && head -c 32 /dev/urandom | base64 > {}", protocol::shell::word(path));
+    map([
+        ("name", s("sidecar-token")),
+        ("image", s(image.clone())),
+        ("imagePullPolicy", s("IfNotPresent")),
+        ("command", list([s("sh"), s("-c"), s(escape(&script))])),
+        (
+            "resources",
+            map([
+                ("requests", map([("cpu", s("10m")), ("memory", s("16Mi"))])),
+                ("limits", map([("memory", s("32Mi"))])),
+            ]),
+        ),
+        (
+            "securityContext",
+            map([
+                ("allowPrivilegeEscalation", false.into()),
+                ("readOnlyRootFilesystem", true.into()),
+                ("capabilities", map([("drop", list([s("ALL")]))])),
+            ]),
+        ),
+        ("volumeMounts", list([map([("name", s(TOKEN_VOLUME)), ("mountPath", s(folder))])])),
+    ])
 }
 
 /// One planned container: a builder as a native sidecar (`restartPolicy: Always`) with its port and probes on
@@ -219,6 +384,71 @@ fn comment(path: &[&str]) -> Option<String> {
         _ => return None,
     };
     Some(text.to_owned())
+}
+
+/// The template's comments: the Pod's own ([`comment`]) under `spec.podTemplate`, with the init containers
+/// counted from the builders when the token's maker comes first.
+fn sandbox_comment(path: &[&str], token_maker: bool) -> Option<String> {
+    if let ["spec", "podTemplate", "spec", inner @ ..] = path {
+        return match inner {
+            ["initContainers"] if token_maker => Some(
+                "First the token's maker (a plain init container, run to its end), then the builders as native\n\
+                 sidecars (restartPolicy: Always): started, and healthy, before the agent; stopped after it."
+                    .to_owned(),
+            ),
+            ["initContainers", "0", ..] if token_maker => None,
+            ["initContainers", index, rest @ ..] if token_maker => {
+                let builder = index.parse::<usize>().ok()?.checked_sub(1)?.to_string();
+                comment(&[&["spec", "initContainers", builder.as_str()], rest].concat())
+            }
+            _ => comment(&[&["spec"], inner].concat()),
+        };
+    }
+    let text = match path {
+        ["spec", "podTemplate"] => {
+            "The run's Pod, as `sidecarctl kube --kind pod` prints it, with a token made in each sandbox."
+        }
+        ["spec", "networkPolicyManagement"] => {
+            "The template's own policy, not ours: the controller's secure default admits only the sandbox router and\n\
+             lets the pod reach the public internet (the builders' registries), not the cluster's private addresses.\n\
+             The builders answer on 127.0.0.1 inside the pod; the kubelet's probes are not subject to the policy."
+        }
+        ["spec", "envVarsInjectionPolicy"] => {
+            "A claim may not change the builders' or the agent's variables (BUILD_SIDECARS, the token's path)."
+        }
+        _ => return None,
+    };
+    Some(text.to_owned())
+}
+
+fn sandbox_header(plan: &Plan, options: &EmitOptions, kind: KubeKind) -> String {
+    let what = match kind {
+        KubeKind::WarmPool => "an agent-sandbox SandboxTemplate and a SandboxWarmPool of it",
+        _ => "an agent-sandbox SandboxTemplate",
+    };
+    let mut text = format!(
+        "Generated by `{}`:\n\
+         the run `sidecarctl up` starts with the same options, as {what}\n\
+         (kubernetes-sigs/agent-sandbox, {SANDBOX_API}: its controller and CRDs installed on the cluster,\n\
+         Kubernetes 1.29 or later). Each sandbox is one Pod whose builders are native sidecars, reached by the agent\n\
+         on 127.0.0.1. To change it, change the options and regenerate.\n\n",
+        options.generator()
+    );
+    if plan.agent.token.is_some() {
+        text.push_str(
+            "Each sandbox makes its own token when it starts (the init container sidecar-token, into a memory\n\
+             volume): no Secret to create, and no two sandboxes of a pool share one.\n\n",
+        );
+    }
+    text.push_str("  kubectl apply -f <this file>\n");
+    text.push_str(&format!(
+        "  a SandboxClaim with spec.sandboxTemplateRef.name: {TEMPLATE_NAME} then gets a sandbox of it\n\n"
+    ));
+    text.push_str(
+        "The cluster must be able to pull the images: push the ones built from images/Dockerfile (docs/images.md)\n\
+         and name them with --builder-image RT=IMAGE and AGENT_IMAGE.\n",
+    );
+    emit::comment_block(&text)
 }
 
 fn header(plan: &Plan, options: &EmitOptions) -> String {
