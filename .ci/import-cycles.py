@@ -24,81 +24,12 @@ fails, and so does a listed one that is gone (delete its line): the list only sh
 
 import re
 import sys
-import tomllib
 from pathlib import Path
 
-
-def clean(text):
-    """The text with comments and the insides of string and char literals blanked (lines kept), so that braces,
-    `mod` and paths can be found with regular expressions."""
-    out = []
-    i, n = 0, len(text)
-    char_literal = re.compile(r"'(?:\\u\{[0-9a-fA-F]+\}|\\x[0-9a-fA-F]{2}|\\.|[^\\'\n])'")
-    raw_string = re.compile(r'b?r(#*)"')
-
-    def ident_before(at):
-        return at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_")
-
-    def blank(chunk):
-        return "".join(c if c == "\n" else " " for c in chunk)
-
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(blank(text[i:j]))
-            i = j
-        elif text.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            out.append(blank(text[i:j]))
-            i = j
-        elif (m := raw_string.match(text, i)) and not ident_before(i):
-            end = text.find('"' + m.group(1), m.end())
-            end = n if end < 0 else end + 1 + len(m.group(1))
-            out.append(blank(text[i:end]))
-            i = end
-        elif c == '"' or (text.startswith('b"', i) and not ident_before(i)):
-            j = i + (2 if c == "b" else 1)
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(blank(text[i : j + 1]))
-            i = j + 1
-        elif c == "'" and (m := char_literal.match(text, i)):
-            out.append(blank(m.group(0)))
-            i = m.end()
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rust_source import CFG_TEST, attributes_before, clean, crate_roots, matching_brace, members  # noqa: E402
 
 
-def matching_brace(text, open_at):
-    depth = 0
-    for j in range(open_at, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-    return len(text)
-
-
-def attributes_before(text, at):
-    """The attributes and visibility written just before the item at `at`."""
-    start = max(text.rfind(";", 0, at), text.rfind("}", 0, at), text.rfind("{", 0, at)) + 1
-    return text[start:at]
-
-
-CFG_TEST = re.compile(r"#\[\s*cfg\s*\(\s*test\s*\)\s*\]")
 PATH_ATTR = re.compile(r'#\[\s*path\s*=\s*"([^"]*)"\s*\]')
 
 
@@ -289,19 +220,6 @@ def target_module(modules, absolute, depth=0):
     return current
 
 
-def crate_roots(crate_dir):
-    src = crate_dir / "src"
-    roots = [p for p in (src / "lib.rs", src / "main.rs") if p.is_file()]
-    bin_dir = src / "bin"
-    if bin_dir.is_dir():
-        for entry in sorted(bin_dir.iterdir()):
-            if entry.suffix == ".rs":
-                roots.append(entry)
-            elif (entry / "main.rs").is_file():
-                roots.append(entry / "main.rs")
-    return roots
-
-
 def arrows_of(modules):
     """{layer: {a: {b: [(file, line)]}}} where layer is the parent's path."""
     arrows = {}
@@ -461,15 +379,13 @@ def main():
     show_arrows = "--arrows" in args
     args = [a for a in args if a != "--arrows"]
     repo = Path(args[0] if args else Path(__file__).resolve().parent.parent)
-    # The workspace's members, as Cargo.toml lists them (fuzz/targets is a workspace of its own).
-    with open(repo / "Cargo.toml", "rb") as manifest:
-        members = [repo / member for member in tomllib.load(manifest)["workspace"]["members"]]
+    crates = members(repo)
     known = read_known(repo)
     seen = set()
     failed = 0
     listed = 0
     checked = 0
-    for crate_dir in members:
+    for crate_dir in crates:
         for root in crate_roots(crate_dir):
             raw = root.read_text()
             text = clean(raw)
@@ -507,7 +423,7 @@ def main():
             line = f"{key[0]} {key[1]}: {key[2]}"
             print(f"GONE: .ci/import-cycles.known:{number} ({line}) is no cycle now: delete the line")
     if not failed:
-        print(f"no import cycles but {listed} known ({checked} modules in {len(members)} crates)")
+        print(f"no import cycles but {listed} known ({checked} modules in {len(crates)} crates)")
         return 0
     print(f"{failed} import cycle(s) new or gone from the known list: each layer's arrows must go one way", end=" ")
     print("(move what both ends need below them, or into the parent)")
