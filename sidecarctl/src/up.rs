@@ -174,8 +174,15 @@ pub async fn up(options: UpOptions) -> i32 {
         Ok(token) => token,
         Err(e) => return fail(&progress, &UpError::Token(e)),
     };
-    let down =
-        Teardown { engine: &engine, id: &id, grace, progress: &progress, signals: &signals, token: token.as_ref() };
+    let down = Teardown {
+        engine: &engine,
+        id: &id,
+        grace,
+        progress: &progress,
+        signals: &signals,
+        token: token.as_ref(),
+        down_command: down_command(&id, &run.workspace),
+    };
 
     let mut run = run;
     let mut retried_limits = false;
@@ -215,7 +222,7 @@ pub async fn up(options: UpOptions) -> i32 {
             }
             Ok(_) => {
                 println!("{id}");
-                progress.step(&format!("run {id} is up; `sidecarctl down {id}` removes it"));
+                progress.step(&format!("run {id} is up; {} removes it", down_command(&id, &run.workspace)));
                 return 0;
             }
         };
@@ -235,6 +242,17 @@ pub async fn up(options: UpOptions) -> i32 {
         }
         run.ulimits.extend(limits);
         retried_limits = true;
+    }
+}
+
+/// "`sidecarctl down ID`", and where to type it when that is not the current folder: `down RUN` removes only a
+/// run of the folder it is typed in (the run's workspace).
+fn down_command(id: &RunName, workspace: &std::path::Path) -> String {
+    let here = std::env::current_dir().and_then(|d| d.canonicalize()).ok();
+    if here.as_deref() == Some(workspace) {
+        format!("`sidecarctl down {id}`")
+    } else {
+        format!("`sidecarctl down {id}` in {}", workspace.display())
     }
 }
 
@@ -293,6 +311,8 @@ struct Teardown<'a> {
     progress: &'a Progress,
     signals: &'a StopLevels,
     token: Option<&'a RunToken>,
+    /// What removes the run by hand ([`down_command`]).
+    down_command: String,
 }
 
 impl Teardown<'_> {
@@ -322,11 +342,12 @@ impl Teardown<'_> {
                 }
             )),
             Some(Err(e)) => {
-                progress.step(&format!("error: teardown of run {id}: {e} (retry with `sidecarctl down {id}`)"))
+                progress.step(&format!("error: teardown of run {id}: {e} (retry with {})", self.down_command))
             }
             None => progress.step(&format!(
                 "teardown of run {id} abandoned: its containers and network may be left (token folder removed); \
-                 `sidecarctl down {id}` removes them"
+                 {} removes them",
+                self.down_command
             )),
         }
     }
