@@ -38,6 +38,15 @@ if [ "${1:-}" = "--static-rustflags" ]; then
 fi
 CARGO_TARGET_DIR="$(pwd)/target/static"
 export RUSTFLAGS="$cfg" CARGO_TARGET_DIR
+# `images/binaries.sh --sidecarctl`: sidecarctl itself, built and linked as the clients are (static glibc, so it runs
+# on any Linux of the same architecture without a Rust toolchain), its path printed; nothing shipped is built. Copy
+# it onto PATH (docs/sidecarctl.md, "Installing").
+if [ "${1:-}" = "--sidecarctl" ]; then
+    # shellcheck disable=SC2086 # two flags, split on purpose
+    cargo rustc --quiet --release --locked -p sidecarctl --bin sidecarctl -- $static
+    echo "$CARGO_TARGET_DIR/release/sidecarctl"
+    exit 0
+fi
 # `images/binaries.sh --example CRATE NAME`: an example of sidecar-exec built as the clients are (static), or of
 # exec-server as the server is (bench/p1_breakdown.py's floor client and server), its path printed; nothing shipped
 # is built.

@@ -1,10 +1,11 @@
 //! The agent, attached to our terminal: its stdout to ours, its stderr to ours, our stdin to it (with a TTY when
 //! ours is one, or with `-i`), and its exit code as ours. Its TTY has our window's size, from its start and again
 //! at every SIGWINCH. A stop request (Ctrl-C, SIGTERM) stops the agent with its stop signal and a grace period,
-//! then reports how it ended.
+//! saying so at once (an agent that ignores SIGTERM is otherwise the grace's silence), then reports how it ended
+//! and how long the stop took.
 
 use std::io::IsTerminal;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bollard::container::LogOutput;
 use bollard::query_parameters::{
@@ -14,6 +15,7 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
 use crate::engine::{ContainerEngine, EngineError};
+use crate::progress::Progress;
 use crate::signals::{unless_stopped, StopLevels};
 
 /// How the agent ended.
@@ -21,8 +23,8 @@ use crate::signals::{unless_stopped, StopLevels};
 pub enum AgentEnd {
     /// It exited by itself with this code.
     Exited(i64),
-    /// We stopped it (a signal to us); its exit code after the stop.
-    Stopped(i64),
+    /// We stopped it (a signal to us): its exit code after the stop, and when the stop began.
+    Stopped { code: i64, since: Instant },
 }
 
 /// Puts our terminal in raw mode while the agent owns it (keys, Ctrl-C included, go to the agent's TTY), and
@@ -60,6 +62,7 @@ pub async fn run_attached(
     stdin: bool,
     grace: Duration,
     signals: &StopLevels,
+    progress: &Progress,
 ) -> Result<AgentEnd, EngineError> {
     let docker = engine.docker();
     let options =
@@ -97,11 +100,22 @@ pub async fn run_attached(
     let end = tokio::select! {
         code = wait(engine, name) => AgentEnd::Exited(code?),
         _ = signals.stop.cancelled() => {
+            let since = Instant::now();
+            progress.step(&format!(
+                "stopping the agent (Ctrl-C again to kill): SIGTERM, then SIGKILL after {}s",
+                grace.as_secs()
+            ));
             // A second signal cuts the grace: the agent is killed at once.
             if unless_stopped(&signals.hurry, engine.stop(name, grace)).await.transpose()?.is_none() {
+                progress.step("killing the agent (SIGKILL)");
                 engine.stop(name, Duration::ZERO).await?;
             }
-            AgentEnd::Stopped(wait(engine, name).await?)
+            let code = wait(engine, name).await?;
+            progress.step(&format!(
+                "agent stopped after {:.1}s (exit code {code})",
+                since.elapsed().as_secs_f64()
+            ));
+            AgentEnd::Stopped { code, since }
         }
     };
     // The output ends with the container; a bounded wait so that a stuck stream cannot hold the exit.

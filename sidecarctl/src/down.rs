@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 
 use crate::engine::{run_filter, ContainerEngine, EngineError};
-use crate::names::{Origin, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_TOKEN_DIR, ROLE_AGENT};
+use crate::names::{Held, Origin, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_TOKEN_DIR, ROLE_AGENT};
 use crate::token;
 
 /// What a teardown removed, for the progress line and the tests.
@@ -19,8 +19,63 @@ pub struct Removed {
     pub networks: usize,
 }
 
-/// Removes everything labelled with run `run`.
+/// "2 containers, 1 network", "1 container, no network": what went, counted in words.
+impl std::fmt::Display for Removed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let count = |n: usize, one: &str| match n {
+            0 => format!("no {one}"),
+            1 => format!("1 {one}"),
+            n => format!("{n} {one}s"),
+        };
+        write!(f, "{}, {}", count(self.containers, "container"), count(self.networks, "network"))
+    }
+}
+
+/// Every object labelled with run `run`: who made it and whether it runs, for [`crate::names::Ownership`].
+pub async fn held(engine: &ContainerEngine, run: &str) -> Result<Vec<Held>, EngineError> {
+    let filter = [run_filter(run)];
+    let mut held: Vec<Held> = engine
+        .containers(&filter)
+        .await?
+        .into_iter()
+        .map(|c| Held {
+            origin: c.labels.as_ref().and_then(Origin::of_labels),
+            running: c.state.is_some_and(|s| s.to_string() == "running"),
+        })
+        .collect();
+    for (_, labels) in engine.labelled_networks(&filter).await? {
+        held.push(Held { origin: Origin::of_labels(&labels), running: false });
+    }
+    Ok(held)
+}
+
+/// Removes everything labelled with run `run`, its token folder included.
 pub async fn remove_run(engine: &ContainerEngine, run: &str, grace: Duration) -> Result<Removed, EngineError> {
+    let (removed, token_dirs) = remove_labelled(engine, run, grace).await?;
+    // The token folder: only one of ours (a label is data anyone who can reach the engine can set).
+    if let Ok(root) = token::state_root() {
+        for dir in token_dirs {
+            let dir = Path::new(&dir);
+            if dir.parent() == Some(root.as_path()) && dir.file_name().and_then(|n| n.to_str()) == Some(run) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes the run's containers and network, and leaves its token folder (`up` retrying a run keeps it).
+pub async fn remove_objects(engine: &ContainerEngine, run: &str, grace: Duration) -> Result<Removed, EngineError> {
+    Ok(remove_labelled(engine, run, grace).await?.0)
+}
+
+/// Removes the containers and networks labelled with run `run`; returns what went and the token folders their
+/// labels name.
+async fn remove_labelled(
+    engine: &ContainerEngine,
+    run: &str,
+    grace: Duration,
+) -> Result<(Removed, BTreeSet<String>), EngineError> {
     let filter = [run_filter(run)];
     let containers = engine.containers(&filter).await?;
     let name_of = |c: &bollard::models::ContainerSummary| {
@@ -45,18 +100,9 @@ pub async fn remove_run(engine: &ContainerEngine, run: &str, grace: Duration) ->
     for network in &networks {
         engine.remove_network(network).await?;
     }
-    // The token folder: only one of ours (a label is data anyone who can reach the engine can set).
     let dirs: BTreeSet<String> =
         containers.iter().filter_map(|c| c.labels.as_ref().and_then(|l| l.get(LABEL_TOKEN_DIR)).cloned()).collect();
-    if let Ok(root) = token::state_root() {
-        for dir in dirs {
-            let dir = Path::new(&dir);
-            if dir.parent() == Some(root.as_path()) && dir.file_name().and_then(|n| n.to_str()) == Some(run) {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-        }
-    }
-    Ok(Removed { containers: containers.len(), networks: networks.len() })
+    Ok((Removed { containers: containers.len(), networks: networks.len() }, dirs))
 }
 
 /// Which runs a `down` without a run name removes.
@@ -87,4 +133,17 @@ pub async fn runs(engine: &ContainerEngine, scope: &Scope) -> Result<Vec<String>
         }
     }
     Ok(runs.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Removed;
+
+    #[test]
+    fn what_went_is_counted_in_words() {
+        let removed = |containers, networks| Removed { containers, networks }.to_string();
+        assert_eq!(removed(2, 1), "2 containers, 1 network");
+        assert_eq!(removed(1, 0), "1 container, no network");
+        assert_eq!(removed(0, 2), "no container, 2 networks");
+    }
 }

@@ -55,6 +55,17 @@ impl std::fmt::Display for EngineError {
 
 impl std::error::Error for EngineError {}
 
+impl EngineError {
+    /// The engine's words when it failed because the OCI runtime may not raise a resource limit
+    /// ([`crate::limits`]).
+    pub fn limits_refusal(&self) -> Option<String> {
+        match self {
+            EngineError::Api { error, .. } => Some(api_message(error)).filter(|text| crate::limits::is_refusal(text)),
+            _ => None,
+        }
+    }
+}
+
 /// The engine's own message when it sent one, rather than bollard's wrapper text.
 fn api_message(error: &ApiError) -> String {
     match error {
@@ -306,10 +317,23 @@ impl ContainerEngine {
 
     /// Names of the networks carrying every label of `labels`.
     pub async fn networks(&self, labels: &[String]) -> Result<Vec<String>, EngineError> {
+        Ok(self.labelled_networks(labels).await?.into_iter().map(|(name, _)| name).collect())
+    }
+
+    /// The networks carrying every label of `labels`, each with all its labels.
+    pub async fn labelled_networks(
+        &self,
+        labels: &[String],
+    ) -> Result<Vec<(String, HashMap<String, String>)>, EngineError> {
         let filters = HashMap::from([("label".to_owned(), labels.to_vec())]);
         let options = ListNetworksOptionsBuilder::default().filters(&filters).build();
         let networks = self.docker.list_networks(Some(options)).await.map_err(api("listing networks"))?;
-        Ok(networks.into_iter().filter_map(|n| n.name).collect())
+        Ok(networks.into_iter().filter_map(|n| Some((n.name?, n.labels.unwrap_or_default()))).collect())
+    }
+
+    /// The engine's socket path when it is on this machine (`unix://PATH`).
+    pub fn local_socket(&self) -> Option<std::path::PathBuf> {
+        self.url.strip_prefix("unix://").map(std::path::PathBuf::from)
     }
 }
 

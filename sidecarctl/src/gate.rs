@@ -133,6 +133,7 @@ pub async fn wait_healthy(
     let start = Instant::now();
     let deadline = start + health.ready_timeout();
     let runtime = runtime.to_string();
+    let mut said = None;
     for check in 0usize.. {
         let state = engine.inspect(container).await?.state.unwrap_or_default();
         match engine_verdict(&state) {
@@ -154,12 +155,7 @@ pub async fn wait_healthy(
         if now >= deadline {
             return Err(GateError::Timeout { runtime, seconds: health.ready_timeout, last_output });
         }
-        progress.status(&format!(
-            "waiting for builder-{runtime} to be healthy: {:.1}s of {}s (last: {})",
-            start.elapsed().as_secs_f64(),
-            health.ready_timeout,
-            last_output.lines().last().unwrap_or("").trim()
-        ));
+        progress.waiting(&waiting_line(&runtime, start.elapsed(), health.ready_timeout, &last_output), &mut said);
         let pause = FIRST_CHECKS.get(check).copied().unwrap_or(HEALTH_INTERVAL).min(deadline - now);
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
@@ -169,9 +165,34 @@ pub async fn wait_healthy(
     unreachable!("the loop returns")
 }
 
+/// "waiting for builder-python to be healthy: 2.1s of 60s (last: connection refused)"; no "(last: …)" when the
+/// health command said nothing.
+fn waiting_line(runtime: &str, waited: Duration, ready_timeout: f64, last_output: &str) -> String {
+    let last = last_output.lines().map(str::trim).rfind(|l| !l.is_empty()).map(|l| format!(" (last: {l})"));
+    format!(
+        "waiting for builder-{runtime} to be healthy: {:.1}s of {ready_timeout}s{}",
+        waited.as_secs_f64(),
+        last.unwrap_or_default()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wait_line_leaves_out_an_empty_last_output() {
+        let waited = Duration::from_millis(2_100);
+        assert_eq!(waiting_line("python", waited, 60.0, ""), "waiting for builder-python to be healthy: 2.1s of 60s");
+        assert_eq!(
+            waiting_line("python", waited, 60.0, "  \n"),
+            "waiting for builder-python to be healthy: 2.1s of 60s"
+        );
+        assert_eq!(
+            waiting_line("node", waited, 3.0, "dial: refused\n\n"),
+            "waiting for builder-node to be healthy: 2.1s of 3s (last: dial: refused)"
+        );
+    }
 
     fn v(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()

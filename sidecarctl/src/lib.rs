@@ -10,7 +10,8 @@
 //! - The commands that act on an engine: [`up`] (network, builders, [`gate`], [`agent`] attached, teardown), [`ps`],
 //!   [`logs`], [`down`] (teardown by label) and [`image`] (`image build`); they talk to the engine through
 //!   [`engine`] (found by [`discovery`]), show [`progress`], hand out the run's [`token`], and end by [`signals`]
-//!   (what Ctrl-C means) and [`exit`] (the code of sidecarctl's own failures).
+//!   (what Ctrl-C means), retry where the engine may not raise resource limits ([`limits`]), and end with
+//!   [`exit`]'s code for each cause.
 
 pub mod agent;
 pub mod discovery;
@@ -19,6 +20,7 @@ pub mod engine;
 pub mod exit;
 pub mod gate;
 pub mod image;
+pub mod limits;
 pub mod logs;
 pub mod model;
 pub mod names;

@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use sidecarctl::down::Scope;
 use sidecarctl::engine::{ContainerEngine, EngineError};
-use sidecarctl::exit::EXIT_FAILED;
+use sidecarctl::exit::{Cause, EXIT_FAILED};
 use sidecarctl::image::{self, BuildOptions};
-use sidecarctl::names::Origin;
+use sidecarctl::names::{NotRemovable, Origin, Ownership};
 use sidecarctl::render::emit::{self, EmitOptions};
 use sidecarctl::render::kube::KubeOptions;
 use sidecarctl::render::{compose, kube};
@@ -47,16 +47,17 @@ enum Command {
     /// Print the run as a Kubernetes Pod (builders as native sidecars), or as an agent-sandbox SandboxTemplate or
     /// warm pool (--kind).
     Kube(KubeOptions),
-    /// Remove a run: its containers, network and token; cache volumes are kept. Without RUN, the runs you
-    /// started from this folder (with --all, every run on the engine).
+    /// Remove a run: its containers, network and token; cache volumes are kept. RUN must be yours and this
+    /// folder's (with --all, anyone's). Without RUN, the runs you started from this folder (with --all, every run
+    /// on the engine).
     Down {
         #[command(flatten)]
         engine: EngineOption,
         /// Seconds between SIGTERM and SIGKILL.
         #[arg(long, value_name = "SECONDS", default_value_t = 10)]
         stop_grace: u64,
-        /// Every run on the engine, whoever started it and from wherever.
-        #[arg(long, conflicts_with = "run", env = "SIDECARCTL_DOWN_ALL")]
+        /// Every run on the engine, whoever started it and from wherever (with RUN: that run, whoever started it).
+        #[arg(long, env = "SIDECARCTL_DOWN_ALL")]
         all: bool,
         run: Option<String>,
     },
@@ -98,6 +99,21 @@ enum CommandError {
     CurrentFolder {
         error: std::io::Error,
     },
+    /// `down RUN` of a run that is not there, or not the caller's.
+    NotRemovable(NotRemovable),
+}
+
+impl CommandError {
+    fn cause(&self) -> Cause {
+        match self {
+            CommandError::NoContainer { .. } | CommandError::NotRemovable(NotRemovable::NoSuchRun { .. }) => {
+                Cause::NoSuchRun
+            }
+            CommandError::Engine(_) | CommandError::CurrentFolder { .. } | CommandError::NotRemovable(_) => {
+                Cause::Failed
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for CommandError {
@@ -107,6 +123,7 @@ impl std::fmt::Display for CommandError {
             CommandError::NoContainer { run, runtime: None } => write!(f, "no container of run '{run}'"),
             CommandError::NoContainer { run, runtime: Some(rt) } => write!(f, "no container of run '{run}' for {rt}"),
             CommandError::CurrentFolder { error } => write!(f, "the current folder: {error}"),
+            CommandError::NotRemovable(e) => e.fmt(f),
         }
     }
 }
@@ -159,33 +176,37 @@ async fn run(command: Command) -> i32 {
                 let here = std::env::current_dir()
                     .and_then(|d| d.canonicalize())
                     .map_err(|error| CommandError::CurrentFolder { error })?;
-                let scope = if all { Scope::All } else { Scope::Origin(Origin::caller(&here)) };
-                let runs = match run {
-                    Some(run) => vec![run],
-                    None => down::runs(&engine, &scope).await?,
-                };
-                if let Scope::Origin(origin) = &scope {
-                    let everywhere = down::runs(&engine, &Scope::All).await?;
-                    let elsewhere = everywhere.iter().filter(|r| !runs.contains(r)).count();
+                let caller = Origin::caller(&here);
+                let grace = Duration::from_secs(stop_grace);
+                if let Some(run) = run {
+                    let ownership = Ownership::of(&caller, &down::held(&engine, &run).await?);
+                    ownership.for_down(&run, &caller, all).map_err(CommandError::NotRemovable)?;
+                    let removed = down::remove_run(&engine, &run, grace).await?;
+                    eprintln!("sidecarctl: removed run {run}: {removed}");
+                    return Ok(());
+                }
+                let scope = if all { Scope::All } else { Scope::Origin(caller.clone()) };
+                let runs = down::runs(&engine, &scope).await?;
+                if !all {
                     if runs.is_empty() {
                         eprintln!(
                             "sidecarctl: no run of uid {} started from {} to remove",
-                            origin.uid, origin.workspace
+                            caller.uid, caller.workspace
                         );
                     }
+                    let everywhere = down::runs(&engine, &Scope::All).await?;
+                    let elsewhere = everywhere.iter().filter(|r| !runs.contains(r)).count();
                     if elsewhere > 0 {
                         eprintln!(
                             "sidecarctl: left {elsewhere} run(s) started by another user or from another folder \
-                             (`sidecarctl ps` lists them; `sidecarctl down RUN` or `--all` removes them)"
+                             (`sidecarctl ps` lists them; `sidecarctl down --all RUN` removes one, `--all` alone every \
+                             one)"
                         );
                     }
                 }
                 for run in runs {
-                    let removed = down::remove_run(&engine, &run, Duration::from_secs(stop_grace)).await?;
-                    eprintln!(
-                        "sidecarctl: removed run {run}: {} containers, {} network",
-                        removed.containers, removed.networks
-                    );
+                    let removed = down::remove_run(&engine, &run, grace).await?;
+                    eprintln!("sidecarctl: removed run {run}: {removed}");
                 }
                 Ok(())
             })
@@ -203,7 +224,7 @@ async fn report(work: impl std::future::Future<Output = Result<(), CommandError>
         Ok(()) => 0,
         Err(e) => {
             eprintln!("sidecarctl: error: {e}");
-            1
+            e.cause().code()
         }
     }
 }

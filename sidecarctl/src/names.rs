@@ -108,6 +108,140 @@ impl Origin {
     pub fn filters(&self) -> Vec<String> {
         vec![format!("{LABEL_OWNER}={}", self.uid), format!("{LABEL_WORKSPACE}={}", self.workspace)]
     }
+
+    /// The origin an object's labels name; `None` for an object without them (made before they existed).
+    pub fn of_labels(labels: &HashMap<String, String>) -> Option<Origin> {
+        let uid = labels.get(LABEL_OWNER)?.parse().ok()?;
+        Some(Origin { uid, workspace: labels.get(LABEL_WORKSPACE)?.clone() })
+    }
+
+    /// "from /src/app", or "by uid 1000 from /src/app" when `caller` is another user: the other run, as the
+    /// messages name it.
+    fn described_for(&self, caller: &Origin) -> String {
+        if self.uid == caller.uid {
+            format!("from {}", self.workspace)
+        } else {
+            format!("by uid {} from {}", self.uid, self.workspace)
+        }
+    }
+}
+
+/// One object the engine has under a run's name: who made it (its labels), and whether it is a running container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub origin: Option<Origin>,
+    pub running: bool,
+}
+
+/// Whose a run name is, from the objects labelled with it. A name belongs to the user and the folder that made the
+/// run: container names are global on an engine, so a name is one run's, and `logs RUN` and `down RUN` mean that
+/// run wherever they are typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// Nothing on the engine carries the name.
+    Absent,
+    /// Every object is the caller's (this uid, this folder); `running` when one of its containers runs.
+    Ours { running: bool },
+    /// An object was made by another user or from another folder (the first such); `None` when it has no owner
+    /// labels (an older sidecarctl made it), so whose it is cannot be told.
+    Theirs(Option<Origin>),
+}
+
+impl Ownership {
+    pub fn of(caller: &Origin, held: &[Held]) -> Ownership {
+        if held.is_empty() {
+            return Ownership::Absent;
+        }
+        if let Some(other) = held.iter().find(|h| h.origin.as_ref() != Some(caller)) {
+            return Ownership::Theirs(other.origin.clone());
+        }
+        Ownership::Ours { running: held.iter().any(|h| h.running) }
+    }
+
+    /// What `up --name NAME` does: `Ok(false)` when the name is free, `Ok(true)` when leftovers of the caller's own
+    /// earlier run (nothing running: a run that crashed or was killed) are to be removed first, or why it is
+    /// refused: a run of the caller's that still runs (a second `up` would end it unasked), or another's.
+    pub fn for_up(self, name: &str, caller: &Origin) -> Result<bool, NameTaken> {
+        match self {
+            Ownership::Absent => Ok(false),
+            Ownership::Ours { running: false } => Ok(true),
+            Ownership::Ours { running: true } => Err(NameTaken::Running { name: name.to_owned() }),
+            Ownership::Theirs(origin) => {
+                Err(NameTaken::Theirs { name: name.to_owned(), by: origin.map(|o| o.described_for(caller)) })
+            }
+        }
+    }
+
+    /// What `down NAME` does (`everyone`: `--all`): `Ok(())` removes the run; a run that is not there, or another
+    /// user's or folder's without `--all`, is refused. A run without owner labels is anyone's to remove.
+    pub fn for_down(self, name: &str, caller: &Origin, everyone: bool) -> Result<(), NotRemovable> {
+        match self {
+            Ownership::Absent => Err(NotRemovable::NoSuchRun { name: name.to_owned() }),
+            Ownership::Theirs(Some(origin)) if !everyone => {
+                Err(NotRemovable::Theirs { name: name.to_owned(), by: origin.described_for(caller) })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why `up --name NAME` is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameTaken {
+    /// The caller's own run of this folder still runs.
+    Running { name: String },
+    /// Another user's or folder's run (`by`: "from /src/a", "by uid 1000 from /src/a"; `None`: no owner labels).
+    Theirs { name: String, by: Option<String> },
+}
+
+impl std::fmt::Display for NameTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NameTaken::Running { name } => write!(
+                f,
+                "run '{name}' is already running from this folder: `sidecarctl down {name}` ends it first, or choose \
+                 another --name"
+            ),
+            NameTaken::Theirs { name, by: Some(by) } => write!(
+                f,
+                "run name '{name}' is taken by a run started {by}: choose another --name (`sidecarctl down {name}` \
+                 there removes that run)"
+            ),
+            NameTaken::Theirs { name, by: None } => write!(
+                f,
+                "run name '{name}' is taken by a run without owner labels (an older sidecarctl's): choose another \
+                 --name, or remove it with `sidecarctl down {name}`"
+            ),
+        }
+    }
+}
+
+/// Why `down NAME` removes nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRemovable {
+    NoSuchRun {
+        name: String,
+    },
+    /// Another user's or folder's run, and no `--all`.
+    Theirs {
+        name: String,
+        by: String,
+    },
+}
+
+impl std::fmt::Display for NotRemovable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRemovable::NoSuchRun { name } => {
+                write!(f, "no run '{name}' on this engine (`sidecarctl ps` lists the runs)")
+            }
+            NotRemovable::Theirs { name, by } => write!(
+                f,
+                "run '{name}' was started {by}, not from here: `sidecarctl down {name}` there removes it, or \
+                 `sidecarctl down --all {name}` from anywhere"
+            ),
+        }
+    }
 }
 
 impl std::fmt::Display for RunName {
@@ -146,5 +280,56 @@ mod tests {
         let random = RunName::random();
         assert_eq!(random.as_str().len(), 8);
         assert_ne!(random, RunName::random());
+    }
+
+    /// A run name is its maker's (uid and folder): `up` elsewhere is refused naming the other folder, `up` here
+    /// replaces only leftovers, `down` removes only its own without `--all`, a missing run is said to be missing.
+    #[test]
+    fn a_run_name_belongs_to_its_user_and_folder() {
+        let me = Origin { uid: 1000, workspace: "/src/b".into() };
+        let other_folder = Origin { uid: 1000, workspace: "/src/a".into() };
+        let other_user = Origin { uid: 0, workspace: "/src/b".into() };
+        let held = |origin: &Origin, running: bool| Held { origin: Some(origin.clone()), running };
+        let of = |held: &[Held]| Ownership::of(&me, held);
+
+        assert_eq!(of(&[]), Ownership::Absent);
+        assert_eq!(of(&[held(&me, false), held(&me, true)]), Ownership::Ours { running: true });
+        assert_eq!(of(&[held(&me, false)]), Ownership::Ours { running: false });
+        // One foreign object is enough (a network of A's under B's containers: the state the bug left).
+        assert_eq!(of(&[held(&me, true), held(&other_folder, false)]), Ownership::Theirs(Some(other_folder.clone())));
+        assert_eq!(of(&[held(&other_user, true)]), Ownership::Theirs(Some(other_user.clone())));
+        assert_eq!(of(&[Held { origin: None, running: false }]), Ownership::Theirs(None));
+
+        assert_eq!(of(&[]).for_up("dev", &me), Ok(false));
+        assert_eq!(of(&[held(&me, false)]).for_up("dev", &me), Ok(true), "leftovers of this folder are replaced");
+        let refused = |held: &[Held]| of(held).for_up("dev", &me).unwrap_err().to_string();
+        assert_eq!(
+            refused(&[held(&me, true)]),
+            "run 'dev' is already running from this folder: `sidecarctl down dev` ends it first, or choose another \
+             --name"
+        );
+        assert_eq!(
+            refused(&[held(&other_folder, false)]),
+            "run name 'dev' is taken by a run started from /src/a: choose another --name (`sidecarctl down dev` \
+             there removes that run)"
+        );
+        assert!(refused(&[held(&other_user, true)]).contains("started by uid 0 from /src/b:"));
+        assert!(refused(&[Held { origin: None, running: true }]).contains("without owner labels"));
+        for text in [refused(&[held(&me, true)]), refused(&[held(&other_folder, true)])] {
+            assert_eq!(text.lines().count(), 1, "{text}");
+        }
+
+        assert_eq!(of(&[held(&me, true)]).for_down("dev", &me, false), Ok(()));
+        assert_eq!(of(&[Held { origin: None, running: true }]).for_down("dev", &me, false), Ok(()));
+        assert_eq!(of(&[held(&other_folder, true)]).for_down("dev", &me, true), Ok(()), "--all");
+        assert_eq!(
+            of(&[held(&other_folder, true)]).for_down("dev", &me, false).unwrap_err().to_string(),
+            "run 'dev' was started from /src/a, not from here: `sidecarctl down dev` there removes it, or \
+             `sidecarctl down --all dev` from anywhere"
+        );
+        assert_eq!(
+            of(&[]).for_down("nosuch", &me, true).unwrap_err().to_string(),
+            "no run 'nosuch' on this engine (`sidecarctl ps` lists the runs)"
+        );
     }
 }

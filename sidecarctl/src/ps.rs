@@ -1,12 +1,12 @@
 //! `sidecarctl ps`: every run on this engine, its agent and its builders, each with its state and, for a running
 //! builder, its health — from the engine when it runs HEALTHCHECKs, else by running the health command (as the
-//! gate does).
+//! gate does) — and whose run it is: the uid that started it and its folder (a run's name is theirs).
 
 use std::collections::BTreeMap;
 
 use crate::engine::{ContainerEngine, EngineError};
 use crate::gate::{engine_verdict, health_command, EngineVerdict, HealthSource};
-use crate::names::{LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_RUNTIME, ROLE_BUILDER};
+use crate::names::{LABEL_MANAGED, LABEL_OWNER, LABEL_ROLE, LABEL_RUN, LABEL_RUNTIME, LABEL_WORKSPACE, ROLE_BUILDER};
 use crate::plan::HEALTH_TIMEOUT;
 
 /// One line of the listing.
@@ -18,6 +18,9 @@ pub struct Row {
     pub runtime: String,
     pub state: String,
     pub health: String,
+    /// The uid that started the run, and its folder ("-" for a run made before these labels existed).
+    pub owner: String,
+    pub folder: String,
 }
 
 pub async fn rows(engine: &ContainerEngine) -> Result<Vec<Row>, EngineError> {
@@ -25,6 +28,7 @@ pub async fn rows(engine: &ContainerEngine) -> Result<Vec<Row>, EngineError> {
     for summary in engine.containers(&[format!("{LABEL_MANAGED}=true")]).await? {
         let labels = summary.labels.clone().unwrap_or_default();
         let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        let or_dash = |k: &str| labels.get(k).cloned().unwrap_or_else(|| "-".to_owned());
         let container = summary
             .names
             .as_ref()
@@ -44,6 +48,8 @@ pub async fn rows(engine: &ContainerEngine) -> Result<Vec<Row>, EngineError> {
             runtime: label(LABEL_RUNTIME),
             state,
             health,
+            owner: or_dash(LABEL_OWNER),
+            folder: or_dash(LABEL_WORKSPACE),
         });
     }
     rows.sort_by(|a, b| (&a.run, &a.role, &a.runtime).cmp(&(&b.run, &b.role, &b.runtime)));
@@ -76,18 +82,33 @@ pub fn render(rows: &[Row]) -> String {
         runtime: "RUNTIME".into(),
         state: "STATE".into(),
         health: "HEALTH".into(),
+        owner: "OWNER".into(),
+        folder: "FOLDER".into(),
     };
     let all: Vec<&Row> = std::iter::once(&header).chain(rows).collect();
-    let width = |f: fn(&Row) -> &str| all.iter().map(|r| f(r).len()).max().unwrap_or(0);
-    let widths =
-        [width(|r| &r.run), width(|r| &r.container), width(|r| &r.role), width(|r| &r.runtime), width(|r| &r.state)];
+    let cells = |r: &'_ Row| {
+        [
+            r.run.clone(),
+            r.container.clone(),
+            r.role.clone(),
+            r.runtime.clone(),
+            r.state.clone(),
+            r.health.clone(),
+            r.owner.clone(),
+        ]
+    };
+    let mut widths = [0usize; 7];
+    for r in &all {
+        for (w, cell) in widths.iter_mut().zip(cells(r)) {
+            *w = (*w).max(cell.len());
+        }
+    }
     let mut out = String::new();
     for r in all {
-        let cells = [&r.run, &r.container, &r.role, &r.runtime, &r.state];
-        for (cell, w) in cells.iter().zip(widths) {
+        for (cell, w) in cells(r).iter().zip(widths) {
             out.push_str(&format!("{cell:<w$}  "));
         }
-        out.push_str(&r.health);
+        out.push_str(&r.folder);
         out.push('\n');
     }
     out
@@ -100,4 +121,34 @@ pub fn by_run(rows: &[Row]) -> BTreeMap<&str, Vec<&Row>> {
         map.entry(row.run.as_str()).or_default().push(row);
     }
     map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each line names whose run it is: the uid and the folder, the folder last (the one cell of any length).
+    #[test]
+    fn the_listing_names_the_owner_and_the_folder() {
+        let row = |run: &str, health: &str, owner: &str, folder: &str| Row {
+            run: run.into(),
+            container: format!("sidecarctl-{run}-builder-python"),
+            role: "build-sidecar".into(),
+            runtime: "python".into(),
+            state: "running".into(),
+            health: health.into(),
+            owner: owner.into(),
+            folder: folder.into(),
+        };
+        let text = render(&[row("dev", "healthy (probe)", "1000", "/src/a"), row("old", "-", "-", "-")]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "RUN  CONTAINER                      ROLE           RUNTIME  STATE    HEALTH           OWNER  FOLDER",
+                "dev  sidecarctl-dev-builder-python  build-sidecar  python   running  healthy (probe)  1000   /src/a",
+                "old  sidecarctl-old-builder-python  build-sidecar  python   running  -                -      -",
+            ]
+        );
+    }
 }

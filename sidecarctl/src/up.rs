@@ -4,6 +4,11 @@
 //! the teardown removes it too, also when the run failed before any container (and so any label) existed.
 //! Signals: see [`crate::signals`] (the first stops the run, even in the middle of a pull; a second cuts the
 //! grace; a third abandons the teardown).
+//!
+//! A run's name is its maker's ([`Ownership`]): before anything is created, `up` refuses a name that another user's
+//! or folder's run holds, or that a run of this folder still running holds, and removes the leftovers of this
+//! folder's own earlier run (nothing of it running). Where the engine may not raise resource limits, the run is
+//! retried once with explicit ones ([`crate::limits`]).
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -13,12 +18,14 @@ use futures_util::future::try_join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{run_attached, AgentEnd};
-use crate::down::remove_run;
+use crate::down::{remove_objects, remove_run};
 use crate::engine::{ContainerEngine, EngineError};
-use crate::exit::EXIT_FAILED;
+use crate::exit::{Cause, EXIT_FAILED};
 use crate::gate::{health_command, wait_healthy, GateError, HealthSource};
+use crate::limits::{self, Refused};
+use crate::model::Ulimit;
 use crate::model::{ModelError, RunConfig, WorkspaceLookup};
-use crate::names::{BadRunName, Origin, RunName, ROLE_NETWORK};
+use crate::names::{BadRunName, NameTaken, Origin, Ownership, RunName, ROLE_NETWORK};
 use crate::options::RunOptions;
 use crate::plan::{AgentRequest, Plan, Target, User, AGENT_WRAPPERS, STATE_FOLDER};
 use crate::progress::Progress;
@@ -36,8 +43,9 @@ pub struct UpOptions {
     #[arg(long, value_name = "URL")]
     pub engine: Option<String>,
 
-    /// The run's id (names and labels); default: 8 random hex digits. Objects of an earlier run with the same id
-    /// are replaced.
+    /// The run's id (names and labels); default: 8 random hex digits. The name is yours and this folder's while
+    /// the run exists: another user's or folder's run of that name is refused, and so is one of this folder that
+    /// still runs; the leftovers of this folder's own earlier run (nothing running) are replaced.
     #[arg(long, value_name = "RUN")]
     pub name: Option<String>,
 
@@ -71,7 +79,17 @@ pub struct UpOptions {
 pub enum UpError {
     Model(ModelError),
     Name(BadRunName),
+    /// The name is another run's (see [`Ownership::for_up`]).
+    Taken(NameTaken),
     Engine(EngineError),
+    /// A default image (one `sidecarctl image build` makes) is missing and could not be pulled: `build` is the
+    /// command that builds it.
+    Unbuilt {
+        error: EngineError,
+        build: String,
+    },
+    /// The engine may not raise resource limits, and the run cannot be retried with limits it may set.
+    Limits(Refused),
     Token(TokenError),
     Gate(GateError),
     /// A signal arrived before the agent started.
@@ -83,10 +101,23 @@ impl std::fmt::Display for UpError {
         match self {
             UpError::Model(e) => e.fmt(f),
             UpError::Name(e) => e.fmt(f),
+            UpError::Taken(e) => e.fmt(f),
             UpError::Engine(e) => e.fmt(f),
+            UpError::Unbuilt { error, build } => write!(f, "{error}; it is built, not pulled: `{build}` builds it"),
+            UpError::Limits(e) => e.fmt(f),
             UpError::Token(e) => e.fmt(f),
             UpError::Gate(e) => e.fmt(f),
             UpError::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl UpError {
+    /// The exit code's cause: a signal's own code, else sidecarctl's failure.
+    pub fn cause(&self) -> Cause {
+        match self {
+            UpError::Interrupted => Cause::Signal(nix::sys::signal::Signal::SIGINT as i32),
+            _ => Cause::Failed,
         }
     }
 }
@@ -131,53 +162,143 @@ pub async fn up(options: UpOptions) -> i32 {
         Some(Err(e)) => return fail(&progress, &UpError::Engine(e)),
         None => return signals.code(),
     };
+    // The name before anything is made (the token folder is named after it too).
+    let origin = Origin::caller(&run.workspace);
+    match unless_stopped(&signals.stop, claim(&engine, &id, &origin, &progress)).await {
+        Some(Ok(())) => {}
+        Some(Err(e)) => return fail(&progress, &e),
+        None => return signals.code(),
+    }
     let grace = Duration::from_secs(options.stop_grace);
     let token = match run.token.then(|| RunToken::create(&id)).transpose() {
         Ok(token) => token,
         Err(e) => return fail(&progress, &UpError::Token(e)),
     };
-    let down =
-        Teardown { engine: &engine, id: &id, grace, progress: &progress, signals: &signals, token: token.as_ref() };
-
-    let outcome = start(&engine, &run, &id, &options, &progress, &signals.stop, token.as_ref()).await;
-    let code = match outcome {
-        Err(e) => {
-            let interrupted = matches!(e, UpError::Interrupted);
-            if !interrupted {
-                progress.step(&format!("error: {e}"));
-            }
-            down.run().await;
-            if interrupted {
-                return signals.code();
-            }
-            return EXIT_FAILED;
-        }
-        Ok(Started { tty, stdin }) if !options.detach => {
-            progress.step(&format!("agent starting ({:.1}s after up)", started.elapsed().as_secs_f64()));
-            let end = run_attached(&engine, &id.agent(), tty, stdin, grace, &signals).await;
-            let code = match end {
-                Ok(AgentEnd::Exited(code)) => code as i32,
-                Ok(AgentEnd::Stopped(_)) => signals.code(),
-                Err(e) => {
-                    progress.step(&format!("error: {e}"));
-                    EXIT_FAILED
-                }
-            };
-            down.run().await;
-            code
-        }
-        Ok(_) => {
-            println!("{id}");
-            progress.step(&format!("run {id} is up; `sidecarctl down {id}` removes it"));
-            0
-        }
+    let down = Teardown {
+        engine: &engine,
+        id: &id,
+        grace,
+        progress: &progress,
+        signals: &signals,
+        token: token.as_ref(),
+        down_command: down_command(&id, &run.workspace),
     };
-    code
+
+    let mut run = run;
+    let mut retried_limits = false;
+    loop {
+        let outcome = start(&engine, &run, &id, &options, &progress, &signals.stop, token.as_ref()).await;
+        // The engine's refusal to raise a resource limit, at a container's start (a builder's, or the agent's).
+        let refusal = match outcome {
+            Err(UpError::Engine(e)) if e.limits_refusal().is_some() => e,
+            Err(e) => {
+                let interrupted = matches!(e, UpError::Interrupted);
+                if !interrupted {
+                    progress.step(&format!("error: {e}"));
+                }
+                down.run(None).await;
+                if interrupted {
+                    return signals.code();
+                }
+                return e.cause().code();
+            }
+            Ok(Started { tty, stdin }) if !options.detach => {
+                progress.step(&format!("agent starting ({:.1}s after up)", started.elapsed().as_secs_f64()));
+                match run_attached(&engine, &id.agent(), tty, stdin, grace, &signals, &progress).await {
+                    Err(e) if e.limits_refusal().is_some() => e,
+                    end => {
+                        let (code, stopped) = match end {
+                            Ok(AgentEnd::Exited(code)) => (code as i32, None),
+                            Ok(AgentEnd::Stopped { since, .. }) => (signals.code(), Some(since)),
+                            Err(e) => {
+                                progress.step(&format!("error: {e}"));
+                                (EXIT_FAILED, None)
+                            }
+                        };
+                        down.run(stopped).await;
+                        return code;
+                    }
+                }
+            }
+            Ok(_) => {
+                println!("{id}");
+                progress.step(&format!("run {id} is up; {} removes it", down_command(&id, &run.workspace)));
+                return 0;
+            }
+        };
+        // Once: the retry's own refusal is the engine's last word.
+        let limits = if retried_limits {
+            Err(UpError::Engine(refusal))
+        } else {
+            retry_limits(&engine, &run, &refusal, &progress).map_err(UpError::Limits)
+        };
+        let limits = match limits {
+            Ok(limits) => limits,
+            Err(e) => return fail_after(&down, &progress, &e).await,
+        };
+        // The run is retried whole: what this attempt made goes (the token folder stays: the retry binds it).
+        if let Err(e) = remove_objects(&engine, id.as_str(), Duration::ZERO).await {
+            return fail_after(&down, &progress, &UpError::Engine(e)).await;
+        }
+        run.ulimits.extend(limits);
+        retried_limits = true;
+    }
+}
+
+/// "`sidecarctl down ID`", and where to type it when that is not the current folder: `down RUN` removes only a
+/// run of the folder it is typed in (the run's workspace).
+fn down_command(id: &RunName, workspace: &std::path::Path) -> String {
+    let here = std::env::current_dir().and_then(|d| d.canonicalize()).ok();
+    if here.as_deref() == Some(workspace) {
+        format!("`sidecarctl down {id}`")
+    } else {
+        format!("`sidecarctl down {id}` in {}", workspace.display())
+    }
+}
+
+/// Takes the run's name for the caller (see [`Ownership::for_up`]): refused when another run holds it, and the
+/// leftovers of the caller's own earlier run of this folder removed first.
+async fn claim(engine: &ContainerEngine, id: &RunName, origin: &Origin, progress: &Progress) -> Result<(), UpError> {
+    let held = crate::down::held(engine, id.as_str()).await?;
+    if Ownership::of(origin, &held).for_up(id.as_str(), origin).map_err(UpError::Taken)? {
+        progress.step(&format!("removing the leftovers of this folder's earlier run {id} (nothing of it running)"));
+        remove_run(engine, id.as_str(), Duration::ZERO).await?;
+    }
+    Ok(())
+}
+
+/// The limits to retry a run with after the engine's `refusal` to raise one, said in one line; or why the run
+/// cannot be retried.
+fn retry_limits(
+    engine: &ContainerEngine,
+    run: &RunConfig,
+    refusal: &EngineError,
+    progress: &Progress,
+) -> Result<Vec<Ulimit>, Refused> {
+    let engine_said = refusal.limits_refusal().unwrap_or_default();
+    let Some(socket) = engine.local_socket() else { return Err(Refused { engine_said, remote: true }) };
+    let limits = limits::fallback(&run.ulimits, &|name| limits::engine_hard_limit(&socket, name));
+    if limits.is_empty() {
+        return Err(Refused { engine_said, remote: false });
+    }
+    progress.step(&format!(
+        "the engine may not raise resource limits here ({}); retrying with {} (pass them, or `ulimits:` in the \
+         profile, to start without this retry)",
+        engine_said.trim(),
+        limits::as_flags(&limits)
+    ));
+    Ok(limits)
+}
+
+async fn fail_after(down: &Teardown<'_>, progress: &Progress, error: &UpError) -> i32 {
+    progress.step(&format!("error: {error}"));
+    down.run(None).await;
+    error.cause().code()
 }
 
 fn fail(progress: &Progress, error: &UpError) -> i32 {
     progress.step(&format!("error: {error}"));
-    EXIT_FAILED
+    error.cause().code()
 }
 
 /// Everything the run made goes: by label on the engine, and the token folder this process created (which no
@@ -190,10 +311,14 @@ struct Teardown<'a> {
     progress: &'a Progress,
     signals: &'a StopLevels,
     token: Option<&'a RunToken>,
+    /// What removes the run by hand ([`down_command`]).
+    down_command: String,
 }
 
 impl Teardown<'_> {
-    async fn run(&self) {
+    /// Removes the run. The time it reports is the removal's, or, when a signal stopped the agent (`stopped`: when
+    /// that stop began), the whole stop's: the agent's own wait (up to the grace) is part of what the person waited.
+    async fn run(&self, stopped: Option<Instant>) {
         let (id, progress) = (self.id, self.progress);
         let started = Instant::now();
         let graceful = unless_stopped(&self.signals.hurry, remove_run(self.engine, id.as_str(), self.grace)).await;
@@ -209,17 +334,20 @@ impl Teardown<'_> {
         }
         match removed {
             Some(Ok(removed)) => progress.step(&format!(
-                "removed run {id}: {} containers, {} network ({:.1}s; cache volumes kept)",
-                removed.containers,
-                removed.networks,
-                started.elapsed().as_secs_f64()
+                "removed run {id}: {removed} ({}; cache volumes kept)",
+                match stopped {
+                    Some(stopped) =>
+                        format!("{:.1}s since the stop, the agent's included", stopped.elapsed().as_secs_f64()),
+                    None => format!("{:.1}s", started.elapsed().as_secs_f64()),
+                }
             )),
             Some(Err(e)) => {
-                progress.step(&format!("error: teardown of run {id}: {e} (retry with `sidecarctl down {id}`)"))
+                progress.step(&format!("error: teardown of run {id}: {e} (retry with {})", self.down_command))
             }
             None => progress.step(&format!(
                 "teardown of run {id} abandoned: its containers and network may be left (token folder removed); \
-                 `sidecarctl down {id}` removes them"
+                 {} removes them",
+                self.down_command
             )),
         }
     }
@@ -258,6 +386,7 @@ async fn start(
         tmpfs: options.agent_user.iter().map(|_| AGENT_WRAPPERS.to_owned()).collect(),
     };
     let plan = Plan::new(run, request, Target::Up);
+    let origin = Origin::caller(&run.workspace);
 
     // Images first: nothing is created for a run whose images are missing.
     let mut images = Vec::new();
@@ -267,8 +396,13 @@ async fn start(
             Some(found) => found,
             None => {
                 progress.step(&format!("pulling {image}"));
-                let pull = engine.pull(image, |line| progress.status(&format!("pulling {image}: {line}")));
-                unless_stopped(cancel, pull).await.ok_or(UpError::Interrupted)??;
+                let mut said = None;
+                let pull = engine.pull(image, |line| progress.waiting(&format!("pulling {image}: {line}"), &mut said));
+                let pulled = unless_stopped(cancel, pull).await.ok_or(UpError::Interrupted)?;
+                pulled.map_err(|error| match build_command(image) {
+                    Some(build) => UpError::Unbuilt { error, build },
+                    None => UpError::Engine(error),
+                })?;
                 interruptible(engine.image(image)).await??.ok_or_else(|| EngineError::Pull {
                     image: image.to_owned(),
                     error: "the engine reported success but the image is absent".into(),
@@ -297,7 +431,6 @@ async fn start(
         progress.step(&format!("warning: {warning}"));
     }
 
-    let origin = Origin::caller(&run.workspace);
     let kind = engine.kind().await?;
     let ctx = Context {
         engine: kind,
@@ -357,6 +490,22 @@ async fn start(
     Ok(Started { tty, stdin })
 }
 
+/// The `sidecarctl image build` command that makes `image` when it is one of the names that command gives
+/// (`sidecar-builder-RT[:TAG]`, `sidecar-agent[:TAG]`, podman's `localhost/` before them): such an image is built,
+/// not pulled, so its missing is a step not taken yet.
+fn build_command(image: &str) -> Option<String> {
+    let image = image.strip_prefix("localhost/").unwrap_or(image);
+    let (name, tag) = image.split_once(':').unwrap_or((image, "latest"));
+    // A builder's tag is its runtime's version by default (`--runtime-version` sets both); the agent's is a tag.
+    let (target, flag) = match name.strip_prefix("sidecar-builder-") {
+        Some(rt) => (rt.parse::<crate::runtime::Runtime>().ok()?.as_str(), "--runtime-version"),
+        None if name == "sidecar-agent" => ("agent", "--tag"),
+        None => return None,
+    };
+    let tag = if tag == "latest" { String::new() } else { format!(" {flag} {tag}") };
+    Some(format!("sidecarctl image build{tag} {target}"))
+}
+
 /// `NAME=VALUE` as is; `NAME` takes our value, and is dropped when we have none (as `docker run -e NAME`).
 fn agent_env(entry: &str) -> Option<(String, String)> {
     match entry.split_once('=') {
@@ -408,6 +557,23 @@ fn make_caller_home(home: &std::path::Path) {
 
 #[cfg(test)]
 mod tests {
+    /// A missing image that `image build` makes gets the command that builds it; another image gets none.
+    #[test]
+    fn a_missing_default_image_names_its_build() {
+        let build = super::build_command;
+        assert_eq!(build("sidecar-builder-python:latest").as_deref(), Some("sidecarctl image build python"));
+        assert_eq!(build("localhost/sidecar-builder-node").as_deref(), Some("sidecarctl image build node"));
+        assert_eq!(build("sidecar-agent").as_deref(), Some("sidecarctl image build agent"));
+        assert_eq!(
+            build("sidecar-builder-go:1.22").as_deref(),
+            Some("sidecarctl image build --runtime-version 1.22 go")
+        );
+        assert_eq!(build("sidecar-agent:v2").as_deref(), Some("sidecarctl image build --tag v2 agent"));
+        assert_eq!(build("sidecar-builder-cobol:latest"), None);
+        assert_eq!(build("python:3.12-slim"), None);
+        assert_eq!(build("registry.example/sidecar-agent:latest"), None);
+    }
+
     /// `git status` in a workspace that is a git checkout does not show the builders' HOME folder (issue 25).
     #[test]
     fn the_state_folder_ignores_itself() {

@@ -60,7 +60,10 @@ fn the_current_docker_context_finds_the_engine(engine: &TestEngine) {
     assert_eq!(ps.status.code(), Some(0), "{}", String::from_utf8_lossy(&ps.stderr));
     assert!(listing.lines().any(|l| l.starts_with(&run) && l.contains("agent")), "no agent of {run} in:\n{listing}");
 
-    let down = without_docker_host(engine, config.path(), runtime_dir.path(), &["down", &run]).output().unwrap();
+    let down = without_docker_host(engine, config.path(), runtime_dir.path(), &["down", &run])
+        .current_dir(workspace.path())
+        .output()
+        .unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", String::from_utf8_lossy(&down.stderr));
     engine.assert_nothing_left(&run);
 }

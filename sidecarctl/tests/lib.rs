@@ -10,4 +10,5 @@ mod emitters;
 mod engines;
 mod kube_schemas;
 mod own_engine;
+mod runs;
 mod up;

@@ -102,7 +102,7 @@ fn a_bare_down_removes_only_this_users_runs_of_this_folder() {
     let output = down(&[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains(&format!("removed run {mine}: 0 containers, 1 network")), "{stderr}");
+    assert!(stderr.contains(&format!("removed run {mine}: no container, 1 network")), "{stderr}");
     assert!(stderr.contains("left 2 run(s) started by another user or from another folder"), "{stderr}");
     let mut left = vec![other_folder.network(), other_user.network()];
     left.sort();

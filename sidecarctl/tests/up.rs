@@ -22,12 +22,12 @@ on_both_engines!(
     ctrl_c_during_a_pull_ends_it,
 );
 
-fn unique(prefix: &str) -> String {
+pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", sidecarctl::names::random_hex(4))
 }
 
 /// `up`'s progress lines up to the first that holds `needle` (the step the test waits for).
-fn read_until(stderr: &mut impl BufRead, needle: &str) -> String {
+pub fn read_until(stderr: &mut impl BufRead, needle: &str) -> String {
     let mut seen = String::new();
     while !seen.contains(needle) {
         let mut line = String::new();
@@ -37,7 +37,7 @@ fn read_until(stderr: &mut impl BufRead, needle: &str) -> String {
     seen
 }
 
-fn text(bytes: &[u8]) -> String {
+pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -106,6 +106,9 @@ fn a_builder_that_never_gets_healthy_fails_the_gate_and_leaves_nothing(engine: &
     assert_eq!(output.status.code(), Some(125), "{stderr}");
     assert!(stderr.contains("build sidecar 'python' did not become healthy within 3s"), "{stderr}");
     assert!(!stderr.contains("agent starting"), "{stderr}");
+    // Without a terminal the wait is still said (a line when it starts), and no empty "(last: )".
+    assert!(stderr.contains("sidecarctl: waiting for builder-python to be healthy: "), "{stderr}");
+    assert!(!stderr.contains("(last: )"), "{stderr}");
     assert!(output.stdout.is_empty());
     // Not before the timeout; the upper bound is generous (a loaded machine), far from a hang.
     assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(60), "took {took:?}");
@@ -193,7 +196,7 @@ fn a_profiles_health_command_decides_on_both_engines(engine: &TestEngine) {
 
 /// `up --detach` of a run named `prefix-…` with a python builder and an agent that sleeps: the run's name, once
 /// `up` has printed it (and only it) and exited 0, and its progress. The workspace must outlive the run.
-fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> (String, String) {
+pub fn detach_python(engine: &TestEngine, prefix: &str, workspace: &Path) -> (String, String) {
     let workspace_arg = workspace.display().to_string();
     let run = unique(prefix);
     let args = engine.up_args(
@@ -224,12 +227,20 @@ fn detach_then_ps_then_down(engine: &TestEngine) {
     let builder = row("build-sidecar");
     assert_eq!(builder[3..6], ["python", "running", "healthy"], "{listing}");
     assert!(["(engine)", "(probe)"].contains(&builder[6]), "{listing}");
-    assert_eq!(row("agent")[3..], ["running", "-"], "{listing}");
+    assert_eq!(row("agent")[3..5], ["running", "-"], "{listing}");
+    // Whose run it is: the caller's uid and the run's folder, on every line of it.
+    let folder = workspace.path().canonicalize().unwrap().display().to_string();
+    let owner = nix::unistd::getuid().to_string();
+    for role in ["agent", "build-sidecar"] {
+        assert_eq!(row(role)[row(role).len() - 2..], [owner.as_str(), folder.as_str()], "{listing}");
+    }
+    assert!(listing.starts_with("RUN ") && listing.lines().next().unwrap().ends_with("OWNER  FOLDER"), "{listing}");
 
     let logs = engine.sidecarctl(&["logs", &run, "python"]).output().unwrap();
     assert_eq!(logs.status.code(), Some(0), "{}", text(&logs.stderr));
 
-    let down = engine.sidecarctl(&["down", &run, "--stop-grace", "3"]).output().unwrap();
+    // From the run's folder: a run's name is its folder's.
+    let down = engine.sidecarctl(&["down", &run, "--stop-grace", "3"]).current_dir(workspace.path()).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));
     assert!(text(&down.stderr).contains("2 containers, 1 network"), "{}", text(&down.stderr));
     engine.assert_nothing_left(&run);
@@ -257,7 +268,8 @@ fn ps_reports_health_from_the_engine_or_from_the_health_command(engine: &TestEng
         let row = listing.lines().find(|l| l.starts_with(&run) && l.contains("build-sidecar")).unwrap_or("");
         let cells: Vec<&str> = row.split_whitespace().skip(3).collect();
         assert_eq!(cells[..cells.len().min(2)], ["python", "running"], "{listing}");
-        (before, cells[2..].join(" "), after)
+        // HEALTH, then OWNER and FOLDER.
+        (before, cells[2..cells.len().saturating_sub(2).max(2)].join(" "), after)
     };
     let gate = progress.lines().find(|l| l.contains("builder-python healthy after")).unwrap_or_default();
     match engine.kind {
@@ -288,7 +300,8 @@ fn ps_reports_health_from_the_engine_or_from_the_health_command(engine: &TestEng
             assert_eq!(listed().1, "healthy (engine)");
         }
     }
-    let down = engine.sidecarctl(&["down", &run, "--stop-grace", "3"]).output().unwrap();
+    // From the run's folder: a run's name is its folder's.
+    let down = engine.sidecarctl(&["down", &run, "--stop-grace", "3"]).current_dir(workspace.path()).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));
     engine.assert_nothing_left(&run);
 }

@@ -212,7 +212,9 @@ fn header(plan: &Plan, options: &EmitOptions, workspace_text: &str) -> String {
             protocol::shell::word(workspace_text)
         ));
     }
-    text.push_str("  docker compose up -d\n");
+    // Compose v2 is `docker compose`; Debian ships only v1, `docker-compose`, where `docker compose` is "unknown
+    // command". The trailing comment keeps each step one command to copy (and images/test.sh runs the steps).
+    text.push_str("  docker compose up -d   # Compose v1 (Debian's docker-compose package): docker-compose up -d\n");
     if !plan.builders.is_empty() {
         let tries: Vec<&str> = plan.builders.iter().filter_map(|c| c.runtime().map(emit::version_command)).collect();
         text.push_str(&format!("  docker compose exec agent sh -c '{}'\n", tries.join("; ")));
