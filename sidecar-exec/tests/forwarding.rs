@@ -59,6 +59,9 @@ async fn sidecar_idle_timeout_stops_a_silent_command_but_not_a_talkative_one() {
             .await;
         assert_eq!((output.status.code(), stdout(&output)), (Some(124), "started\n".to_owned()), "stream={stream}");
         assert!(stderr(&output).contains("idle_timeout"), "{}", stderr(&output));
+        let said = stderr(&output);
+        assert!(said.contains("caps it): set SIDECAR_TIMEOUT=SECONDS to give it longer"), "{said}");
+        assert!(!said.contains("  "), "a run of spaces in the deadline's line: {said}");
         assert_no_survivors(&marker, std::time::Duration::from_secs(10));
         // Output every 0.2 s for 2 s keeps a 3 s idle timeout (a margin for a loaded machine) from firing.
         let talkative = "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; sleep 0.2; done";

@@ -1,8 +1,8 @@
 //! Build daemons a command leaves behind (issue 22): which of its escaped descendants are kept, the list of kept
 //! sessions with its bounds (`--max-daemons`, `--daemon-idle`), and how they end.
 //!
-//! *Decision* (measured in BENCHMARKS.md, "Build daemons"): a second Gradle build forwarded took ~6× a native one,
-//! Bazel ~14×, because the sweep ended the daemon each build starts; with the daemon alive both were at parity. So a
+//! *Decision* (measured in BENCHMARKS.md, "Build daemons"): a second Gradle build forwarded took 5.5× and 4.3× a
+//! native one, Bazel 15.0×, because the sweep ended the daemon each build starts; with the daemon alive both were at parity. So a
 //! session a command left behind is kept when it looks like a daemon, and everything else is swept as before. The
 //! rule, checked when the command's group is gone:
 //! 1. the command ended by itself (not a timeout, idle timeout, cancel, reattach window or shutdown), and neither the

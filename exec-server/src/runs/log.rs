@@ -65,8 +65,8 @@ impl Budget {
 }
 
 /// The spill file is given disk space this far ahead of its writes (never beyond the cap): one `fallocate` per step
-/// instead of the file system finding room for every page written, ~30% less CPU per byte written on ext4 (measured
-/// by bench/spill-write.py).
+/// instead of the file system finding room for every page written, less CPU per byte written on ext4 (bench/spill-write.py
+/// measures both).
 pub const ALLOCATE_STEP: u64 = 8 * 1024 * 1024;
 
 /// Where a stream's bytes are kept.
@@ -467,7 +467,7 @@ fn slice_of(chunks: &VecDeque<(u64, Bytes)>, offset: u64, len: u64) -> Option<By
 
 impl Drop for StreamLog {
     /// Gives its memory back to the budget and removes the spill file (it has no name: closing it frees it). Its
-    /// pages, which closing a large file frees from the page cache (~15 ms for 224 MiB), go on a blocking thread
+    /// pages, which closing a large file frees from the page cache (milliseconds for a large one), go on a blocking thread
     /// when there is a runtime: not in the request that forgot the run, nor under the registry's lock when the
     /// sweeper forgets many.
     fn drop(&mut self) {

@@ -4,7 +4,7 @@
 //!
 //! Every request naming a run asks both questions, so neither may cost a look at every kept run: the runs are
 //! indexed by when they ended, and only the runs not yet seen ended are looked at (a few: those running). With
-//! `--max-runs` runs kept, a full scan per request was ~6% of the server's CPU for a forwarded `true`
+//! `--max-runs` runs kept, a full scan per request was a measurable part of the server's CPU for a forwarded `true`
 //! (BENCHMARKS.md, "P1: where a forwarded call's time goes").
 
 use std::collections::{BTreeSet, HashMap, HashSet};

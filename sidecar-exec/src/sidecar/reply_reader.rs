@@ -1,6 +1,6 @@
 //! An `/exec` reply read as it arrives, without copying its output into Strings. Kept over
 //! `serde_json::from_slice::<ExecReply>` on the A/B of `bench/ab-json.sh` (BENCHMARKS.md): serde_json read a reply
-//! of 64 MiB of text about half as fast, of control-heavy text 10-13% slower.
+//! of 64 MiB of text 93% slower, of control-heavy text 11% slower.
 //!
 //! Read into [`protocol::ExecReply`] after the whole body, a reply of 200 MiB of text was parsed into serde_json's
 //! scratch buffer, copied into a String, and copied again before it was written: most of the client's time in a

@@ -58,7 +58,8 @@ pub fn finished(
 /// What exit 124 adds: which deadline there is and how to raise it (a native command has none).
 fn deadline_hint(settings: &CallSettings) -> String {
     let mut hint = format!(
-        "a forwarded command may run for SIDECAR_TIMEOUT seconds ({} now; the sidecar's --max-timeout caps it): set          SIDECAR_TIMEOUT=SECONDS to give it longer",
+        "a forwarded command may run for SIDECAR_TIMEOUT seconds ({} now; the sidecar's --max-timeout caps it): \
+         set SIDECAR_TIMEOUT=SECONDS to give it longer",
         settings.timeout_secs
     );
     if let Some(idle) = settings.idle_timeout_secs {

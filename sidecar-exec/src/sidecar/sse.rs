@@ -1,5 +1,5 @@
 //! Hand-written on measurement: `bench/ab-sse.sh` reads the same 64 MiB streams with eventsource-stream, the crate the
-//! design card names, which was 9× slower on many small frames (103 against 915 MiB/s) and 65× to 470× slower on big
+//! design card names, which was 7× slower on many small frames (95 against 663 MiB/s) and 63× to 737× slower on big
 //! ones (it rescans an unfinished line at every piece), and has no bound on a line (BENCHMARKS.md, "A/B:
 //! hand-written against the crate").
 //!

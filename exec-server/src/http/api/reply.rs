@@ -192,7 +192,7 @@ mod tests {
         out
     }
 
-    /// A body for `stdout` and `stderr` (the first cut, the second whole) of a command that exited 3 after 42 ms.
+    /// A body for `stdout` and `stderr` (the first cut, the second whole) of a command that exited 3 (`duration_ms` 42).
     fn reply_body(
         stdout: Vec<u8>,
         stderr: Vec<u8>,
