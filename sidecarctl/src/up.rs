@@ -202,22 +202,11 @@ pub async fn up(options: UpOptions) -> i32 {
                 }
                 return e.cause().code();
             }
-            Ok(Started { tty, stdin }) if !options.detach => {
+            Ok(agent) if !options.detach => {
                 progress.step(&format!("agent starting ({:.1}s after up)", started.elapsed().as_secs_f64()));
-                match run_attached(&engine, &id.agent(), tty, stdin, grace, &signals, &progress).await {
-                    Err(e) if e.limits_refusal().is_some() => e,
-                    end => {
-                        let (code, stopped) = match end {
-                            Ok(AgentEnd::Exited(code)) => (code as i32, None),
-                            Ok(AgentEnd::Stopped { since, .. }) => (signals.code(), Some(since)),
-                            Err(e) => {
-                                progress.step(&format!("error: {e}"));
-                                (EXIT_FAILED, None)
-                            }
-                        };
-                        down.run(stopped).await;
-                        return code;
-                    }
+                match attached(agent, &down).await {
+                    Ok(code) => return code,
+                    Err(refusal) => refusal,
                 }
             }
             Ok(_) => {
@@ -243,6 +232,23 @@ pub async fn up(options: UpOptions) -> i32 {
         run.ulimits.extend(limits);
         retried_limits = true;
     }
+}
+
+/// Runs the started agent attached, then removes the run: the agent's code (or the stop signal's), or the
+/// engine's refusal to raise a resource limit at the agent's start, for the caller to retry the run with them.
+async fn attached(Started { tty, stdin }: Started, down: &Teardown<'_>) -> Result<i32, EngineError> {
+    let end = run_attached(down.engine, &down.id.agent(), tty, stdin, down.grace, down.signals, down.progress).await;
+    let (code, stopped) = match end {
+        Err(e) if e.limits_refusal().is_some() => return Err(e),
+        Ok(AgentEnd::Exited(code)) => (code as i32, None),
+        Ok(AgentEnd::Stopped { since, .. }) => (down.signals.code(), Some(since)),
+        Err(e) => {
+            down.progress.step(&format!("error: {e}"));
+            (EXIT_FAILED, None)
+        }
+    };
+    down.run(stopped).await;
+    Ok(code)
 }
 
 /// "`sidecarctl down ID`", and where to type it when that is not the current folder: `down RUN` removes only a
