@@ -113,7 +113,7 @@ pub async fn raw_server(reply: impl Fn(&str) -> Reply + Send + Sync + 'static) -
 }
 
 /// The request's head and body as text (bodies are JSON here).
-async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<String> {
+pub async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<String> {
     let mut data = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     let head_end = loop {

@@ -198,3 +198,39 @@ async fn a_url_is_shown_without_its_password_and_control_characters() {
     assert!(stderr.contains("\\x1b[31mx") && !stderr.contains('\x1b'), "{stderr:?}");
     assert!(!stderr.contains("secret") && !stderr.contains("user"), "{stderr}");
 }
+
+/// A server that takes the request and never sends its reply head (or sends it a byte at a time), to a streaming
+/// call (SIDECAR_STREAM=1): a stream's head is part of the stream, so the silence bound is all it gets, whatever
+/// trickles; one line says the request was sent and nothing came back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_whose_head_never_comes_ends_after_the_silence_bound() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            // The request read, then a byte of a head now and then: never a whole head.
+            held.push(tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                crate::raw_server::read_request(&mut socket).await;
+                for byte in b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n".iter().cycle() {
+                    if socket.write_all(&[*byte]).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                }
+            }));
+        }
+    });
+    let output =
+        go_client(&url).env("SIDECAR_STREAM", "1").env("SIDECAR_SILENCE", "1").args(["go", "version"]).run().await;
+    let stderr = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "sidecar-exec: sidecar at {url} sent no reply head within 1 s: the request was sent and no reply came, so \
+             whether the command started there is not known (if it did, it is cancelled)\n"
+        )
+    );
+}

@@ -59,7 +59,7 @@ pub async fn blocking(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
             .timeout(settings.blocking_deadline())
     };
     run.live = true;
-    match send_when_free(target, settings, || sent(&client)).await {
+    match send_when_free(target, settings, settings.blocking_deadline(), || sent(&client)).await {
         Sent::Reply(response) => reply(call, run, response).await,
         Sent::Lost(lost) => resume_reply(call, run, lost, 0).await,
         Sent::Ended(exit) => exit,
@@ -156,11 +156,11 @@ async fn streamed_with(call: &Call<'_>, run: &mut OwnedRun, mut received: Forwar
     // Only a server that answered for the run and did not open its stdin is one that does not take streamed stdin
     // (a refused request, or no answer at all, says nothing of that).
     if answered.get() && !*open.borrow() && call.stdin == StdinSource::Stream && crate::stdin::has_data_now() {
-        eprintln!(
+        tty::raw_mode::eprint_line(&format!(
             "sidecar-exec: the sidecar at {} does not take streamed stdin (an older server or the contract's): \
              stdin was not forwarded",
             target.url
-        );
+        ));
     }
     // A regular file is left where a native run leaves it: after what the command consumed.
     if *open.borrow() {
@@ -222,7 +222,14 @@ async fn follow_call(
         request.header("content-type", "application/json").body(call.body.clone())
     };
     run.live = true;
-    let (response, lost) = match send_when_free(target, settings, first).await {
+    // A stream's head is part of the stream: it comes at once from exec-server, and one that never comes (or comes a
+    // byte at a time) is given the silence bound, all of it; a negotiated call's may be a contract server's JSON
+    // reply, which comes at the command's end.
+    let head_within = match negotiate {
+        true => settings.blocking_deadline(),
+        false => settings.patience.silence,
+    };
+    let (response, lost) = match send_when_free(target, settings, head_within, first).await {
         Sent::Reply(response) => (Some(response), None),
         Sent::Lost(lost) => (None, Some(lost)),
         Sent::Ended(exit) => return exit,
@@ -275,27 +282,31 @@ enum Sent {
 
 /// Sends the first request (`request` builds it again for a retry). A 503 with `Retry-After` (the sidecar is full)
 /// is retried after the time it asks for (1 to 10 s), for [`BUSY_FOR`] at most, with one line saying so; anything
-/// else that is not 2xx, a failure to connect or the deadline is the call's end.
+/// else that is not 2xx, a failure to connect or no reply head within `head_within` is the call's end.
 async fn send_when_free(
     target: &Target,
     settings: &CallSettings,
+    head_within: Duration,
     request: impl Fn() -> reqwest::RequestBuilder,
 ) -> Sent {
     let started = Instant::now();
     let mut told = false;
     loop {
-        let response = match request().send().await {
+        let no_head = || {
+            Sent::Ended(ClientExit::fail(format!(
+                "sidecar at {} sent no reply head within {} s: the request was sent and no reply came, so whether \
+                 the command started there is not known (if it did, it is cancelled)",
+                target.url,
+                head_within.as_secs()
+            )))
+        };
+        let Ok(sent) = tokio::time::timeout(head_within, request().send()).await else { return no_head() };
+        let response = match sent {
             Ok(response) => response,
             // Never connected: nothing started.
             Err(err) if err.is_connect() => return Sent::Ended(ClientExit::fail(transport_error(target, &err))),
-            // No reply head within the deadline: the request was sent, and nothing came back.
-            Err(err) if err.is_timeout() => {
-                return Sent::Ended(ClientExit::fail(format!(
-                    "{}: the request was sent and no reply came, so whether the command started there is not known \
-                     (if it did, it is cancelled)",
-                    transport_error(target, &err)
-                )))
-            }
+            // The client's read timeout (the silence bound of a streaming call) before the head.
+            Err(err) if err.is_timeout() => return no_head(),
             Err(err) => return Sent::Lost(transport_error(target, &err)),
         };
         let head = ReplyHead::of_response(&response);

@@ -411,10 +411,17 @@ pub async fn follow(
 fn gave_up(plan: &Follow<'_>, run: &OwnedRun, output: &RunOutput, first: &str, last: &str) -> ClientExit {
     let (stdout_at, stderr_at) = output.position();
     let last = if last == first { String::new() } else { format!(" (the last try: {last})") };
+    let known = match run.acknowledged {
+        true => format!(
+            "it was still running when the sidecar was last heard from, and its output up to stdout byte {stdout_at} \
+             and stderr byte {stderr_at} arrived here (the sidecar stops the command when its reattach window passes)"
+        ),
+        false => "the sidecar never answered for it, so whether the command started there is not known (if it did, \
+                  the sidecar stops it when its reattach window passes)"
+            .to_owned(),
+    };
     ClientExit::fail(format!(
-        "{first}; reconnecting for {} s did not work{last}, so sidecar-exec gives up on run {}: it was still running \
-         when the sidecar was last heard from, and its output up to stdout byte {stdout_at} and stderr byte \
-         {stderr_at} arrived here (the sidecar stops the command when its reattach window passes)",
+        "{first}; reconnecting for {} s did not work{last}, so sidecar-exec gives up on run {}: {known}",
         plan.patience.reconnect_for().as_secs(),
         run.name()
     ))
