@@ -91,10 +91,10 @@ pub const RUN_KEPT_HEADER: &str = "x-run-kept";
 /// named run's stream resumes exactly from there (issue 12), with nothing doubled.
 pub const OUTPUT_HEAD_HEADER: &str = "x-output-head";
 
-/// The header of every exec-server reply that names this start of the server: a random id made when it starts
-/// (32 hex digits), the same in [`Info::boot_id`]. A client that saw one id when its run was acknowledged and
-/// another when the run is no longer known knows the server restarted under it (its runs died with the previous
-/// start), not that a reattach window passed.
+/// The header of every exec-server reply to a caller with the token (not `/health`'s) that names this start of the
+/// server: a random id made when it starts (32 hex digits), the same in [`Info::boot_id`]. A client that saw one id
+/// when its run was acknowledged and another when the run is no longer known knows the server restarted under it
+/// (its runs died with the previous start), not that a reattach window passed.
 pub const BOOT_ID_HEADER: &str = "x-boot-id";
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference

@@ -109,6 +109,8 @@ async fn boot_id(url: &str) -> String {
     let info: protocol::Info = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
     assert_eq!(info.boot_id.as_deref(), Some(header.as_str()), "/info and the header agree");
     assert_eq!(header.len(), 32);
+    let health = reqwest::get(format!("{url}/health")).await.unwrap();
+    assert!(!health.headers().contains_key(protocol::BOOT_ID_HEADER), "/health, the tokenless probe, does not say");
     header
 }
 

@@ -1,5 +1,5 @@
 //! This start of the server, named: a random boot id made when the API is set up, sent in every reply's
-//! [`protocol::BOOT_ID_HEADER`] and in `/info`. Runs do not survive a restart, so a client that reconnects and
+//! [`protocol::BOOT_ID_HEADER`] (but a 401's and `/health`'s) and in `/info`. Runs do not survive a restart, so a client that reconnects and
 //! finds its run unknown tells from the id whether the server restarted under it (the run died with the previous
 //! start) or the same server let the run go (its reattach window passed, or it forgot an ended run).
 
@@ -25,9 +25,14 @@ pub fn new_boot_id() -> String {
     }
 }
 
-/// Adds the boot id to every reply the router gives.
+/// Adds the boot id to every reply given to a caller the token check let through, but `/health`'s: the token's rule
+/// is that a caller without it learns nothing of the server, and `/health` (which needs none) is for probes.
 pub async fn stamp(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let health = request.uri().path() == "/health";
     let mut response = next.run(request).await;
+    if health {
+        return response;
+    }
     if let Ok(value) = HeaderValue::from_str(&state.boot_id) {
         response.headers_mut().insert(protocol::BOOT_ID_HEADER, value);
     }

@@ -130,11 +130,12 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Inside the token check: a caller without the token learns nothing, not even when the server started.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), boot::stamp))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(protocol::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_requests))
         .layer(axum::middleware::from_fn(trace::request_context))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), boot::stamp))
         .with_state(state)
 }
 
