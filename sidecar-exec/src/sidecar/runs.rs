@@ -226,17 +226,19 @@ fn follow_plan<'a>(target: &'a Target, client: &'a reqwest::Client, settings: &'
 /// `--attach` to a running terminal run ([`AttachMode::Terminal`]): the local terminal raw (every key the command's,
 /// Ctrl-C included, as for the client that started it), the keys sent from where the run's stdin is, the window's
 /// size sent at once and on every change, the screen followed from the kept output. The terminal is restored before
-/// this returns. SIGTERM and SIGHUP (the terminal closed) cancel the run, as for any attached client.
+/// this returns. Signals to the client (SIGTERM, SIGHUP when the terminal closes) are delivered to the command, as
+/// by the client that started the run.
 pub async fn attach_terminal(target: &Target, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
     use crate::sidecar::stdin_pump::{PumpEnd, StdinPump};
     use crate::sidecar::stdin_source::StdinSource;
     use crate::sidecar::tty;
+    use crate::signals_as_sent::Received;
     let (Some(id), Ok(client)) =
         (run.id.clone(), http_client(Some(settings.patience.silence), target.socket.as_deref()))
     else {
         return ClientExit::fail("cannot set up the HTTP client");
     };
-    let Ok(mut interrupts) = crate::interrupt::InterruptHandlers::install() else {
+    let Ok(mut received) = crate::signals_as_sent::ForwardedSignals::install() else {
         return ClientExit::fail("cannot install signal handlers");
     };
     if let Err(err) = tty::raw_mode::enter_for_the_command() {
@@ -274,7 +276,15 @@ pub async fn attach_terminal(target: &Target, run: &mut OwnedRun, settings: &Cal
                 exit = &mut followed => break exit,
                 () = &mut pump, if pumping => pumping = false,
                 () = &mut resizes => unreachable!("following the window never ends"),
-                interrupt = interrupts.recv() => break ClientExit::interrupted(interrupt, None),
+                signal = received.recv() => match signal {
+                    // As for the client that started the run: delivered to the command, which ends by itself.
+                    Received::Forward(signal) => {
+                        if !crate::sidecar::signals::deliver(target, &client, settings, &id, signal).await {
+                            break ClientExit::code(128 + signal as i32);
+                        }
+                    }
+                    Received::Stop => crate::sidecar::signals::stop_both(target, &client, settings, &id).await,
+                },
             }
         }
     };
