@@ -684,3 +684,45 @@ async fn attach_takes_over_a_terminal_run_only_when_no_client_has_it() {
     assert_eq!(ended.modes, before);
     server.stop().await;
 }
+
+/// Ctrl-C before the reply head also cancels the run the request may have started: the client sends
+/// `DELETE /runs/{id}` (for the id its request named) before it dies of SIGINT, against a server that took the
+/// request and never answered it.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_before_the_reply_cancels_what_the_request_may_have_started() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (requests, mut seen) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let requests = requests.clone();
+            tokio::spawn(async move {
+                let Some(request) = crate::raw_server::read_request(&mut socket).await else { return };
+                let _ = requests.send(request.clone());
+                if request.starts_with("DELETE ") {
+                    use tokio::io::AsyncWriteExt;
+                    let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+                } else {
+                    // The request is held: no head ever comes.
+                    std::future::pending::<()>().await;
+                }
+            });
+        }
+    });
+    let workspace = tempfile::tempdir().unwrap();
+    let (mut client, before) = on_a_terminal_against(&url, workspace.path(), &["true"], &[]);
+    let posted = tokio::time::timeout(HANG, seen.recv()).await.unwrap().unwrap();
+    assert!(posted.starts_with("POST /exec "), "{posted}");
+    let body = posted.split("\r\n\r\n").nth(1).unwrap();
+    let id = serde_json::from_str::<serde_json::Value>(body).unwrap()["run_id"].as_str().unwrap().to_owned();
+    let pid = client.pid();
+    tokio::task::block_in_place(|| {
+        wait_until("the client raw", || client.modes() != before && catches(pid as u32, Signal::SIGINT))
+    });
+    client.press(b"\x03").await;
+    let deleted = tokio::time::timeout(HANG, seen.recv()).await.unwrap().unwrap();
+    assert!(deleted.starts_with(&format!("DELETE /runs/{id} ")), "{deleted}");
+    let ended = client.finish().await;
+    assert_eq!(ended.code, 130, "{:?}", text(&ended.screen));
+    assert_eq!(ended.modes, before);
+}
