@@ -91,6 +91,12 @@ pub const RUN_KEPT_HEADER: &str = "x-run-kept";
 /// named run's stream resumes exactly from there (issue 12), with nothing doubled.
 pub const OUTPUT_HEAD_HEADER: &str = "x-output-head";
 
+/// The header of every exec-server reply to a caller with the token (not `/health`'s) that names this start of the
+/// server: a random id made when it starts (32 hex digits), the same in [`Info::boot_id`]. A client that saw one id
+/// when its run was acknowledged and another when the run is no longer known knows the server restarted under it
+/// (its runs died with the previous start), not that a reattach window passed.
+pub const BOOT_ID_HEADER: &str = "x-boot-id";
+
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
 fn is_false(value: &bool) -> bool {
     !*value
@@ -271,6 +277,9 @@ pub struct Info {
     /// Extension: how many daemons (sessions left behind by commands that ended by themselves) the server keeps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemons_kept: Option<usize>,
+    /// Extension: this start of the server ([`BOOT_ID_HEADER`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 /// Body of every 4xx/5xx reply: one message that names the problem and what to do, and for the refusals a client
@@ -424,6 +433,7 @@ mod tests {
             running: None,
             commands: None,
             daemons_kept: None,
+            boot_id: None,
         };
         assert_eq!(serde_json::to_string(&info).unwrap(), r#"{"cwd":"/w","runtime":"node","version":"1"}"#);
         let listed = Info { commands: Some(vec!["node".into(), "npm".into()]), daemons_kept: Some(1), ..info };

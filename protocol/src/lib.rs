@@ -34,8 +34,8 @@ pub mod vars;
 
 pub use codes::{ErrorCode, StartErrorKind, StoppedBy};
 pub use exec::{
-    DaemonsRequest, ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart, B64_ONLY_HEADER, OUTPUT_HEAD_HEADER,
-    RUN_KEPT_HEADER, STDIN_STREAM_HEADER, STREAM_ACCEPT,
+    DaemonsRequest, ErrorBody, ExecReply, ExecRequest, Health, Info, ReplyPart, B64_ONLY_HEADER, BOOT_ID_HEADER,
+    OUTPUT_HEAD_HEADER, RUN_KEPT_HEADER, STDIN_STREAM_HEADER, STREAM_ACCEPT,
 };
 pub use frames::{Chunk, Frame, FrameEncoder, StreamKind};
 pub use runs::{RunId, RunIdError, RunInfo, RunList, RunState, SignalRequest};

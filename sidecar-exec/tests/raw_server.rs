@@ -21,6 +21,8 @@ pub enum Piece {
     },
     /// The same byte until the peer goes away.
     Endless(u8),
+    /// Nothing until the test says (`notify_one`), then the next piece.
+    Wait(Arc<tokio::sync::Notify>),
 }
 
 impl Reply {
@@ -83,6 +85,10 @@ pub async fn raw_server(reply: impl Fn(&str) -> Reply + Send + Sync + 'static) -
                 }
                 for piece in body {
                     let (block, mut left) = match piece {
+                        Piece::Wait(go) => {
+                            go.notified().await;
+                            continue;
+                        }
                         Piece::Bytes(bytes) => {
                             let len = bytes.len() as u64;
                             (bytes, len)
@@ -107,7 +113,7 @@ pub async fn raw_server(reply: impl Fn(&str) -> Reply + Send + Sync + 'static) -
 }
 
 /// The request's head and body as text (bodies are JSON here).
-async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<String> {
+pub async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<String> {
     let mut data = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     let head_end = loop {

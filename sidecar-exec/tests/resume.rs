@@ -317,3 +317,44 @@ async fn a_large_run_read_to_its_end_is_forgotten_a_small_one_is_kept() {
     }
     server.stop().await;
 }
+
+/// A run that exited 0 while its client was away, and whose tombstone then went too (more runs forgotten for room
+/// than the server keeps tombstones of: 8 × `--max-runs`): the reconnecting client gets a plain 404 from the same
+/// server. It says the run may have been stopped or may have ended and is no longer kept, with the output that
+/// arrived, and never "run it again" (before: "… lost for longer than its reattach window …; run it again").
+#[tokio::test(flavor = "multi_thread")]
+async fn past_the_tombstones_a_run_that_exited_0_is_not_advised_as_a_rerun() {
+    let server = server_with(&["--max-runs", "1"], None).await;
+    let proxy = proxy_to(&server).await;
+    // The command ends once the test says so (a file appears): while the client cannot reach the server.
+    let script = "echo ran >> ran.count; echo started; while [ ! -e go ]; do sleep 0.05; done; echo done";
+    let mut child = via(&proxy.url(), &server).args(["python", "sh", "-c", script]).spawn();
+    let mut stdout = child.stdout.take().unwrap();
+    read_until(&mut stdout, b"started\n").await;
+    proxy.lose_requests(u64::MAX);
+    assert!(proxy.cut_all() > 0, "the run's stream was live");
+    std::fs::write(server.workspace.path().join("go"), "").unwrap();
+    let ended = async {
+        while !newest_run(&server).await.contains(" exited ") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(HANG, ended).await.expect("the run ended");
+    // Nine more runs, each forgetting the one before for room: the tenth tombstone pushes out the first, ours.
+    for _ in 0..9 {
+        let output = server.client().args(["python", "true"]).run().await;
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    }
+    proxy.lose_requests(0);
+    let output = tokio::time::timeout(HANG, child.wait_with_output()).await.expect("the client ended").unwrap();
+    let line = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{line}");
+    assert!(
+        line.contains("no longer knows run ") && line.contains("the command ended and the sidecar no longer keeps")
+    );
+    assert!(line.contains("up to stdout byte 8 and stderr byte 0 arrived"), "{line}");
+    assert!(!line.contains("run it again"), "{line}");
+    let ran = std::fs::read_to_string(server.workspace.path().join("ran.count")).unwrap();
+    assert_eq!(ran, "ran\n", "the command ran once");
+    server.stop().await;
+}

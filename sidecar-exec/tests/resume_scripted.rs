@@ -88,8 +88,12 @@ fn window_passed_stream(cause: &str) -> Reply {
     )
 }
 
+/// A run the server acknowledged and no longer knows (the same server: the window passed, or the run ended and was
+/// forgotten, past `--retain` or past the bound on tombstones, 8 × `--max-runs`): exit 1 saying both and how much
+/// output arrived, never "run it again" (the command did start, and may have ended with 0). A replay that says the
+/// window stopped it: the window's line, with no rerun advised either.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_run_the_server_no_longer_knows_means_the_window_passed() {
+async fn a_run_the_server_no_longer_knows_is_never_advised_as_a_rerun() {
     let gone = scripted(|_| {
         Reply::full(
             "404 Not Found",
@@ -100,16 +104,22 @@ async fn a_run_the_server_no_longer_knows_means_the_window_passed() {
     .await;
     let output = client(&gone.url).stream(true).args(["go", "build"]).run().await;
     assert_eq!((output.status.code(), stdout(&output)), (Some(1), "one\ntwo\n".to_owned()));
-    assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
+    let line = stderr(&output);
+    assert!(line.contains(&format!("the sidecar at {} no longer knows run ", gone.url)), "{line}");
+    assert!(line.contains("or the command ended and the sidecar no longer keeps its result"), "{line}");
+    assert!(line.contains("up to stdout byte 8 and stderr byte 0 arrived"), "{line}");
+    assert!(!line.contains("run it again"), "{line}");
 
     let stopped = scripted(|_| window_passed_stream(r#","stopped_by":"reattach_window""#)).await;
     let output = client(&stopped.url).stream(true).args(["go", "build"]).run().await;
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("run it again"), "{}", stderr(&output));
     // Attaching to a run its own client left too long: the same ending.
     let output = client(&stopped.url).args(["--attach", "go", "r1"]).run().await;
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("lost for longer than its reattach window"), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("run it again"), "{}", stderr(&output));
 }
 
 /// Only the code says a run is not kept: a 404 without it, whatever its text, is a server (or a proxy) without the

@@ -75,7 +75,9 @@ async fn a_large_binary_stdin_arrives_exactly_and_a_file_is_left_where_the_comma
 #[tokio::test(flavor = "multi_thread")]
 async fn signals_are_delivered_as_sent_and_the_command_ends_with_its_own_code_and_output() {
     let server = server().await;
-    let script = r#"trap 'echo "caught $n"; n=$((n+1)); [ $n -ge 2 ] && exit 7' INT; n=0; echo ready; while :; do sleep 0.05; done"#;
+    // The count goes up before the line that the test waits for, so a second signal that comes while the first trap
+    // still runs counts as the second.
+    let script = r#"trap 'n=$((n+1)); echo "caught $((n-1))"; [ $n -ge 2 ] && exit 7' INT; n=0; echo ready; while :; do sleep 0.05; done"#;
     let mut child = server.client().args(["python", "sh", "-c", script]).spawn();
     let mut stdout = child.stdout.take().unwrap();
     let mut got = read_until(&mut stdout, b"ready\n").await;

@@ -4,7 +4,7 @@
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use testkit::{native_on_a_pty, wait_until_reading, Ended, Session, Terminal};
+use testkit::{catches, native_on_a_pty, wait_until_reading, Ended, Session, Terminal};
 
 use crate::support::*;
 
@@ -497,4 +497,232 @@ async fn the_remote_terminal_has_the_local_terminals_modes() {
         assert!(set.is_empty() || text(&native.screen).contains("erase = ^H;"), "{:?}", text(&native.screen));
     }
     server.stop().await;
+}
+
+/// The client on a terminal of its own against the server at `url`, forwarding `argv` with `env` added.
+fn on_a_terminal_against(
+    url: &str,
+    workspace: &std::path::Path,
+    argv: &[&str],
+    env: &[(&str, &str)],
+) -> (Session, String) {
+    let terminal = Terminal::open(24, 80);
+    let before = terminal.modes();
+    let mut client = client_run()
+        .env("TERM", "xterm-256color")
+        .env("BUILD_SIDECARS", format!(r#"{{"python":{{"internal_url":"{url}"}}}}"#))
+        .current_dir(workspace)
+        .args(["python"])
+        .args(argv);
+    for (name, value) in env {
+        client = client.env(name, value);
+    }
+    (terminal.spawn(client.into_command()), before)
+}
+
+/// Before the reply head (here: a server that stopped answering, SIGSTOP) Ctrl-C and Ctrl-\ are the keyboard's
+/// signals to the client, as to a native program that waits: Ctrl-C ends it as SIGINT ends a program (it dies of
+/// it, 130), Ctrl-\ with 131 (SIGQUIT, without leaving a core of its own), the terminal exactly as it was. (Before,
+/// the terminal was raw from the start and the keys were bytes for a remote terminal that did not exist yet: the
+/// client held the terminal until SIDECAR_TIMEOUT + 30 s.)
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_before_the_reply_interrupts_the_client() {
+    let workspace = tempfile::tempdir().unwrap();
+    let server = crate::server_process::ServerProcess::start(workspace.path(), 0, &[]);
+    server.signal(Signal::SIGSTOP);
+    for (key, code) in [(&b"\x03"[..], 130), (b"\x1c", 131)] {
+        let (mut client, before) = on_a_terminal_against(&server.url(), workspace.path(), &["true"], &[]);
+        let pid = client.pid();
+        // Raw (the keys typed from now on are kept) and its signal handlers in place: it waits for the reply.
+        tokio::task::block_in_place(|| {
+            wait_until("the client raw and waiting", || {
+                client.modes() != before && catches(pid as u32, Signal::SIGQUIT)
+            })
+        });
+        let raw = client.modes();
+        assert!(raw.contains("-icanon") && !raw.contains("-isig"), "raw with the signal keys on: {raw}");
+        client.press(key).await;
+        let ended = client.finish().await;
+        assert_eq!(ended.code, code, "{:?}", text(&ended.screen));
+        assert_eq!(ended.modes, before);
+    }
+    server.signal(Signal::SIGCONT);
+    server.kill();
+}
+
+/// A terminal run whose server stops answering (SIGSTOP) after the reply head: the keys are the command's, and the
+/// stream's silence bound ends the client (SIDECAR_SILENCE=2: the bound, then as long of reconnecting), with the
+/// terminal restored and one line, on the cooked terminal, of what it last knew.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_terminal_run_whose_server_stops_ends_with_the_terminal_restored() {
+    let workspace = tempfile::tempdir().unwrap();
+    let server = crate::server_process::ServerProcess::start(workspace.path(), 0, &[]);
+    let mark = marker();
+    let script = format!("echo started; sleep {mark}");
+    let (mut client, before) =
+        on_a_terminal_against(&server.url(), workspace.path(), &["sh", "-c", &script], &[("SIDECAR_SILENCE", "2")]);
+    client.wait_for("started\r\n", 0).await;
+    server.signal(Signal::SIGSTOP);
+    let ended = client.finish().await;
+    let screen = text(&ended.screen);
+    assert_eq!(ended.code, 1, "{screen:?}");
+    assert_eq!(ended.modes, before);
+    let line = screen.rsplit("\x1b>").next().unwrap();
+    assert!(line.starts_with("sidecar-exec: sidecar at ") && line.contains("sent nothing for 2 s"), "{screen:?}");
+    assert!(line.ends_with("passes)\r\n") && !line.trim_end().contains('\n'), "one cooked line: {screen:?}");
+    server.signal(Signal::SIGCONT);
+    server.kill();
+    for pid in processes_matching(&mark) {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+}
+
+/// A line the client prints while the terminal is raw (here the server's error frame in a terminal run) ends with
+/// `\r\n`, so it starts at the left edge of the next line (before: `\n` alone, and raw mode adds no carriage return).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_line_printed_while_raw_ends_with_a_carriage_return() {
+    let server = crate::raw_server::raw_server(|request| {
+        if request.starts_with("POST /exec") {
+            let events = "data: {\"type\":\"stdout\",\"data\":\"out\",\"offset\":0}\n\n\
+                          data: {\"type\":\"error\",\"data\":\"the server could not keep all output\"}\n\n\
+                          data: {\"type\":\"exit\",\"data\":0,\"stdout_bytes\":4,\"stderr_bytes\":0}\n\n";
+            crate::raw_server::Reply::full("200 OK", &[("content-type", "text/event-stream"), ("x-tty", "1")], events)
+        } else {
+            crate::raw_server::Reply::full("404 Not Found", &[], "")
+        }
+    })
+    .await;
+    let workspace = tempfile::tempdir().unwrap();
+    let (client, before) = on_a_terminal_against(&server.url, workspace.path(), &["true"], &[]);
+    let ended = client.finish().await;
+    assert_eq!(ended.code, 0, "{:?}", text(&ended.screen));
+    assert!(
+        text(&ended.screen).contains("out\nsidecar-exec: the server could not keep all output\r\n"),
+        "{:?}",
+        text(&ended.screen)
+    );
+    assert_eq!(ended.modes, before);
+}
+
+/// A terminal left raw (as a client killed while raw leaves it: `stty raw -echo`) before a call: one line says so and
+/// names `stty sane`; the command gets the terminal's modes as they are (as natively), and the terminal is left as
+/// it was found. `stty -echo` alone (a password script's) gets no line.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_terminal_left_raw_is_noted_and_passed_on_as_it_is() {
+    let server = server().await;
+    for (set, noted) in [("stty raw -echo", true), ("stty -echo", false)] {
+        let mut client = server.client().env("TERM", "xterm-256color").other("sh");
+        client.args(["-c", &format!("{set}; exec \"$0\" \"$@\""), BIN, "python", "stty", "-a"]);
+        let terminal = Terminal::open(24, 80);
+        let mut native = tokio::process::Command::new("sh");
+        native.args(["-c", &format!("{set}; exec stty -a")]).kill_on_drop(true);
+        let native = Terminal::open(24, 80).spawn(native).finish().await;
+        let forwarded = terminal.spawn(client).finish().await;
+        let screen = text(&forwarded.screen);
+        let note = "sidecar-exec: this terminal is raw (-icanon -isig -echo), as a program killed while it had the \
+                    terminal raw leaves it, and the command gets it so; run `stty sane` (or `reset`) if that was not \
+                    meant\r\n";
+        assert_eq!(screen.starts_with(note), noted, "{set}: {screen:?}");
+        assert_eq!(screen.trim_start_matches(note), text(&native.screen), "{set}: the modes as they are");
+        assert_eq!(forwarded.modes, native.modes, "{set}: left as it was found");
+    }
+    server.stop().await;
+}
+
+/// `--attach` to a terminal run: refused, with a line saying why, while its client follows it (two keyboards on one
+/// terminal would mix their keys) and from a pipe; from a terminal once no client has it, a take-over: the kept
+/// screen, then the keys typed here reach the command (from where its stdin was), the local window's size is sent,
+/// and the run's exit is the client's, with the terminal restored. (Before: output only, and its Ctrl-C cancelled
+/// the run.)
+#[tokio::test(flavor = "multi_thread")]
+async fn attach_takes_over_a_terminal_run_only_when_no_client_has_it() {
+    let server = server().await;
+    let mark = format!("mark={}", marker());
+    let script = "import os, sys\nprint('ready', flush=True)\nfor line in sys.stdin:\n    line = line.strip()\n    \
+                  if line == 'size': os.system('stty size')\n    elif line == 'quit': sys.exit(4)\n    \
+                  else: print('got', line, flush=True)\n";
+    let (mut first, _) = client_on_a_terminal(&server, None, &["python3", "-X", &mark, "-c", script], 24, 80);
+    let at = first.wait_for("ready\r\n", 0).await;
+    wait_until_reading(&mark).await;
+    first.press(b"one\r").await;
+    first.wait_for("got one\r\n", at).await;
+    let runs = stdout(&server.client().args(["--runs"]).run().await);
+    let id = runs.lines().find(|line| line.contains(&mark)).unwrap().split_whitespace().nth(1).unwrap().to_owned();
+    let piped = server.client().args(["--attach", "python", &id]).run().await;
+    assert_eq!(piped.status.code(), Some(1));
+    assert!(stderr(&piped).contains("runs on a terminal and 1 client follows it now"), "{}", stderr(&piped));
+    kill(Pid::from_raw(first.pid()), Signal::SIGKILL).unwrap();
+    let _ = first.finish().await;
+    let detached = || {
+        let runs = std::process::Command::new(BIN)
+            .args(["--runs"])
+            .env("BUILD_SIDECARS", format!(r#"{{"python":{{"internal_url":"{}"}}}}"#, server.url))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&runs.stdout).lines().any(|line| line.contains(&id) && line.contains(" attached=0 "))
+    };
+    tokio::task::block_in_place(|| wait_until("the first client gone", detached));
+    let piped = server.client().args(["--attach", "python", &id]).run().await;
+    assert_eq!(piped.status.code(), Some(1));
+    assert!(stderr(&piped).contains("runs on a terminal: attach to it from a terminal"), "{}", stderr(&piped));
+
+    let terminal = Terminal::open(30, 100);
+    let before = terminal.modes();
+    let mut second = terminal.spawn(server.client().args(["--attach", "python", &id]).into_command());
+    let at = second.wait_for("got one\r\n", 0).await;
+    wait_until_reading(&mark).await;
+    second.press(b"two\r").await;
+    let at = second.wait_for("got two\r\n", at).await;
+    wait_until_reading(&mark).await;
+    second.press(b"size\r").await;
+    let at = second.wait_for("30 100\r\n", at).await;
+    wait_until_reading(&mark).await;
+    second.press(b"quit\r").await;
+    second.wait_for("quit\r\n", at).await;
+    let ended = second.finish().await;
+    assert_eq!(ended.code, 4, "{:?}", text(&ended.screen));
+    assert_eq!(ended.modes, before);
+    server.stop().await;
+}
+
+/// Ctrl-C before the reply head also cancels the run the request may have started: the client sends
+/// `DELETE /runs/{id}` (for the id its request named) before it dies of SIGINT, against a server that took the
+/// request and never answered it.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_before_the_reply_cancels_what_the_request_may_have_started() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (requests, mut seen) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let requests = requests.clone();
+            tokio::spawn(async move {
+                let Some(request) = crate::raw_server::read_request(&mut socket).await else { return };
+                let _ = requests.send(request.clone());
+                if request.starts_with("DELETE ") {
+                    use tokio::io::AsyncWriteExt;
+                    let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+                } else {
+                    // The request is held: no head ever comes.
+                    std::future::pending::<()>().await;
+                }
+            });
+        }
+    });
+    let workspace = tempfile::tempdir().unwrap();
+    let (mut client, before) = on_a_terminal_against(&url, workspace.path(), &["true"], &[]);
+    let posted = tokio::time::timeout(HANG, seen.recv()).await.unwrap().unwrap();
+    assert!(posted.starts_with("POST /exec "), "{posted}");
+    let body = posted.split("\r\n\r\n").nth(1).unwrap();
+    let id = serde_json::from_str::<serde_json::Value>(body).unwrap()["run_id"].as_str().unwrap().to_owned();
+    let pid = client.pid();
+    tokio::task::block_in_place(|| {
+        wait_until("the client raw", || client.modes() != before && catches(pid as u32, Signal::SIGINT))
+    });
+    client.press(b"\x03").await;
+    let deleted = tokio::time::timeout(HANG, seen.recv()).await.unwrap().unwrap();
+    assert!(deleted.starts_with(&format!("DELETE /runs/{id} ")), "{deleted}");
+    let ended = client.finish().await;
+    assert_eq!(ended.code, 130, "{:?}", text(&ended.screen));
+    assert_eq!(ended.modes, before);
 }

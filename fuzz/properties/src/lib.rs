@@ -10,6 +10,7 @@
 pub mod frames;
 pub mod json_string;
 pub mod pieces;
+pub mod reply_head;
 pub mod reply_reader;
 pub mod sse;
 
@@ -17,11 +18,12 @@ pub mod sse;
 pub type Check = fn(&[u8]);
 
 /// The fuzz targets, by the name of their folder under `fuzz/regressions/` and their `check`.
-pub const TARGETS: [(&str, Check); 4] = [
+pub const TARGETS: [(&str, Check); 5] = [
     ("sse", sse::check),
     ("json_string", json_string::check),
     ("reply_reader", reply_reader::check),
     ("frames", frames::check),
+    ("reply_head", reply_head::check),
 ];
 
 #[cfg(test)]

@@ -13,15 +13,16 @@ use crate::sidecar::reply_reader::ReplyWriteError;
 pub use crate::exit::ClientExit;
 use crate::exit::EXIT_BROKEN_PIPE;
 use crate::sidecar::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
-use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error};
+use crate::sidecar::http::{authorized, http_client, refusal, transport_error};
 use crate::sidecar::output::RunOutput;
+use crate::sidecar::reply_head::ReplyHead;
 use crate::sidecar::reported_code::{self, Outcome};
 use crate::sidecar::resume::{self, First, Follow, NextRequest, OwnedRun};
 use crate::sidecar::settings::{CallSettings, OutputMode};
 use crate::sidecar::sidecars::Target;
 use crate::sidecar::stdin_pump::{PumpEnd, StdinPump};
 use crate::sidecar::stdin_source::StdinSource;
-use crate::sidecar::stream::{self, ErrorFrames};
+use crate::sidecar::stream::ErrorFrames;
 use crate::sidecar::{signals, tty};
 use crate::signals_as_sent::{ForwardedSignals, Received};
 use crate::terminal_safe::terminal_safe;
@@ -47,7 +48,7 @@ pub const BUSY_FOR: Duration = Duration::from_secs(60);
 /// client must cancel it.
 pub async fn blocking(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
     let (target, settings) = (call.target, call.settings);
-    let client = match http_client(false, target.socket.as_deref()) {
+    let client = match http_client(None, target.socket.as_deref()) {
         Ok(client) => client,
         Err(err) => return ClientExit::fail(err.to_string()),
     };
@@ -58,7 +59,7 @@ pub async fn blocking(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
             .timeout(settings.blocking_deadline())
     };
     run.live = true;
-    match send_when_free(target, settings, || sent(&client)).await {
+    match send_when_free(target, settings, settings.blocking_deadline(), || sent(&client)).await {
         Sent::Reply(response) => reply(call, run, response).await,
         Sent::Lost(lost) => resume_reply(call, run, lost, 0).await,
         Sent::Ended(exit) => exit,
@@ -68,19 +69,28 @@ pub async fn blocking(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
 /// The default (negotiated) and streaming calls, with stdin streamed and signals delivered as sent. Ends when the
 /// exit frame comes, whatever stdin does.
 pub async fn streamed(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
-    let (target, settings) = (call.target, call.settings);
-    let Ok(mut received) = ForwardedSignals::install() else {
+    let Ok(received) = ForwardedSignals::install() else {
         return ClientExit::fail("cannot install signal handlers");
     };
+    streamed_with(call, run, received).await
+}
+
+/// [`streamed`] with its signal handlers already installed (before a terminal goes raw: a Ctrl-C typed then must
+/// find them).
+async fn streamed_with(call: &Call<'_>, run: &mut OwnedRun, mut received: ForwardedSignals) -> ClientExit {
+    let (target, settings) = (call.target, call.settings);
     let negotiate = settings.mode == OutputMode::Negotiate;
     // Negotiated: no read timeout on the client, a contract server's JSON reply comes only at the end (the stream
     // reader keeps its own, see sidecar::stream).
-    let client = match http_client(!negotiate, target.socket.as_deref()) {
+    let client = match http_client((!negotiate).then_some(settings.patience.silence), target.socket.as_deref()) {
         Ok(client) => client,
         Err(err) => return ClientExit::fail(err.to_string()),
     };
     let (open, opened) = tokio::sync::watch::channel(false);
     let taken = Cell::new(0);
+    // Whether a reply head for the run came: until then a signal ends the client (there is nothing to deliver it
+    // to yet), and a stdin the server did not open was not refused by it.
+    let answered = Cell::new(false);
     let id = run.id.clone();
     let pump = async {
         match (&id, call.stdin.streams()) {
@@ -93,31 +103,37 @@ pub async fn streamed(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
                     source: call.stdin,
                     open: opened,
                     taken: &taken,
+                    ask_offset: false,
                 };
                 if let PumpEnd::Failed(why) = pump.run().await {
-                    eprintln!("sidecar-exec: {why}");
+                    tty::raw_mode::eprint_line(&format!("sidecar-exec: {why}"));
                 }
             }
             _ => std::future::pending().await,
         }
     };
-    let exit = {
-        let output = follow_call(call, &mut *run, &client, &open, negotiate);
+    let (exit, interrupted) = {
+        let output = follow_call(call, &mut *run, &client, &open, &answered, negotiate);
         tokio::pin!(pump, output);
         let mut pumping = true;
         loop {
             tokio::select! {
-                exit = &mut output => break exit,
+                exit = &mut output => break (exit, None),
                 () = &mut pump, if pumping => pumping = false,
                 signal = received.recv() => {
-                    let Some(id) = &id else {
+                    let (Some(id), true) = (&id, answered.get()) else {
                         match signal {
-                            // Only this process stops, as before issue 22: an unnamed run takes no signals.
+                            // Only this process stops, as before issue 22: no run takes the signal yet (none named,
+                            // or no reply head so far).
                             Received::Stop => {
-                                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+                                tty::raw_mode::cooked_while(crate::signals_as_sent::stop_self);
                                 continue;
                             }
-                            Received::Forward(signal) => break ClientExit::code(128 + signal as i32),
+                            // Unnamed: the closed connection cancels the run, as before issue 22.
+                            Received::Forward(signal) if id.is_none() => break (ClientExit::code(128 + signal as i32), None),
+                            // Before the reply head the client ends as a native program the signal interrupts (it dies
+                            // of it); a run the request may have started is cancelled on the way out (`release`).
+                            Received::Forward(signal) => break (ClientExit::code(128 + signal as i32), Some(signal)),
                         }
                     };
                     match signal {
@@ -125,7 +141,7 @@ pub async fn streamed(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
                             if !signals::deliver(target, &client, settings, id, signal).await {
                                 // The server takes no signals for the run (not ours, not named, gone): cancel it, as
                                 // before issue 22.
-                                break ClientExit::code(128 + signal as i32);
+                                break (ClientExit::code(128 + signal as i32), None);
                             }
                         }
                         Received::Stop => signals::stop_both(target, &client, settings, id).await,
@@ -134,12 +150,17 @@ pub async fn streamed(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
             }
         }
     };
-    if !*open.borrow() && call.stdin == StdinSource::Stream && crate::stdin::has_data_now() {
-        eprintln!(
+    if let Some(signal) = interrupted {
+        run.died_of = Some(signal as i32);
+    }
+    // Only a server that answered for the run and did not open its stdin is one that does not take streamed stdin
+    // (a refused request, or no answer at all, says nothing of that).
+    if answered.get() && !*open.borrow() && call.stdin == StdinSource::Stream && crate::stdin::has_data_now() {
+        tty::raw_mode::eprint_line(&format!(
             "sidecar-exec: the sidecar at {} does not take streamed stdin (an older server or the contract's): \
              stdin was not forwarded",
             target.url
-        );
+        ));
     }
     // A regular file is left where a native run leaves it: after what the command consumed.
     if *open.borrow() {
@@ -152,19 +173,23 @@ pub async fn streamed(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
 /// terminal is restored before this returns, so the caller's message (if any) prints on a cooked terminal.
 pub async fn on_terminal(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
     let panic_on_request = tty::panic_on_request::arm();
+    let Ok(received) = ForwardedSignals::install() else {
+        return ClientExit::fail("cannot install signal handlers");
+    };
+    tty::note_a_terminal_left_raw();
     if let Err(err) = tty::raw_mode::enter() {
         return ClientExit::fail(format!("cannot put the terminal in raw mode ({err}): set SIDECAR_TTY=0"));
     }
     let exit = {
         let id = run.id.clone();
         let resizes = async {
-            match (&id, http_client(true, call.target.socket.as_deref())) {
-                (Some(id), Ok(client)) => tty::window::follow(call.target, &client, call.settings, id).await,
+            match (&id, http_client(Some(call.settings.patience.silence), call.target.socket.as_deref())) {
+                (Some(id), Ok(client)) => tty::window::follow(call.target, &client, call.settings, id, false).await,
                 _ => std::future::pending().await,
             }
         };
         tokio::select! {
-            exit = streamed(call, run) => exit,
+            exit = streamed_with(call, run, received) => exit,
             () = resizes => unreachable!("following the window never ends"),
             () = panic_on_request.fire() => unreachable!("the switch panics or never ends"),
         }
@@ -183,6 +208,7 @@ async fn follow_call(
     run: &mut OwnedRun,
     client: &reqwest::Client,
     open: &tokio::sync::watch::Sender<bool>,
+    answered: &Cell<bool>,
     negotiate: bool,
 ) -> ClientExit {
     let (target, settings) = (call.target, call.settings);
@@ -196,18 +222,26 @@ async fn follow_call(
         request.header("content-type", "application/json").body(call.body.clone())
     };
     run.live = true;
-    let (response, lost) = match send_when_free(target, settings, first).await {
+    // A stream's head is part of the stream: it comes at once from exec-server, and one that never comes (or comes a
+    // byte at a time) is given the silence bound, all of it; a negotiated call's may be a contract server's JSON
+    // reply, which comes at the command's end.
+    let head_within = match negotiate {
+        true => settings.blocking_deadline(),
+        false => settings.patience.silence,
+    };
+    let (response, lost) = match send_when_free(target, settings, head_within, first).await {
         Sent::Reply(response) => (Some(response), None),
         Sent::Lost(lost) => (None, Some(lost)),
         Sent::Ended(exit) => return exit,
     };
     let Some(response) = response else {
-        return follow_stream(call, run, client, open, First::Send(NextRequest::Reattach), lost).await;
+        return follow_stream(call, run, client, open, answered, First::Send(NextRequest::Reattach), lost).await;
     };
-    if negotiate && !stream::is_event_stream(&response) {
+    if negotiate && !ReplyHead::of_response(&response).event_stream {
+        answered.set(true);
         return reply(call, run, response).await;
     }
-    follow_stream(call, run, client, open, First::Reply(response), None).await
+    follow_stream(call, run, client, open, answered, First::Reply(response), None).await
 }
 
 /// A streamed call's output, written as it comes, followed across lost connections.
@@ -216,6 +250,7 @@ async fn follow_stream(
     run: &mut OwnedRun,
     client: &reqwest::Client,
     open: &tokio::sync::watch::Sender<bool>,
+    answered: &Cell<bool>,
     first: First,
     lost: Option<String>,
 ) -> ClientExit {
@@ -228,6 +263,8 @@ async fn follow_stream(
         verbose: settings.verbose,
         stdin_open: Some(open),
         program: Some(call.program),
+        patience: settings.patience,
+        answered: Some(answered),
     };
     let mut errors = ErrorFrames { print: true, ..ErrorFrames::default() };
     resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, first, lost).await
@@ -245,40 +282,47 @@ enum Sent {
 
 /// Sends the first request (`request` builds it again for a retry). A 503 with `Retry-After` (the sidecar is full)
 /// is retried after the time it asks for (1 to 10 s), for [`BUSY_FOR`] at most, with one line saying so; anything
-/// else that is not 2xx, a failure to connect or the deadline is the call's end.
+/// else that is not 2xx, a failure to connect or no reply head within `head_within` is the call's end.
 async fn send_when_free(
     target: &Target,
     settings: &CallSettings,
+    head_within: Duration,
     request: impl Fn() -> reqwest::RequestBuilder,
 ) -> Sent {
     let started = Instant::now();
     let mut told = false;
     loop {
-        let response = match request().send().await {
+        let no_head = || {
+            Sent::Ended(ClientExit::fail(format!(
+                "sidecar at {} sent no reply head within {} s: the request was sent and no reply came, so whether \
+                 the command started there is not known (if it did, it is cancelled)",
+                target.url,
+                head_within.as_secs()
+            )))
+        };
+        let Ok(sent) = tokio::time::timeout(head_within, request().send()).await else { return no_head() };
+        let response = match sent {
             Ok(response) => response,
-            // Never connected (nothing started), or the command's own deadline passed: nothing to resume.
-            Err(err) if err.is_connect() || err.is_timeout() => {
-                return Sent::Ended(ClientExit::fail(transport_error(target, &err)))
-            }
+            // Never connected: nothing started.
+            Err(err) if err.is_connect() => return Sent::Ended(ClientExit::fail(transport_error(target, &err))),
+            // The client's read timeout (the silence bound of a streaming call) before the head.
+            Err(err) if err.is_timeout() => return no_head(),
             Err(err) => return Sent::Lost(transport_error(target, &err)),
         };
-        let status = response.status();
+        let head = ReplyHead::of_response(&response);
+        let status = head.status;
         if status.is_success() {
             return Sent::Reply(response);
         }
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.trim().parse::<u64>().ok())
-            .map(|secs| Duration::from_secs(secs.clamp(1, 10)));
-        let location = location(&response);
         let body = small_text(response).await;
-        let message = refusal(target, Some(settings), status, location.as_deref(), &body);
-        match retry_after {
+        let message = refusal(target, Some(settings), status, head.location.as_deref(), &body);
+        match head.retry_after {
             Some(wait) if status == reqwest::StatusCode::SERVICE_UNAVAILABLE && started.elapsed() + wait < BUSY_FOR => {
                 if !std::mem::replace(&mut told, true) {
-                    eprintln!("sidecar-exec: {message}; retrying for up to {} s", BUSY_FOR.as_secs());
+                    tty::raw_mode::eprint_line(&format!(
+                        "sidecar-exec: {message}; retrying for up to {} s",
+                        BUSY_FOR.as_secs()
+                    ));
                 }
                 tokio::time::sleep(wait).await;
             }
@@ -304,10 +348,13 @@ struct Ended {
 /// A JSON reply to `POST /exec` (blocking, or negotiated with a server that does not stream), reproduced; when the
 /// connection is lost while it arrives, a named run is followed from what was written.
 async fn reply(call: &Call<'_>, run: &mut OwnedRun, response: reqwest::Response) -> ClientExit {
+    let head = ReplyHead::of_response(&response);
     // Only a server that said it keeps the run is asked to forget it (see `OwnedRun::should_forget`).
-    if response.headers().contains_key(protocol::RUN_KEPT_HEADER) {
+    if head.run_kept {
         run.kept();
     }
+    // The server took the request: a lost reply is followed, never sent again.
+    run.answered(&head);
     let mut ended = Ended::default();
     match blocking_reply(call, response, &mut ended).await {
         Ok(exit) => {
@@ -326,7 +373,7 @@ async fn resume_reply(call: &Call<'_>, run: &mut OwnedRun, lost: String, stdout_
     if !run.resumable() {
         return ClientExit::fail(lost);
     }
-    let client = match http_client(true, call.target.socket.as_deref()) {
+    let client = match http_client(Some(call.settings.patience.silence), call.target.socket.as_deref()) {
         Ok(client) => client,
         Err(err) => return ClientExit::fail(err.to_string()),
     };
@@ -338,6 +385,8 @@ async fn resume_reply(call: &Call<'_>, run: &mut OwnedRun, lost: String, stdout_
         verbose: call.settings.verbose,
         stdin_open: None,
         program: Some(call.program),
+        patience: call.settings.patience,
+        answered: None,
     };
     let mut errors = ErrorFrames::default();
     let mut output = RunOutput::collect_after(stdout_written);

@@ -7,22 +7,62 @@ use crate::sidecar::settings::CallSettings;
 use crate::sidecar::sidecars::Target;
 use crate::terminal_safe::terminal_safe;
 
-/// How long a stream may stay silent; the server sends a keep-alive every 15 s by default.
-pub const STREAM_READ_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The client for one sidecar (`socket`: its UNIX socket, for a `unix://` URL). It never follows a redirect: that
-/// would re-send the command and the passed-through environment (tokens, often) to wherever the server points, and a
-/// sidecar has no reason to redirect.
-pub fn http_client(stream: bool, socket: Option<&std::path::Path>) -> Result<reqwest::Client, ClientSetupError> {
+/// The longest a follow-up request (a reconnect, stdin, a signal, a resize, a cancel) waits for its answer: each is
+/// answered at once by a server that is there.
+pub const FOLLOW_UP_WITHIN: Duration = Duration::from_secs(10);
+
+/// How long the client waits on a sidecar that says nothing (SIDECAR_SILENCE), where silence is abnormal.
+///
+/// *Decision:* one figure, the silence bound (60 s by default: four of exec-server's 15 s keep-alive intervals, so a
+/// loaded server that misses a few is not given up on). An event stream without a byte for that long is lost; the
+/// client then reconnects for as long again before it gives up, so a stream whose server stopped answering ends
+/// within twice the bound (about 120 s); each reconnect, and every other follow-up request, waits for its answer at
+/// most [`FOLLOW_UP_WITHIN`] (or the bound, when shorter). A blocking call, and a negotiated `POST /exec` until its
+/// reply head, are silent by design (a contract server answers at the command's end): those wait until
+/// SIDECAR_TIMEOUT + 30 s, as the contract says. The variable lets tests run the whole sequence in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patience {
+    /// How long an event stream may go without a byte.
+    pub silence: Duration,
+}
+
+impl Patience {
+    pub const DEFAULT: Patience = Patience { silence: Duration::from_secs(60) };
+
+    /// How long reconnecting goes on without progress before the client gives up: as long as the silence bound.
+    pub fn reconnect_for(self) -> Duration {
+        self.silence
+    }
+
+    /// How long one follow-up request waits for its answer.
+    pub fn follow_up(self) -> Duration {
+        FOLLOW_UP_WITHIN.min(self.silence)
+    }
+}
+
+impl Default for Patience {
+    fn default() -> Self {
+        Patience::DEFAULT
+    }
+}
+
+/// The client for one sidecar (`socket`: its UNIX socket, for a `unix://` URL), with `read_timeout` on every read
+/// when given. It never follows a redirect: that would re-send the command and the passed-through environment
+/// (tokens, often) to wherever the server points, and a sidecar has no reason to redirect.
+pub fn http_client(
+    read_timeout: Option<Duration>,
+    socket: Option<&std::path::Path>,
+) -> Result<reqwest::Client, ClientSetupError> {
     let mut builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(CONNECT_TIMEOUT)
         .tcp_nodelay(true)
         .user_agent(concat!("sidecar-exec/", env!("CARGO_PKG_VERSION")));
-    if stream {
-        builder = builder.read_timeout(STREAM_READ_TIMEOUT);
+    if let Some(read_timeout) = read_timeout {
+        builder = builder.read_timeout(read_timeout);
     }
     if let Some(socket) = socket {
         builder = builder.unix_socket(socket);
@@ -66,8 +106,14 @@ pub fn transport_error(target: &Target, err: &reqwest::Error) -> String {
     let mut cause = String::new();
     let mut source = err.source();
     while let Some(inner) = source {
-        cause = inner.to_string();
+        cause = terminal_safe(&inner.to_string());
         source = inner.source();
+    }
+    // reqwest names the URL it was sending to, user and password included: the message names the sidecar's shown
+    // URL instead (see `Target::url`).
+    let mut text = err.to_string();
+    if let Some(at) = text.find(" for url (") {
+        text.truncate(at);
     }
     if err.is_connect() {
         format!(
@@ -77,9 +123,9 @@ pub fn transport_error(target: &Target, err: &reqwest::Error) -> String {
     } else if err.is_timeout() {
         format!("request to sidecar at {} timed out: {cause}", target.url)
     } else if cause.is_empty() {
-        format!("request to sidecar at {} failed: {err}", target.url)
+        format!("request to sidecar at {} failed: {text}", target.url)
     } else {
-        format!("request to sidecar at {} failed: {err}: {cause}", target.url)
+        format!("request to sidecar at {} failed: {text}: {cause}", target.url)
     }
 }
 

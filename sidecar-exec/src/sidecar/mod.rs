@@ -4,7 +4,8 @@
 //! [`explain`]. A call: [`stdin_body`] and [`request`] build it, [`forward`] sends it negotiated, streaming or
 //! blocking, [`stdin_source`] and [`stdin_pump`] stream stdin, [`signals`] delivers signals as sent, [`resume`]
 //! follows a named run across lost connections into [`output`], [`reported_code`] gives the exit code; at a terminal,
-//! [`forward`] runs it on a remote one with [`tty`]'s parts. On the wire: [`http`] (the client and its messages), [`body`], [`reply_reader`]
+//! [`forward`] runs it on a remote one with [`tty`]'s parts. On the wire: [`http`] (the client and its messages),
+//! [`reply_head`] (what a reply's status and headers say), [`body`], [`reply_reader`]
 //! and [`json_string`] (a blocking reply), [`sse`] and [`stream`] (an event stream). The other modes: [`runs`]
 //! (`--runs`, `--attach`, cancelling), [`status`].
 
@@ -18,6 +19,7 @@ pub mod http;
 pub mod json_string;
 pub mod output;
 pub mod program;
+pub mod reply_head;
 pub mod reply_reader;
 pub mod reported_code;
 pub mod request;

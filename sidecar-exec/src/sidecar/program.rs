@@ -122,7 +122,9 @@ file, a heredoc, a terminal) is streamed to the command (SIDECAR_STDIN=0: not).
 
 Resume: every run is named (SIDECAR_RESUME=0: not), so a lost connection does not end the command: the client
 reconnects and continues exactly where its output stopped, nothing doubled or missing. If it cannot reconnect
-within the sidecar's reattach window, the sidecar stops the command and the client exits 1 saying so.
+within the sidecar's reattach window, the sidecar stops the command and the client exits 1 saying so (and how much
+output arrived); a sidecar restarted under the run is named so. A stream silent for SIDECAR_SILENCE (60 s) is lost,
+and reconnecting gives up after as long again: a server that stopped answering ends the call within about 120 s.
 
 Environment:
 "
@@ -314,15 +316,23 @@ fn attach(runtime_name: &str, id: &str) -> i32 {
     let prepared = || -> Result<_, ConfigError<SidecarConfigError>> {
         let target = Sidecars::from_env()?.target(runtime_name)?;
         let settings = CallSettings::from_env()?;
-        Ok((target, settings.verbose, protocol::RunId::new(id)?))
+        Ok((target, settings, protocol::RunId::new(id)?))
     };
-    let (target, verbose, id) = match prepared() {
+    let (target, settings, id) = match prepared() {
         Ok(prepared) => prepared,
         Err(mistake) => return config_mistake(mistake),
     };
-    let mut run = OwnedRun::attach(id);
+    let mut run = OwnedRun::attach(id.clone());
     let exit = tokio_runtime().block_on(async {
-        let exit = until_interrupted(runs::attach(&target, &mut run, verbose)).await;
+        let exit = match runs::attach_mode(&target, &id, settings.patience).await {
+            Ok(runs::AttachMode::Output) => until_interrupted(runs::attach(&target, &mut run, &settings)).await,
+            Ok(runs::AttachMode::Terminal) => runs::attach_terminal(&target, &mut run, &settings).await,
+            Err(refused) => {
+                // Refused before following: the run is not this client's to cancel.
+                run.live = false;
+                refused
+            }
+        };
         release(&target, &run).await;
         exit
     });

@@ -38,7 +38,7 @@ pub fn finished(
     if outcome.code == protocol::EXIT_NOT_STARTED {
         if let Some((code, line)) = program.and_then(|program| as_shell(outcome.start_error, program)) {
             // The shell's words, without the client's prefix: what a native run prints.
-            eprintln!("{line}");
+            crate::sidecar::tty::raw_mode::eprint_line(&line);
             return ClientExit::code(code);
         }
     }

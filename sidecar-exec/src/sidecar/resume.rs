@@ -3,41 +3,41 @@
 //! The policy, in order:
 //! - The client names every run (`run_id`, [`crate::sidecar::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
 //!   connection on the server for the server's reattach window.
-//! - When the connection fails before the exit frame (reset, EOF, read timeout), the client reconnects with
-//!   [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`, N and M
-//!   being what it has ([`RunOutput::position`]); replayed bytes below them are trimmed, so nothing is doubled or
-//!   missing. Blocking mode counts what it wrote of a reply before it was lost the same way.
+//! - When the connection fails before the exit frame (reset, EOF, [`Patience::silence`] without a byte), the client
+//!   reconnects with [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`,
+//!   N and M being what it has ([`RunOutput::position`]); replayed bytes below them are trimmed, so nothing is
+//!   doubled or missing. Blocking mode counts what it wrote of a reply before it was lost the same way.
 //! - It resumes only a server that showed it keeps runs: a frame carried an `offset`, or the runs endpoint
 //!   answered (200, or 404 with `"code": "run_not_known"`). Output frames without offsets, or a server without the
 //!   endpoint, mean the run id was ignored: the client fails as it always did (cancel on disconnect).
 //! - A 404 with `"code": "run_not_known"` before the server ever acknowledged the run (the POST was lost on the way):
 //!   the very same body is POSTed again; the id makes that idempotent (a run already started is attached to, never
-//!   started twice). The same 404 after the run was acknowledged means it is gone: the window passed (or the server
-//!   restarted), exit 1 saying so. So does a replay whose exit frame says `"stopped_by": "reattach_window"`.
+//!   started twice). The same 404 after the run was acknowledged means it is gone: from another start of the server
+//!   (its `x-boot-id` differs from the one that acknowledged the run), the server restarted and the run died with
+//!   it; from the same one, the window passed or the ended run is no longer kept, which the client cannot tell apart.
+//!   A replay whose exit frame says `"stopped_by": "reattach_window"` is the window's. Each says how much output
+//!   arrived, and none advises a rerun: the command did start.
 //! - The decisions read the server's codes, never its messages: a 404 without the code is "no runs endpoint"
 //!   whatever its text says (a re-POST is safe only on the code's word), and a run's end without `stopped_by` is
 //!   reported as the command's own end, with the server's message shown. No text fallback: every exec-server that
 //!   keeps runs sends both fields, and a message is prose that any proxy's 404 may happen to contain.
-//! - Reconnecting stops after [`RECONNECT_FOR`] without an answer: the server is unreachable, and it stops the run
-//!   itself when its window passes.
+//! - Reconnecting stops after the reconnect window ([`Patience::reconnect_for`], 60 s) without progress, each attempt
+//!   answered within the follow-up bound ([`Patience::follow_up`], 10 s): the server is unreachable or silent, and
+//!   it stops the run itself when its window passes.
 
 use std::time::{Duration, Instant};
 
 use protocol::{ErrorCode, RunId, StoppedBy};
 
 use crate::exit::ClientExit;
-use crate::sidecar::http::{authorized, location, refusal, transport_error};
+use crate::sidecar::http::{authorized, refusal, transport_error, Patience};
 use crate::sidecar::output::{RunOutput, RunOutputError};
+use crate::sidecar::reply_head::ReplyHead;
 use crate::sidecar::reported_code;
 use crate::sidecar::settings::CallSettings;
 use crate::sidecar::sidecars::Target;
 use crate::sidecar::stream::{self, ErrorFrames, ExitFrame, StreamEnd, StreamFailure};
 use crate::terminal_safe::terminal_safe;
-
-/// How long the client keeps reconnecting after a loss before it gives up: twice exec-server's default reattach
-/// window (30 s), so that a server reachable again within its window is always reached, and a client whose server is
-/// gone does not hang for long.
-pub const RECONNECT_FOR: Duration = Duration::from_secs(60);
 
 /// A run whose output (both streams) was larger than this is forgotten on the server (`DELETE /runs/{id}`) once
 /// this client has read and written all of it: the sidecar would otherwise keep its log, in the state folder and the
@@ -95,6 +95,8 @@ pub struct OwnedRun {
     pub live: bool,
     /// The server acknowledged the run (a 200 to its POST or to a reattach): a later "not known" means it is gone.
     acknowledged: bool,
+    /// The boot id of the server that acknowledged it, when it sends one ([`protocol::BOOT_ID_HEADER`]).
+    boot: Option<String>,
     /// Whether the server keeps runs, once it has shown it (see the module's policy).
     supported: Option<bool>,
     /// Reconnects that worked.
@@ -114,6 +116,7 @@ impl OwnedRun {
             id: Some(id),
             live: false,
             acknowledged: false,
+            boot: None,
             supported: None,
             resumes: 0,
             ended_with: None,
@@ -128,6 +131,7 @@ impl OwnedRun {
             id: None,
             live: false,
             acknowledged: false,
+            boot: None,
             supported: Some(false),
             resumes: 0,
             ended_with: None,
@@ -142,11 +146,21 @@ impl OwnedRun {
             id: Some(id),
             live: true,
             acknowledged: false,
+            boot: None,
             supported: Some(true),
             resumes: 0,
             ended_with: None,
             stdin_consumed: None,
             died_of: None,
+        }
+    }
+
+    /// A 2xx reply head for the run came: the server has it (a later "not known" means it is gone), and `head`'s
+    /// boot id, if any, names the start of the server that has it.
+    pub fn answered(&mut self, head: &ReplyHead) {
+        self.acknowledged = true;
+        if self.boot.is_none() {
+            self.boot = head.boot.clone();
         }
     }
 
@@ -212,6 +226,10 @@ pub struct Follow<'a> {
     pub stdin_open: Option<&'a tokio::sync::watch::Sender<bool>>,
     /// The command's program name, for a shell's kind of message when it never started.
     pub program: Option<&'a str>,
+    /// How long the server may say nothing (see [`Patience`]).
+    pub patience: Patience,
+    /// Set once a 2xx reply head came: from then on the server has the run (a signal is delivered to it).
+    pub answered: Option<&'a std::cell::Cell<bool>>,
 }
 
 /// Follows `run` from `first` to its end across lost connections; `lost` is why the connection before this call was
@@ -230,28 +248,53 @@ pub async fn follow(
         First::Reply(response) => (NextRequest::Post, Some(response)),
     };
     let mut backoff = Backoff::new();
-    let mut lost_since = lost.as_ref().map(|_| Instant::now());
+    let reconnect_for = plan.patience.reconnect_for();
+    // The loss that began this stretch of reconnecting (what the client last knew of the connection), and when.
+    let mut lost_first: Option<(Instant, String)> = lost.clone().map(|why| (Instant::now(), why));
     let mut first_request = lost.is_none();
     loop {
         if let Some(why) = &lost {
             if !run.resumable() {
                 return ClientExit::fail(why.clone());
             }
-            if lost_since.get_or_insert_with(Instant::now).elapsed() >= RECONNECT_FOR {
-                return ClientExit::fail(format!(
-                    "{why}; reconnecting for {} s did not work, so sidecar-exec gives up (the sidecar stops the \
-                     command when its reattach window passes)",
-                    RECONNECT_FOR.as_secs()
-                ));
+            let (since, first_why) = lost_first.get_or_insert_with(|| (Instant::now(), why.clone()));
+            let left = reconnect_for.saturating_sub(since.elapsed());
+            if left.is_zero() {
+                return gave_up(plan, run, output, first_why, why);
             }
-            tokio::time::sleep(backoff.next_wait()).await;
+            tokio::time::sleep(backoff.next_wait().min(left)).await;
         }
         let (stdout_at, stderr_at) = output.position();
         let was_first = std::mem::replace(&mut first_request, false);
         let response = match given.take() {
             Some(response) => Ok(response),
             None => match build(plan, run, step, (stdout_at, stderr_at)) {
-                Some(request) => request.send().await,
+                // A follow-up: its answer's head comes at once from a server that is there (a stream's frames
+                // then have the silence bound of their own, in stream::read).
+                Some(request) => {
+                    let within = match &lost_first {
+                        Some((since, _)) => {
+                            plan.patience.follow_up().min(reconnect_for.saturating_sub(since.elapsed()))
+                        }
+                        None => plan.patience.follow_up(),
+                    };
+                    match tokio::time::timeout(within.max(Duration::from_millis(100)), request.send()).await {
+                        Ok(sent) => sent,
+                        Err(_) => {
+                            lost = Some(format!(
+                                "sidecar at {} did not answer {} within {} s",
+                                target.url,
+                                match step {
+                                    NextRequest::Post => "the request sent again",
+                                    NextRequest::Reattach => "a reconnect",
+                                },
+                                within.as_secs_f64().ceil()
+                            ));
+                            step = NextRequest::Reattach;
+                            continue;
+                        }
+                    }
+                }
                 None => return ClientExit::fail(lost.unwrap_or_default()),
             },
         };
@@ -270,8 +313,9 @@ pub async fn follow(
                 continue;
             }
         };
-        let status = response.status();
-        if status.is_success() && step == NextRequest::Reattach && !stream::is_event_stream(&response) {
+        let head = ReplyHead::of_response(&response);
+        let status = head.status;
+        if status.is_success() && step == NextRequest::Reattach && !head.event_stream {
             // Not a runs endpoint (a server that answers every path alike): the id was ignored (issue 24 item 6).
             if run.supported != Some(true) {
                 run.supported = Some(false);
@@ -282,26 +326,33 @@ pub async fn follow(
             if lost.take().is_some() {
                 run.resumes += 1;
                 if plan.verbose {
-                    eprintln!("sidecar-exec: connection lost, resumed at stdout {stdout_at}, stderr {stderr_at}");
+                    crate::sidecar::tty::raw_mode::eprint_line(&format!(
+                        "sidecar-exec: connection lost, resumed at stdout {stdout_at}, stderr {stderr_at}"
+                    ));
                 }
             }
             if step == NextRequest::Reattach {
                 run.supported = Some(true);
             }
-            if let (Some(open), true) =
-                (plan.stdin_open, response.headers().contains_key(protocol::STDIN_STREAM_HEADER))
-            {
+            if let (Some(open), true) = (plan.stdin_open, head.stdin_open) {
                 open.send_replace(true);
             }
-            run.acknowledged = true;
-            let end = stream::read(target, response, output, errors).await;
+            if head.terminal {
+                // The command has a terminal: from now on Ctrl-C and Ctrl-\ are its keys, not the client's signals.
+                crate::sidecar::tty::raw_mode::keys_to_the_command();
+            }
+            run.answered(&head);
+            if let Some(answered) = plan.answered {
+                answered.set(true);
+            }
+            let end = stream::read(target, response, output, errors, plan.patience.silence).await;
             if let Some(resumable) = output.resumable() {
                 run.supported = Some(resumable);
             }
             // Only a connection that brought output counts as a recovery: one cut before its first frame again and
-            // again must not keep the client at the shortest wait, nor past RECONNECT_FOR.
+            // again must not keep the client at the shortest wait, nor past the reconnect window.
             if output.position() != (stdout_at, stderr_at) {
-                lost_since = None;
+                lost_first = None;
                 backoff.reset();
             }
             match end {
@@ -317,9 +368,8 @@ pub async fn follow(
                 }
             }
         }
-        let location = location(&response);
         let body = crate::sidecar::body::small_text(response).await;
-        let message = refusal(target, plan.settings, status, location.as_deref(), &body);
+        let message = refusal(target, plan.settings, status, head.location.as_deref(), &body);
         if step == NextRequest::Reattach && status == reqwest::StatusCode::NOT_FOUND {
             if !run_not_known(&body) {
                 // No runs endpoint: the server ignored the id, and the run ended with its connection.
@@ -327,9 +377,14 @@ pub async fn follow(
                 return ClientExit::fail(lost.unwrap_or(message));
             }
             run.supported = Some(true);
+            if head.restarted_since(run.boot.as_deref()) {
+                // Another start of the server: the run died with the one that acknowledged it, whatever was sent.
+                run.live = false;
+                return restarted(target, run, output);
+            }
             if run.acknowledged {
                 run.live = false;
-                return window_passed(target, run);
+                return no_longer_known(target, run, output);
             }
             if plan.body.is_some() {
                 // The POST never arrived: send it again (the id makes it start the run at most once).
@@ -349,6 +404,27 @@ pub async fn follow(
         }
         return ClientExit::fail(message);
     }
+}
+
+/// Reconnecting did not work within the window: the one line that says what the client last knew. `first` is the
+/// loss that began the stretch, `last` why the last attempt failed.
+fn gave_up(plan: &Follow<'_>, run: &OwnedRun, output: &RunOutput, first: &str, last: &str) -> ClientExit {
+    let (stdout_at, stderr_at) = output.position();
+    let last = if last == first { String::new() } else { format!(" (the last try: {last})") };
+    let known = match run.acknowledged {
+        true => format!(
+            "it was still running when the sidecar was last heard from, and its output up to stdout byte {stdout_at} \
+             and stderr byte {stderr_at} arrived here (the sidecar stops the command when its reattach window passes)"
+        ),
+        false => "the sidecar never answered for it, so whether the command started there is not known (if it did, \
+                  the sidecar stops it when its reattach window passes)"
+            .to_owned(),
+    };
+    ClientExit::fail(format!(
+        "{first}; reconnecting for {} s did not work{last}, so sidecar-exec gives up on run {}: {known}",
+        plan.patience.reconnect_for().as_secs(),
+        run.name()
+    ))
 }
 
 /// The request for `step`, from the output's position `at`; none when there is nothing to send (no body, no id).
@@ -385,7 +461,7 @@ fn finish(
     // Stopped for lack of a client while this one (or, for `--attach`, the one that started it) was away.
     let was_away = run.resumes > 0 || plan.body.is_none();
     if was_away && exit.stopped_by == Some(StoppedBy::ReattachWindow) {
-        return window_passed(target, run);
+        return window_passed(target, run, output);
     }
     if let Err((stream, got, total)) = output.complete(exit.stdout_bytes, exit.stderr_bytes) {
         return ClientExit::fail(format!(
@@ -412,10 +488,43 @@ fn finish(
     reported_code::finished(target, plan.settings, plan.program, &outcome, notes)
 }
 
-fn window_passed(target: &Target, run: &OwnedRun) -> ClientExit {
+/// The sidecar stopped the run because no client was reading it: it ran until then, so the line says how much of
+/// its output arrived and never advises a blind rerun (a deploy or a publish may have been half done).
+fn window_passed(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientExit {
+    let (stdout_at, stderr_at) = output.position();
     ClientExit::fail(format!(
         "the connection to the sidecar at {} was lost for longer than its reattach window, so the sidecar stopped \
-         the command (run {}); run it again",
+         the command (run {}) part way: its output up to stdout byte {stdout_at} and stderr byte {stderr_at} \
+         arrived here; check what it did before running it again",
+        target.url,
+        run.name()
+    ))
+}
+
+/// The same server (the same boot id, or one that sends none) no longer knows a run it acknowledged: the window
+/// passed, or the run ended and was forgotten (past `--retain`, or past the bound on what is kept of forgotten
+/// runs). Which one is not known, so the line says both and never "run it again": the command did start.
+fn no_longer_known(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientExit {
+    let (stdout_at, stderr_at) = output.position();
+    ClientExit::fail(format!(
+        "the sidecar at {} no longer knows run {}, which it had started: either the connection was lost for longer \
+         than its reattach window and it stopped the command, or the command ended and the sidecar no longer keeps \
+         its result; its output up to stdout byte {stdout_at} and stderr byte {stderr_at} arrived here, and how it \
+         ended is not known, so check what it did before running it again",
+        target.url,
+        run.name()
+    ))
+}
+
+/// The server that answers now is another start than the one that acknowledged the run (their boot ids differ):
+/// the run died with the previous start, since runs do not survive a restart.
+fn restarted(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientExit {
+    let (stdout_at, stderr_at) = output.position();
+    ClientExit::fail(format!(
+        "the sidecar at {} restarted while run {} was running (its boot id changed), and a restarted sidecar keeps \
+         no runs: the command died with the previous server; its output up to stdout byte {stdout_at} and stderr \
+         byte {stderr_at} arrived here, and how far it got is not known, so check what it did before running it \
+         again",
         target.url,
         run.name()
     ))

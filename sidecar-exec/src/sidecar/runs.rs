@@ -9,6 +9,7 @@ use crate::sidecar::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
 use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error, ClientSetupError};
 use crate::sidecar::output::RunOutput;
 use crate::sidecar::resume::{self, First, Follow, NextRequest, OwnedRun};
+use crate::sidecar::settings::CallSettings;
 use crate::sidecar::sidecars::{Sidecars, SidecarsError, Target};
 use crate::sidecar::stream::ErrorFrames;
 use crate::terminal_safe::terminal_safe;
@@ -26,7 +27,7 @@ const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
 /// [`crate::sidecar::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
 /// whatever the answer, and a run not reached is stopped by the window or forgotten after `--retain`.
 pub async fn delete(target: &Target, id: &RunId) {
-    let Ok(client) = http_client(false, target.socket.as_deref()) else { return };
+    let Ok(client) = http_client(None, target.socket.as_deref()) else { return };
     let request = authorized(client.delete(target.endpoint(&format!("/runs/{id}"))), target, None);
     let _ = tokio::time::timeout(CANCEL_WITHIN, request.send()).await;
 }
@@ -53,7 +54,7 @@ pub async fn list(sidecars: &Sidecars) -> bool {
 
 async fn list_one(sidecars: &Sidecars, runtime: &str) -> Result<Vec<RunInfo>, RunListError> {
     let target = sidecars.target(runtime).map_err(RunListError::Misconfigured)?;
-    let client = http_client(false, target.socket.as_deref()).map_err(RunListError::Setup)?;
+    let client = http_client(None, target.socket.as_deref()).map_err(RunListError::Setup)?;
     let request = authorized(client.get(target.endpoint("/runs")), &target, None).timeout(Duration::from_secs(10));
     let response = request.send().await.map_err(|err| RunListError::Unreachable(transport_error(&target, &err)))?;
     let status = response.status();
@@ -138,17 +139,162 @@ fn shown_command(command: &str) -> String {
     format!("{}…[{} more bytes]", &command[..end], command.len() - end)
 }
 
+/// How `--attach` follows a run, from what the server says of it (`GET /runs/{id}`).
+#[derive(Debug)]
+pub enum AttachMode {
+    /// Output only: a run without a terminal, one that ended, or a server that does not say.
+    Output,
+    /// A running terminal run this client takes over: raw keys to its stdin, the window's size, its screen.
+    Terminal,
+}
+
+/// Decides how to attach to run `id`, or refuses with the line to print (nothing is owned then).
+///
+/// *Decision (two clients on one terminal run):* refusal. A terminal run has one keyboard: the client that started
+/// it sends its keys, and stdin offsets make a second writer's bytes collide with the first's (one of them is taken,
+/// the other counted as a repeat and dropped), so two writers would each lose keys unpredictably. `--attach` takes a
+/// terminal run over only when no client follows it (`attached` is 0: its client died or lost its connection), and
+/// only from a terminal; otherwise it refuses with a line saying why and what to do. A read-only view was left out:
+/// at a terminal the viewer's keys would go nowhere, its Ctrl-C would still end the run it does not drive, and the
+/// kept output can be had later with `--attach` from a pipe once the run ended.
+pub async fn attach_mode(
+    target: &Target,
+    id: &RunId,
+    patience: crate::sidecar::http::Patience,
+) -> Result<AttachMode, ClientExit> {
+    let Ok(client) = http_client(None, target.socket.as_deref()) else { return Ok(AttachMode::Output) };
+    let request =
+        authorized(client.get(target.endpoint(&format!("/runs/{id}"))), target, None).timeout(patience.follow_up());
+    let Ok(response) = request.send().await else { return Ok(AttachMode::Output) };
+    if !response.status().is_success() {
+        // Not known, or not a runs endpoint: following the stream says which, as for any run.
+        return Ok(AttachMode::Output);
+    }
+    let Ok(body) = read_bounded(response, MAX_SMALL_BODY_BYTES).await else { return Ok(AttachMode::Output) };
+    let Ok(info) = serde_json::from_slice::<RunInfo>(&body) else { return Ok(AttachMode::Output) };
+    if !info.tty || info.state != RunState::Running {
+        return Ok(AttachMode::Output);
+    }
+    if info.attached > 0 {
+        return Err(ClientExit::fail(format!(
+            "run {id} on the sidecar at {} runs on a terminal and {} client{} follow{} it now: --attach takes a \
+             terminal run over only when no client has it, since two keyboards on one terminal would mix their keys; \
+             end that client (or wait until its connection is gone), then attach again",
+            target.url,
+            info.attached,
+            if info.attached == 1 { "" } else { "s" },
+            if info.attached == 1 { "s" } else { "" },
+        )));
+    }
+    if !crate::at_a_terminal::wanted(None) {
+        return Err(ClientExit::fail(format!(
+            "run {id} on the sidecar at {} runs on a terminal: attach to it from a terminal (stdin and stdout both \
+             terminals), which takes the run over with its keys and window size",
+            target.url
+        )));
+    }
+    Ok(AttachMode::Terminal)
+}
+
 /// `--attach RUNTIME ID`: prints the run's output kept so far, follows it live across lost connections as a
 /// forwarded command does, and ends with its exit code. The attached client owns the run: a signal or a closed
 /// stdout cancels it, as for a command it started (`run` says whether that is still due).
-pub async fn attach(target: &Target, run: &mut OwnedRun, verbose: bool) -> ClientExit {
-    let client = match http_client(true, target.socket.as_deref()) {
+pub async fn attach(target: &Target, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
+    let client = match http_client(Some(settings.patience.silence), target.socket.as_deref()) {
         Ok(client) => client,
         Err(err) => return ClientExit::fail(err.to_string()),
     };
-    let plan = Follow { target, client: &client, settings: None, body: None, verbose, stdin_open: None, program: None };
+    let plan = follow_plan(target, &client, settings);
     let mut errors = ErrorFrames { print: true, ..ErrorFrames::default() };
     resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, First::Send(NextRequest::Reattach), None).await
+}
+
+fn follow_plan<'a>(target: &'a Target, client: &'a reqwest::Client, settings: &'a CallSettings) -> Follow<'a> {
+    Follow {
+        target,
+        client,
+        settings: None,
+        body: None,
+        verbose: settings.verbose,
+        stdin_open: None,
+        program: None,
+        patience: settings.patience,
+        answered: None,
+    }
+}
+
+/// `--attach` to a running terminal run ([`AttachMode::Terminal`]): the local terminal raw (every key the command's,
+/// Ctrl-C included, as for the client that started it), the keys sent from where the run's stdin is, the window's
+/// size sent at once and on every change, the screen followed from the kept output. The terminal is restored before
+/// this returns. Signals to the client (SIGTERM, SIGHUP when the terminal closes) are delivered to the command, as
+/// by the client that started the run.
+pub async fn attach_terminal(target: &Target, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
+    use crate::sidecar::stdin_pump::{PumpEnd, StdinPump};
+    use crate::sidecar::stdin_source::StdinSource;
+    use crate::sidecar::tty;
+    use crate::signals_as_sent::Received;
+    let (Some(id), Ok(client)) =
+        (run.id.clone(), http_client(Some(settings.patience.silence), target.socket.as_deref()))
+    else {
+        return ClientExit::fail("cannot set up the HTTP client");
+    };
+    let Ok(mut received) = crate::signals_as_sent::ForwardedSignals::install() else {
+        return ClientExit::fail("cannot install signal handlers");
+    };
+    if let Err(err) = tty::raw_mode::enter_for_the_command() {
+        return ClientExit::fail(format!(
+            "cannot put the terminal in raw mode ({err}): attach from a pipe to see its output once it ended"
+        ));
+    }
+    let (_open, opened) = tokio::sync::watch::channel(true);
+    let taken = std::cell::Cell::new(0);
+    let exit = {
+        let pump = async {
+            let pump = StdinPump {
+                target,
+                client: &client,
+                settings,
+                id: &id,
+                source: StdinSource::of_stdin(),
+                open: opened,
+                taken: &taken,
+                ask_offset: true,
+            };
+            if let PumpEnd::Failed(why) = pump.run().await {
+                tty::raw_mode::eprint_line(&format!("sidecar-exec: {why}"));
+            }
+        };
+        let resizes = tty::window::follow(target, &client, settings, &id, true);
+        let plan = follow_plan(target, &client, settings);
+        let mut errors = ErrorFrames { print: true, ..ErrorFrames::default() };
+        let mut output = RunOutput::write();
+        let followed = resume::follow(&plan, run, &mut output, &mut errors, First::Send(NextRequest::Reattach), None);
+        tokio::pin!(pump, followed, resizes);
+        let mut pumping = true;
+        loop {
+            tokio::select! {
+                exit = &mut followed => break exit,
+                () = &mut pump, if pumping => pumping = false,
+                () = &mut resizes => unreachable!("following the window never ends"),
+                signal = received.recv() => match signal {
+                    // As for the client that started the run: delivered to the command, which ends by itself.
+                    Received::Forward(signal) => {
+                        if !crate::sidecar::signals::deliver(target, &client, settings, &id, signal).await {
+                            break ClientExit::code(128 + signal as i32);
+                        }
+                    }
+                    Received::Stop => crate::sidecar::signals::stop_both(target, &client, settings, &id).await,
+                },
+            }
+        }
+    };
+    tty::raw_mode::restore();
+    if run.live && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        let mut stdout = std::io::stdout();
+        let _ = std::io::Write::write_all(&mut stdout, tty::SCREEN_RESET.as_bytes())
+            .and_then(|()| std::io::Write::flush(&mut stdout));
+    }
+    exit
 }
 
 #[cfg(test)]

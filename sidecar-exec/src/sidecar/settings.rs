@@ -10,6 +10,7 @@ use crate::env::{self, Entry, Resolution};
 use crate::env_sent::{self, Allowlist};
 use crate::sidecar::config_error::SidecarConfigError;
 use crate::sidecar::cwd::{self, Cwd};
+pub use crate::sidecar::http::Patience;
 
 /// sidecar-exec's allowlist: the contract's SIDECAR_ENV_PASSTHROUGH (any name: the HTTP API sets it as it is).
 const ALLOWLIST: Allowlist = Allowlist {
@@ -33,6 +34,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SIDECAR_STDIN", "0: forward no stdin (the command reads /dev/null); default: a pipe, file, heredoc or terminal is streamed to the command"),
     ("SIDECAR_IDLE_TIMEOUT", "seconds the command may go without printing anything before it is stopped as timed out (124); default none"),
     ("SIDECAR_TTY", "unset: run on a remote terminal (raw keys, resize) when stdin and stdout are terminals; 1: always; 0: never (the pipe behaviour)"),
+    ("SIDECAR_SILENCE", "seconds an event stream may go without a byte, keep-alives included, before the client counts its connection lost (default 60, four of exec-server's keep-alive intervals); reconnecting then gives up after as long again, and every follow-up request (reconnect, stdin, signal, resize, cancel) waits at most 10 s for its answer, or this long when shorter"),
     ("SIDECAR_RESUME", "0: do not name runs, so a lost connection ends the command (default: named, resumed transparently)"),
     ("SIDECAR_VERBOSE", "1: what is sent (target, mode, variable names) before the call, and one stderr line for each resume"),
 ];
@@ -64,12 +66,15 @@ pub struct CallSettings {
     pub resume: bool,
     /// SIDECAR_VERBOSE=1: a line on stderr for each resume.
     pub verbose: bool,
+    /// SIDECAR_SILENCE: how long a server may say nothing before the client stops waiting on it.
+    pub patience: Patience,
 }
 
 impl CallSettings {
     pub fn from_env() -> Result<Self, ConfigError<SidecarConfigError>> {
         let timeout = env::seconds("SIDECAR_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
         let idle_timeout = env::seconds("SIDECAR_IDLE_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
+        let silence = env::seconds("SIDECAR_SILENCE", Resolution::WholeSeconds, 1, None)?;
         let Cwd { path: cwd, from_env: cwd_from_env } = cwd::from_env()?;
         let sent = env_sent::from_env(ALLOWLIST)?;
         Ok(CallSettings {
@@ -85,6 +90,7 @@ impl CallSettings {
             idle_timeout_secs: idle_timeout.map(|idle| idle.as_secs()).filter(|&secs| secs > 0),
             resume: !env::switched_off("SIDECAR_RESUME"),
             verbose: env::switched_on("SIDECAR_VERBOSE"),
+            patience: silence.map_or(Patience::DEFAULT, |silence| Patience { silence }),
         })
     }
 

@@ -7,6 +7,7 @@ use std::fmt;
 
 use crate::sidecar::entry::SidecarEntry;
 use crate::sidecar::token::{BearerToken, TokenError};
+use crate::terminal_safe::terminal_safe;
 
 /// BUILD_SIDECARS, parsed: each runtime's entry, in the runtimes' order.
 #[derive(Debug, Clone)]
@@ -16,8 +17,11 @@ pub struct Sidecars(BTreeMap<String, SidecarEntry>);
 #[derive(Debug, Clone)]
 pub struct Target {
     pub runtime: String,
-    /// Base URL without a trailing slash (`unix:///path` for a UNIX socket), as configured: for messages.
+    /// The base URL as every message shows it ([`shown_url`]): without a password or user, and with control
+    /// characters escaped.
     pub url: String,
+    /// The base URL without a trailing slash (`unix:///path` for a UNIX socket), as configured: for requests only.
+    base: String,
     pub token: Option<BearerToken>,
     /// The UNIX socket to connect to, for a `unix://` URL.
     pub socket: Option<PathBuf>,
@@ -28,7 +32,7 @@ impl Target {
     pub fn endpoint(&self, path: &str) -> String {
         match &self.socket {
             Some(_) => format!("http://localhost{path}"),
-            None => format!("{}{path}", self.url),
+            None => format!("{}{path}", self.base),
         }
     }
 }
@@ -67,7 +71,7 @@ impl Sidecars {
         };
         let entry = self.0.get(runtime).ok_or_else(no_sidecar)?;
         let url = entry.internal_url.as_deref().unwrap_or("").trim().trim_end_matches('/');
-        let bad_url = |problem| SidecarsError::BadUrl { runtime: runtime.to_owned(), url: url.to_owned(), problem };
+        let bad_url = |problem| SidecarsError::BadUrl { runtime: runtime.to_owned(), url: shown_url(url), problem };
         if url.is_empty() {
             return Err(SidecarsError::NoUrl { runtime: runtime.to_owned() });
         }
@@ -83,8 +87,21 @@ impl Sidecars {
             return Err(bad_url(UrlProblem::NoTls));
         }
         let token = crate::sidecar::token::resolve(entry, runtime).map_err(SidecarsError::Token)?;
-        Ok(Target { runtime: runtime.to_owned(), url: url.to_owned(), token, socket })
+        Ok(Target { runtime: runtime.to_owned(), url: shown_url(url), base: url.to_owned(), token, socket })
     }
+}
+
+/// A sidecar URL as a message shows it: the userinfo (`user:password@`) replaced by `…@`, since a message lands in
+/// logs and an agent's context, and every control or reordering character escaped ([`terminal_safe`]), since
+/// BUILD_SIDECARS is text anyone who sets the environment chose.
+pub fn shown_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let redacted = match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://…@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    };
+    terminal_safe(&redacted)
 }
 
 /// Why BUILD_SIDECARS gives no sidecar for a runtime.
@@ -137,17 +154,17 @@ impl fmt::Display for SidecarsError {
             SidecarsError::NoUrl { runtime } => write!(f, "BUILD_SIDECARS entry '{runtime}' has no internal_url"),
             SidecarsError::BadUrl { runtime, url, problem: UrlProblem::RelativeSocket } => write!(
                 f,
-                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: a UNIX socket is named by its absolute \
+                "BUILD_SIDECARS entry '{runtime}' has internal_url \"{url}\": a UNIX socket is named by its absolute \
                  path, as in unix:///run/builder/exec.sock"
             ),
             SidecarsError::BadUrl { runtime, url, problem: UrlProblem::Scheme } => write!(
                 f,
-                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}: it must start with http:// (or https://, \
+                "BUILD_SIDECARS entry '{runtime}' has internal_url \"{url}\": it must start with http:// (or https://, \
                  or unix:// for a UNIX socket)"
             ),
             SidecarsError::BadUrl { runtime, url, problem: UrlProblem::NoTls } => write!(
                 f,
-                "BUILD_SIDECARS entry '{runtime}' has internal_url {url:?}, but this sidecar-exec was built without \
+                "BUILD_SIDECARS entry '{runtime}' has internal_url \"{url}\", but this sidecar-exec was built without \
                  TLS: use http:// (sidecars are reached over the pod's private network), or build the client with \
                  `cargo build -p sidecar-exec --features tls`"
             ),
@@ -185,5 +202,19 @@ mod tests {
         let Err(SidecarsError::NoSidecar { available, .. }) = sidecars.target("ruby") else { panic!() };
         assert_eq!(available, "go, node, py, rs, ux");
         assert!(matches!(Sidecars::parse("{oops"), Err(SidecarsError::Invalid(_))));
+    }
+
+    #[test]
+    fn a_shown_url_has_no_password_and_no_control_character() {
+        assert_eq!(shown_url("http://b:1"), "http://b:1");
+        assert_eq!(shown_url("http://user:pa@ss@b:1/x@y"), "http://…@b:1/x@y");
+        assert_eq!(shown_url("http://b\x1b[31m\0:1"), "http://b\\x1b[31m\\x00:1");
+        let sidecars = Sidecars::parse(r#"{"go":{"internal_url":"http://u:secret@b:1\u001b]0;x\u0007"}}"#).unwrap();
+        let target = sidecars.target("go").unwrap();
+        assert_eq!(target.url, "http://…@b:1\\x1b]0;x\\x07");
+        assert_eq!(target.endpoint("/exec"), "http://u:secret@b:1\x1b]0;x\x07/exec");
+        let bad = Sidecars::parse(r#"{"go":{"internal_url":"ftp://u:secret@b\u001b"}}"#).unwrap();
+        let line = bad.target("go").unwrap_err().to_string();
+        assert!(line.contains("\"ftp://…@b\\x1b\"") && !line.contains("secret"), "{line}");
     }
 }

@@ -14,7 +14,7 @@ pub async fn status(sidecars: &Sidecars) -> bool {
     let mut all_usable = true;
     for runtime in sidecars.runtimes() {
         let (usable, line) = match sidecars.target(runtime) {
-            Ok(target) => match http_client(false, target.socket.as_deref()) {
+            Ok(target) => match http_client(None, target.socket.as_deref()) {
                 Ok(client) => {
                     let (usable, state) = check(&client, &target).await;
                     (usable, format!("{:<32} {state}", target.url))

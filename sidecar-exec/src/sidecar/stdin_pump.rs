@@ -11,11 +11,15 @@ use tokio::sync::{mpsc, watch};
 
 use crate::sidecar::body::{read_bounded, MAX_SMALL_BODY_BYTES};
 use crate::sidecar::http::{authorized, transport_error};
-use crate::sidecar::resume::{Backoff, RECONNECT_FOR};
+use crate::sidecar::resume::Backoff;
 use crate::sidecar::settings::CallSettings;
 use crate::sidecar::sidecars::Target;
 use crate::sidecar::stdin_source::{self, Piece, StdinSource};
 use crate::terminal_safe::terminal_safe;
+
+/// How many times in a row the server may refuse stdin as a gap at the very offset it said to resend from before
+/// the sender gives up on it (a broken server; a real gap is mended by the first resend).
+pub const GAP_REFUSALS: u32 = 5;
 
 /// Where the sender sends, and what it reports back.
 pub struct StdinPump<'a> {
@@ -28,6 +32,9 @@ pub struct StdinPump<'a> {
     pub open: watch::Receiver<bool>,
     /// The bytes the server has taken so far (its `received`).
     pub taken: &'a Cell<u64>,
+    /// Ask the server where the run's stdin is before the first bytes (an empty POST at offset 0): a client that takes
+    /// over a run someone else typed into does not know.
+    pub ask_offset: bool,
 }
 
 /// Why sending stopped before EOF was taken.
@@ -45,6 +52,13 @@ impl StdinPump<'_> {
         if self.open.wait_for(|open| *open).await.is_err() {
             return std::future::pending().await;
         }
+        if self.ask_offset {
+            match self.send(&[], false).await {
+                Ok(true) => return PumpEnd::Done,
+                Ok(false) => {}
+                Err(message) => return PumpEnd::Failed(message),
+            }
+        }
         let mut chunks = stdin_source::start_reader(self.source);
         let mut next = chunks.recv().await;
         loop {
@@ -52,7 +66,9 @@ impl StdinPump<'_> {
                 Some(Piece::Bytes(data)) => (data, false),
                 Some(Piece::End) | None => (Vec::new(), true),
                 Some(Piece::Failed(err)) => {
-                    eprintln!("sidecar-exec: cannot read stdin ({err}): the command gets an end of input here");
+                    crate::sidecar::tty::raw_mode::eprint_line(&format!(
+                        "sidecar-exec: cannot read stdin ({err}): the command gets an end of input here"
+                    ));
                     (Vec::new(), true)
                 }
             };
@@ -82,11 +98,19 @@ impl StdinPump<'_> {
     }
 
     /// Sends `data` at the current offset (and the EOF): `Ok(true)` when the server closed stdin.
+    ///
+    /// *Decision:* a request is not bounded by a deadline of its own: the server legitimately holds it while the
+    /// command does not read (up to as long as the command runs), and it never holds the client, whose end comes
+    /// with the output stream's (which has the silence bound). What is bounded is retrying: transport failures and
+    /// 5xx for the reconnect window without progress, and a `stdin_gap` that does not move (the server refuses the
+    /// very offset it said to resend from) after [`GAP_REFUSALS`] answers, with the backoff between them.
     async fn send(&mut self, data: &[u8], eof: bool) -> Result<bool, String> {
         let start = self.taken.get();
         let end = start + data.len() as u64;
         let mut backoff = Backoff::new();
         let mut lost_since: Option<Instant> = None;
+        let reconnect_for = self.settings.patience.reconnect_for();
+        let mut gaps_at_one_offset = 0;
         loop {
             let offset = self.taken.get();
             let rest = &data[usize::try_from(offset - start).unwrap_or(data.len()).min(data.len())..];
@@ -98,7 +122,7 @@ impl StdinPump<'_> {
                 Ok(response) => response,
                 Err(err) => {
                     let why = transport_error(self.target, &err);
-                    if lost_since.get_or_insert_with(Instant::now).elapsed() >= RECONNECT_FOR {
+                    if lost_since.get_or_insert_with(Instant::now).elapsed() >= reconnect_for {
                         return Err(format!("stdin could not be sent: {why}"));
                     }
                     tokio::time::sleep(backoff.next_wait()).await;
@@ -131,6 +155,21 @@ impl StdinPump<'_> {
                             self.target.url
                         ))
                     }
+                    // A gap at the offset it says to resend from: the server contradicts itself. Waited on with the
+                    // backoff, then given up on.
+                    Some(received) if received >= offset => {
+                        gaps_at_one_offset += 1;
+                        if gaps_at_one_offset >= GAP_REFUSALS {
+                            return Err(format!(
+                                "sidecar at {} refused stdin at offset {offset} as a gap {GAP_REFUSALS} times, \
+                                 saying it has {received} bytes, which is where it was sent from: stdin stops here \
+                                 (the command gets no more input)",
+                                self.target.url
+                            ));
+                        }
+                        self.taken.set(received);
+                        tokio::time::sleep(backoff.next_wait()).await;
+                    }
                     Some(received) => self.taken.set(received),
                     None => return Err(format!("sidecar at {} refused stdin as a gap", self.target.url)),
                 },
@@ -142,7 +181,16 @@ impl StdinPump<'_> {
                     | ErrorCode::StdinNotOpen
                     | ErrorCode::StdinIsATerminal,
                 ) => return Ok(true),
-                _ if status.is_server_error() => tokio::time::sleep(backoff.next_wait()).await,
+                _ if status.is_server_error() => {
+                    if lost_since.get_or_insert_with(Instant::now).elapsed() >= reconnect_for {
+                        return Err(format!(
+                            "stdin could not be sent: sidecar at {} answered {status} for {} s",
+                            self.target.url,
+                            reconnect_for.as_secs()
+                        ));
+                    }
+                    tokio::time::sleep(backoff.next_wait()).await;
+                }
                 _ => {
                     let text = refusal.map_or_else(|| String::from_utf8_lossy(&body).into_owned(), |body| body.error);
                     return Err(format!(

@@ -4,7 +4,6 @@
 use futures_util::StreamExt;
 use protocol::Frame;
 
-use crate::sidecar::http::STREAM_READ_TIMEOUT;
 use crate::sidecar::output::{RunOutput, RunOutputError};
 use crate::sidecar::sidecars::Target;
 use crate::sidecar::sse::SseError;
@@ -64,22 +63,14 @@ pub struct ErrorFrames {
     pub print: bool,
 }
 
-/// Whether a reply is an event stream (`content-type: text/event-stream`): what a negotiated `POST /exec` got, and
-/// what a runs endpoint answers; anything else is a JSON reply, or not a runs endpoint at all.
-pub fn is_event_stream(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
-}
-
-/// Reads `response`'s events into `output` until the exit frame or a failure.
+/// Reads `response`'s events into `output` until the exit frame or a failure; `silence` without a byte (the server
+/// sends keep-alives) counts as a lost connection.
 pub async fn read(
     target: &Target,
     response: reqwest::Response,
     output: &mut RunOutput,
     errors: &mut ErrorFrames,
+    silence: std::time::Duration,
 ) -> StreamEnd {
     let mut body = response.bytes_stream();
     let mut parser = crate::sidecar::sse::SseParser::new();
@@ -87,32 +78,22 @@ pub async fn read(
     loop {
         // The read timeout is kept here rather than on the client: a negotiated `POST /exec` may instead get a
         // contract server's JSON reply, which comes only at the command's end.
-        let piece: Result<_, Option<reqwest::Error>> =
-            match tokio::time::timeout(STREAM_READ_TIMEOUT, body.next()).await {
-                Ok(Some(piece)) => piece.map_err(Some),
-                Ok(None) => break,
-                Err(_) => Err(None),
-            };
+        let piece: Result<_, Option<reqwest::Error>> = match tokio::time::timeout(silence, body.next()).await {
+            Ok(Some(piece)) => piece.map_err(Some),
+            Ok(None) => break,
+            Err(_) => Err(None),
+        };
+        let silent = || StreamEnd::Lost {
+            why: format!(
+                "sidecar at {} sent nothing for {} s, not even a keep-alive: the connection is lost",
+                target.url,
+                silence.as_secs()
+            ),
+        };
         let piece = match piece {
             Ok(piece) => piece,
-            Err(None) => {
-                return StreamEnd::Lost {
-                    why: format!(
-                        "sidecar at {} sent nothing for {} s, not even a keep-alive: the connection is lost",
-                        target.url,
-                        STREAM_READ_TIMEOUT.as_secs()
-                    ),
-                }
-            }
-            Err(Some(err)) if err.is_timeout() => {
-                return StreamEnd::Lost {
-                    why: format!(
-                        "sidecar at {} sent nothing for {} s, not even a keep-alive: the connection is lost",
-                        target.url,
-                        STREAM_READ_TIMEOUT.as_secs()
-                    ),
-                }
-            }
+            Err(None) => return silent(),
+            Err(Some(err)) if err.is_timeout() => return silent(),
             Err(Some(err)) => {
                 return StreamEnd::Lost { why: format!("stream from sidecar at {} broke: {err}", target.url) }
             }
@@ -140,7 +121,7 @@ pub async fn read(
                     );
                     if errors.print && !as_shell && errors.last.as_deref() != Some(&data) {
                         let _ = std::io::Write::flush(&mut std::io::stdout());
-                        eprintln!("sidecar-exec: {}", terminal_safe(&data));
+                        crate::sidecar::tty::raw_mode::eprint_line(&format!("sidecar-exec: {}", terminal_safe(&data)));
                     }
                     errors.last = Some(data);
                     Ok(())

@@ -76,7 +76,7 @@ async fn ask(sidecars: &Sidecars, runtime: &str) -> Answer {
         Ok(target) => target,
         Err(err) => return no_answer(err.to_string()),
     };
-    let client = match http_client(false, target.socket.as_deref()) {
+    let client = match http_client(None, target.socket.as_deref()) {
         Ok(client) => client,
         Err(err) => return no_answer(err.to_string()),
     };

@@ -14,6 +14,7 @@
 //! - compression and CORS: an SSE stream must not be buffered by a compressor, and no browser calls this server.
 
 mod auth;
+mod boot;
 mod commands;
 mod cut_cost;
 mod error;
@@ -82,13 +83,16 @@ pub struct AppState {
     pub settings: Arc<ApiSettings>,
     /// Which of the runtime's commands are on the PATH (`/info`).
     pub commands: Arc<commands::Commands>,
+    /// This start of the server ([`protocol::BOOT_ID_HEADER`], `/info`).
+    pub boot_id: Arc<str>,
 }
 
 impl AppState {
     pub fn new(engine: ProcessEngine, metrics: Arc<Metrics>, runs: Runs, settings: ApiSettings) -> Self {
         let permits = Arc::new(Semaphore::new(settings.max_concurrent));
         let commands = Arc::new(commands::Commands::new(&settings.runtime, &settings.base_env, settings.root.clone()));
-        AppState { engine, metrics, runs, permits, settings: Arc::new(settings), commands }
+        let boot_id = boot::new_boot_id().into();
+        AppState { engine, metrics, runs, permits, settings: Arc::new(settings), commands, boot_id }
     }
 
     /// A slot for one more running command, or 503. An `/exec` reply keeps its command's slot until it is sent.
@@ -126,6 +130,8 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Inside the token check: a caller without the token learns nothing, not even when the server started.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), boot::stamp))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(protocol::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::count_requests))
@@ -148,6 +154,7 @@ async fn info(State(state): State<AppState>) -> impl IntoResponse {
         running: Some(state.running()),
         commands: state.commands.current(),
         daemons_kept: Some(state.engine.daemons_kept()),
+        boot_id: Some(state.boot_id.to_string()),
     })
 }
 

@@ -28,3 +28,25 @@ pub fn request() -> TtyRequest {
 /// program was cut off: the alternate screen, a hidden cursor, bracketed paste, mouse reporting, keypad mode. Sent
 /// only when the client ends without the command's exit (the program cleans up after itself otherwise).
 pub const SCREEN_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1006l\x1b>";
+
+/// Says so, in one line, when the local terminal is in the raw state a client killed while raw leaves behind (no
+/// line editing, no signal keys, no echo): the command gets the terminal's modes as they are.
+///
+/// *Decision: a note, not sane modes.* The remote terminal gets the local terminal's modes ([`request`]), as ssh
+/// gives them, so that a command behaves as it would natively on this terminal; a terminal raw on purpose (an
+/// `expect` script, `stty raw -echo` before a tool that reads keys) must stay so, and only the user can tell a
+/// terminal left raw by a crash from one made raw on purpose. The note names the cure (`stty sane`), and the terminal
+/// is left as it was found afterwards. Only `-icanon -isig -echo` together counts: `stty -echo` alone (a password
+/// prompt's script) is a normal terminal and gets no note.
+pub fn note_a_terminal_left_raw() {
+    use rustix::termios::{LocalModes, OutputModes};
+    let Ok(modes) = rustix::termios::tcgetattr(std::io::stdin()) else { return };
+    let raw = !modes.local_modes.intersects(LocalModes::ICANON | LocalModes::ISIG | LocalModes::ECHO);
+    if raw {
+        let end = if modes.output_modes.contains(OutputModes::OPOST) { "\n" } else { "\r\n" };
+        eprint!(
+            "sidecar-exec: this terminal is raw (-icanon -isig -echo), as a program killed while it had the terminal \
+             raw leaves it, and the command gets it so; run `stty sane` (or `reset`) if that was not meant{end}"
+        );
+    }
+}

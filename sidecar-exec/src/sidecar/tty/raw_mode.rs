@@ -22,10 +22,27 @@ static SAVED: OnceLock<Termios> = OnceLock::new();
 /// Whether the terminal is raw now (so that a restore when it is not does nothing).
 static RAW: AtomicBool = AtomicBool::new(false);
 
-/// Makes stdin's terminal raw and installs the panic hook that restores it. Nothing when stdin is not a terminal
-/// (`SIDECAR_TTY=1` without one). *Why `Drain` on the way in:* it keeps the keys typed before the client started
-/// (ssh does the same).
+/// Whether the raw terminal still turns Ctrl-C, Ctrl-\ and Ctrl-Z into signals to the client (ISIG on): from
+/// [`enter`] until a reply head says the command has a terminal of its own ([`keys_to_the_command`]).
+static SIGNALS_HERE: AtomicBool = AtomicBool::new(true);
+
+/// Makes stdin's terminal raw, with ISIG left on, and installs the panic hook that restores it. Nothing when stdin is
+/// not a terminal (`SIDECAR_TTY=1` without one). *Why `Drain` on the way in:* it keeps the keys typed before the
+/// client started (ssh does the same). *Why ISIG stays on until the reply head:* until then there is no remote
+/// terminal to take Ctrl-C, so the keyboard must still interrupt the client, as it interrupts a native program
+/// that waits (a server that does not answer must not hold the user until a deadline); raw otherwise, so keys typed
+/// during the round trip are kept for the command.
 pub fn enter() -> std::io::Result<()> {
+    enter_with(true)
+}
+
+/// [`enter`] for a run already known to be on a terminal (`--attach` to one): every key is the command's at once.
+pub fn enter_for_the_command() -> std::io::Result<()> {
+    enter_with(false)
+}
+
+fn enter_with(signals_here: bool) -> std::io::Result<()> {
+    SIGNALS_HERE.store(signals_here, Ordering::SeqCst);
     let Ok(saved) = tcgetattr(std::io::stdin()) else { return Ok(()) };
     let saved = SAVED.get_or_init(|| saved);
     let previous = std::panic::take_hook();
@@ -43,11 +60,46 @@ pub fn enter() -> std::io::Result<()> {
 }
 
 fn go_raw(saved: &Termios) -> std::io::Result<()> {
-    let mut raw = saved.clone();
-    raw.make_raw();
-    tcsetattr(std::io::stdin(), OptionalActions::Drain, &raw)?;
+    tcsetattr(std::io::stdin(), OptionalActions::Drain, &raw_of(saved))?;
     RAW.store(true, Ordering::SeqCst);
     Ok(())
+}
+
+/// The raw modes made of `saved`: ISIG kept while [`SIGNALS_HERE`].
+fn raw_of(saved: &Termios) -> Termios {
+    let mut raw = saved.clone();
+    raw.make_raw();
+    if SIGNALS_HERE.load(Ordering::SeqCst) {
+        raw.local_modes.insert(rustix::termios::LocalModes::ISIG);
+    }
+    raw
+}
+
+/// A reply head said the command runs on a terminal: ISIG goes off, so Ctrl-C, Ctrl-\ and Ctrl-Z are bytes for the
+/// remote line discipline. Once only; nothing when the terminal is not raw. *Why `Now`:* keys already typed stay
+/// queued for the command.
+pub fn keys_to_the_command() {
+    if !SIGNALS_HERE.swap(false, Ordering::SeqCst) || !RAW.load(Ordering::SeqCst) {
+        return;
+    }
+    if let Some(saved) = SAVED.get() {
+        let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, &raw_of(saved));
+    }
+}
+
+/// Whether the terminal is raw now: a line the client prints then needs its own carriage return (raw mode turns
+/// off the output processing that adds it).
+pub fn is_raw() -> bool {
+    RAW.load(Ordering::SeqCst)
+}
+
+/// Prints `line` on stderr as one line whatever the terminal's mode: ending `\r\n` while raw, `\n` otherwise.
+pub fn eprint_line(line: &str) {
+    use std::io::Write;
+    let end = if is_raw() { "\r\n" } else { "\n" };
+    let mut stderr = std::io::stderr().lock();
+    let _ = write!(stderr, "{line}{end}");
+    let _ = stderr.flush();
 }
 
 /// Puts the saved modes back; idempotent: whether the terminal was raw. *Why `Now`:* a restore that drains could

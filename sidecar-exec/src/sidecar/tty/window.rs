@@ -6,7 +6,7 @@ use protocol::{ResizeRequest, RunId};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::sidecar::http::authorized;
-use crate::sidecar::resume::{Backoff, RECONNECT_FOR};
+use crate::sidecar::resume::Backoff;
 use crate::sidecar::settings::CallSettings;
 use crate::sidecar::sidecars::Target;
 
@@ -26,25 +26,34 @@ pub fn size() -> ResizeRequest {
 
 /// Sends the window size to run `id` on every SIGWINCH, for as long as it is polled (the call's end drops it). The
 /// size is a state, so SIGWINCHes that come while one is sent are one resize, read when it is sent. A resize that
-/// cannot reach the server is retried (a cut connection) for [`RECONNECT_FOR`]; one the server refuses (the run
-/// ended) is dropped.
-pub async fn follow(target: &Target, client: &reqwest::Client, settings: &CallSettings, id: &RunId) {
+/// cannot reach the server is retried (a cut connection) for the reconnect window, each try answered within the
+/// follow-up bound ([`crate::sidecar::http::Patience`]); one the server refuses (the run ended) is dropped.
+/// `at_once`: send the size once before the first SIGWINCH (a client that takes over a run on another terminal).
+pub async fn follow(target: &Target, client: &reqwest::Client, settings: &CallSettings, id: &RunId, at_once: bool) {
     let Ok(mut changes) = signal(SignalKind::window_change()) else { return std::future::pending().await };
+    if at_once {
+        send(target, client, settings, id).await;
+    }
     while changes.recv().await.is_some() {
-        let mut backoff = Backoff::new();
-        let started = Instant::now();
-        loop {
-            let body = serde_json::to_vec(&size()).unwrap_or_default();
-            let request =
-                authorized(client.post(target.endpoint(&format!("/runs/{id}/resize"))), target, Some(settings))
-                    .header("content-type", "application/json")
-                    .body(body);
-            match request.send().await {
-                Ok(response) if !response.status().is_server_error() => break,
-                _ if started.elapsed() >= RECONNECT_FOR => break,
-                _ => tokio::time::sleep(backoff.next_wait()).await,
-            }
-        }
+        send(target, client, settings, id).await;
     }
     std::future::pending().await
+}
+
+/// Sends the current size, retried as [`follow`] says.
+async fn send(target: &Target, client: &reqwest::Client, settings: &CallSettings, id: &RunId) {
+    let mut backoff = Backoff::new();
+    let started = Instant::now();
+    loop {
+        let body = serde_json::to_vec(&size()).unwrap_or_default();
+        let request = authorized(client.post(target.endpoint(&format!("/runs/{id}/resize"))), target, Some(settings))
+            .header("content-type", "application/json")
+            .timeout(settings.patience.follow_up())
+            .body(body);
+        match request.send().await {
+            Ok(response) if !response.status().is_server_error() => break,
+            _ if started.elapsed() >= settings.patience.reconnect_for() => break,
+            _ => tokio::time::sleep(backoff.next_wait()).await,
+        }
+    }
 }
