@@ -422,6 +422,12 @@ pub fn command(
     }
     args.extend(["-f".into(), dockerfile]);
     let mut build_args: Vec<String> = Vec::new();
+    // Podman 4.3 (buildah) finds the stage a `FROM ${BINARIES}` names only through a build argument given on its
+    // command line, not through the ARG's default: without one it reads `compiled` as an image to pull (`short-name
+    // "compiled" did not resolve`) and never builds the stage. So the default is passed explicitly there.
+    if builder.style == Style::Podman && options.base.is_none() {
+        build_args.push("BINARIES=compiled".to_owned());
+    }
     match target {
         Target::Builder(rt) => {
             args.extend(["--target".into(), "builder".into()]);
@@ -573,7 +579,8 @@ pub async fn build(options: BuildOptions) -> Result<(), ImageError> {
             return Err(ImageError::Binaries { line, code: status.code() });
         }
     }
-    let defaults = dockerfile_image_args(&std::fs::read_to_string(&dockerfile).unwrap_or_default());
+    let dockerfile = std::fs::read_to_string(&dockerfile).unwrap_or_default();
+    let defaults = dockerfile_image_args(&dockerfile);
     for (target, command) in targets.iter().zip(commands) {
         let line = command.shell_line();
         eprintln!("sidecarctl: building {}: {line}", command.image);
@@ -585,7 +592,7 @@ pub async fn build(options: BuildOptions) -> Result<(), ImageError> {
             .expect("the build's waiter does not panic")
             .map_err(|error| ImageError::Spawn { program: command.program.clone(), error })?;
         if !status.success() {
-            let failed = pull::failed_pulls(&stderr);
+            let failed = pull::failed_pulls_of(&stderr, &dockerfile);
             if !failed.is_empty() {
                 let args = effective_args(&defaults, &command.args);
                 let prebuilt = args.iter().any(|(k, v)| k == "BINARIES" && v == "prebuilt");

@@ -110,3 +110,20 @@ pub fn path_on_a_registry(image: &str) -> String {
         _ => image,
     }
 }
+
+/// The Dockerfile's stage names (`FROM … AS name`): when a stage fails, podman goes on to read a later `FROM name`
+/// as an image to pull, and says that short name did not resolve. No image, so no failed pull.
+pub fn stage_names(dockerfile: &str) -> Vec<String> {
+    dockerfile
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("FROM "))
+        .filter_map(|l| l.rsplit_once(" AS "))
+        .map(|(_, name)| name.trim().to_owned())
+        .collect()
+}
+
+/// [`failed_pulls`], less the stage names of `dockerfile`.
+pub fn failed_pulls_of(stderr: &str, dockerfile: &str) -> Vec<FailedPull> {
+    let stages = stage_names(dockerfile);
+    failed_pulls(stderr).into_iter().filter(|p| !stages.contains(&normalize(&p.image))).collect()
+}

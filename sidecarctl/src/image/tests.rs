@@ -87,7 +87,8 @@ fn the_commands_name_the_version_tag_registry_and_the_callers_uid() {
         built.shell_line(),
         format!(
             "/usr/bin/podman --url unix:///tmp/p.sock build --format docker -f /src/sidecar-exec/images/Dockerfile \
-             --target agent --build-arg AGENT_UID={uid} --build-arg AGENT_GID={gid} -t sidecar-agent:v1 /src/sidecar-exec"
+             --target agent --build-arg BINARIES=compiled --build-arg AGENT_UID={uid} --build-arg AGENT_GID={gid} \
+             -t sidecar-agent:v1 /src/sidecar-exec"
         )
     );
     let buildx = Builder { program: "/usr/local/bin/docker".into(), style: Style::Buildx };
@@ -156,6 +157,10 @@ fn a_failed_pull_is_read_from_buildkits_and_podmans_text() {
         ["rust:1-bookworm / a short name, and no unqualified-search registries are defined in registries.conf"]
     );
     assert_eq!(pulls(PODMAN_PULL), ["localhost/nosuch:1 / connection refused"]);
+    // podman, after the compiled stage failed, reads `FROM compiled` as an image: a stage, not a pull.
+    let after_stage = format!("{PODMAN_PULL}{}", PODMAN_SHORT.replace("rust:1-bookworm", "compiled"));
+    let failed = pull::failed_pulls_of(&after_stage, &dockerfile());
+    assert_eq!(failed.iter().map(|p| p.image.as_str()).collect::<Vec<_>>(), ["localhost/nosuch:1"]);
     // Docker 20.10's last line alone still names the image, from the registry request that failed.
     let last = DOCKER_20_10.lines().last().unwrap();
     assert_eq!(pulls(last), ["registry-1.docker.io/library/python:3.13-slim-bookworm / no such host"]);
