@@ -334,6 +334,9 @@ pub async fn base(options: BaseOptions) -> Result<(), BaseError> {
     // mounted in it.
     let rootfs = PathBuf::from(format!("/var/tmp/sidecar-base.{}", crate::names::random_hex(6)));
     std::fs::create_dir(&rootfs).map_err(|error| BaseError::Folder { path: rootfs.clone(), error })?;
+    // It becomes the image's `/`: 0755 whatever the caller's umask (a 0700 `/` locks every other uid out).
+    std::fs::set_permissions(&rootfs, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(|error| BaseError::Folder { path: rootfs.clone(), error })?;
     let rootfs_kept = rootfs.clone();
     let plan = plan(&options, choice.kind, &cli, &choice.url, &rootfs, host_has_certificates())?;
     let tag = options.tag();
