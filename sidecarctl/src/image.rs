@@ -215,8 +215,8 @@ impl std::fmt::Display for ImageError {
                     .join(" nor ");
                 let rust = failed.iter().any(|(_, args)| args.iter().any(|a| a == "RUST_IMAGE"));
                 let why = if rust {
-                    " (RUST_IMAGE is where exec-server and sidecar-exec are compiled, for every image unless \
-                     BINARIES=prebuilt)"
+                    ": RUST_IMAGE is where exec-server and sidecar-exec are compiled, for every image unless \
+                     BINARIES=prebuilt"
                 } else {
                     ""
                 };

@@ -196,7 +196,7 @@ fn a_failed_pull_is_one_line_naming_the_image_its_argument_and_the_ways_out() {
     assert!(
         error.starts_with(
             "building sidecar-builder-python:latest: could not pull docker.io/library/rust:1-bookworm (RUST_IMAGE; no \
-             such host) nor docker.io/library/python:3.13-slim-bookworm (PYTHON_IMAGE; no such host) (RUST_IMAGE is \
+             such host) nor docker.io/library/python:3.13-slim-bookworm (PYTHON_IMAGE; no such host): RUST_IMAGE is \
              where exec-server and sidecar-exec are compiled"
         ),
         "{error}"
