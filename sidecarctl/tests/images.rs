@@ -117,3 +117,42 @@ fn a_base_the_engine_lacks_is_refused_up_front(engine: &TestEngine) {
     );
     assert!(!text(&output.stderr).contains("building sidecar-agent"), "{}", text(&output.stderr));
 }
+
+/// `image base` refuses a non-root caller in one line before anything runs (debootstrap and chroot need root), and
+/// its dry run needs neither root nor an engine: the five command lines, for Docker, with the note.
+#[test]
+fn image_base_without_root_or_an_engine() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let nowhere = format!("unix://{}/no-engine.sock", elsewhere.path().display());
+    let as_nobody = |args: &[&str]| {
+        let mut command = if nix::unistd::geteuid().is_root() {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(env!("CARGO_BIN_EXE_sidecarctl"));
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_sidecarctl"))
+        };
+        command.args(args).env("DOCKER_HOST", &nowhere).current_dir("/").output().unwrap()
+    };
+    let refused = as_nobody(&["image", "base"]);
+    assert_eq!(refused.status.code(), Some(125));
+    assert_eq!(
+        text(&refused.stderr),
+        "sidecarctl: error: image base runs debootstrap and chroot, which need root: run it as root (sudo sidecarctl \
+         image base)\n"
+    );
+    let dry = as_nobody(&["image", "base", "--dry-run", "--suite", "trixie"]);
+    let stderr = text(&dry.stderr);
+    assert_eq!(dry.status.code(), Some(0), "{stderr}");
+    let lines: Vec<String> = text(&dry.stdout).lines().map(str::to_owned).collect();
+    assert!(lines.len() == 4 || lines.len() == 5, "{lines:?}");
+    assert!(lines[1].starts_with("debootstrap --variant=minbase --include=ca-certificates "), "{lines:?}");
+    assert!(lines[1].contains(" trixie /var/tmp/sidecar-base."), "{lines:?}");
+    let import = &lines[lines.len() - 2];
+    assert!(import.contains(&format!("| DOCKER_HOST={nowhere} ")), "{import}");
+    assert!(import.ends_with(" import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' --change 'ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt' \
+        --change 'ENV REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt' --change \
+        'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt' --change 'CMD [\"/bin/bash\"]' - localhost/sidecar-base:trixie"), "{import}");
+    assert!(stderr.contains("no container engine answered"), "{stderr}");
+}
