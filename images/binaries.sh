@@ -17,6 +17,12 @@
 # all call it, and all test and measure the binaries users get. `images/binaries.sh --static-rustflags` prints the
 # static build's RUSTFLAGS (bench/ab-argv.sh builds with them).
 #
+# `images/binaries.sh --dist` also places them in images/dist/, where the Dockerfile's BINARIES=prebuilt takes them
+# (`sidecarctl image build --base` runs it when they are missing or older than the sources), and prints that folder.
+# A binary is replaced by a rename, and only when its bytes changed: a concurrent build may be copying images/dist,
+# and an unchanged file keeps the build's layer cache. images/dist/.built is touched last: "current as of now",
+# for the binaries left as they were (sidecarctl's freshness check reads it).
+#
 # relocation-model=static: the clients are static executables at a fixed address, not static-pie. A static-pie binary
 # relocates itself at every start (4,300 relative relocations, writing the pages of .data.rel.ro and the GOT: 17 page
 # faults of each call's ~100); a fixed one has none. Measured interleaved against static-pie (BENCHMARKS.md, "P1:
@@ -76,4 +82,14 @@ done
 out="$(pwd)/target/shipped"
 mkdir -p "$out"
 cp -f "$release/exec-server" "$release/sidecar-exec" "$release/ssh-exec" "$out/"
+if [ "${1:-}" = "--dist" ]; then
+    dist="$(pwd)/images/dist"
+    mkdir -p "$dist"
+    for bin in exec-server sidecar-exec ssh-exec; do
+        cmp -s "$out/$bin" "$dist/$bin" \
+            || { install -m 0755 "$out/$bin" "$dist/.$bin.$$" && mv -f "$dist/.$bin.$$" "$dist/$bin"; }
+    done
+    touch "$dist/.built"
+    out="$dist"
+fi
 echo "$out"

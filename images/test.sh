@@ -11,19 +11,19 @@
 #   IMAGES_TEST_RUNTIMES="python node java go" images/test.sh
 #   IMAGES_TEST_ENGINES=podman images/test.sh        # one engine only (default "podman docker")
 #
-# What differs from a user's `docker build` (see docs/images.md, "What was run"):
-#   - no base image can be pulled here, so every base is a local Debian bookworm made with debootstrap, and each
-#     runtime's toolchain comes from Debian's packages (plus PyPI and npm) through images/builder-setup.sh; node
-#     instead gets a stand-in for node:22-bookworm-slim made of the host's Node.js (node, npm, corepack, yarn 1 at
-#     /usr/local as the official image has them) when the host has node and corepack;
-#   - no Rust toolchain can be fetched inside a container here, so exec-server and sidecar-exec are built on the host
-#     (images/binaries.sh: exec-server against glibc, sidecar-exec static) and passed in with BINARIES=prebuilt
-#     instead of the default BINARIES=compiled stage.
+# What differs from a user's `docker build` (see docs/images.md, "What was run"): no base image can be pulled here,
+# so it builds the way docs/images.md, "Building without a registry", says: `sidecarctl image base` makes a local
+# Debian bookworm (debootstrap) on each engine, and `sidecarctl image build --base` builds every image on it, each
+# runtime's toolchain from Debian's packages (plus PyPI and npm) through images/builder-setup.sh, and exec-server and
+# sidecar-exec built on the host (images/binaries.sh --dist, run by sidecarctl) and passed in with BINARIES=prebuilt.
+# On top of that, node gets a stand-in for node:22-bookworm-slim made of the host's Node.js (node, npm, corepack,
+# yarn 1 at /usr/local as the official image has them) when the host has node and corepack (`--build-arg
+# NODE_IMAGE=`, the mirror form), so corepack is tested too.
 #
 # Runs at once on one host do not meet: this run's containers, network and volumes carry a unique name
 # (sidecar-test-<id>-…), and it runs its containers from the image ids it built. The images' tags
 # (localhost/sidecar-builder-<runtime>, localhost/sidecar-agent), the local bases and podman's layer cache are shared
-# and stay after the run, so the next run is fast; so does the debootstrap cache. The last step lists them with their
+# and stay after the run, so the next run is fast; so does debootstrap's package cache. The last step lists them with their
 # size and the commands that remove them. On Docker the same holds in the data root of the private dockerd it starts
 # (images/dockerd.sh, /var/tmp/sidecar-docker), or of the one SIDECAR_TEST_DOCKER_HOST names (CI's).
 #
@@ -32,7 +32,7 @@
 #
 # Environment: IMAGES_TEST_RUNTIMES (default "python node"), IMAGES_TEST_UID (the caller's uid the containers run
 # as, default 2345, deliberately not the image's 1000), IMAGES_TEST_OTHER_UID (a second caller reusing a cache
-# volume, default 3456), IMAGES_TEST_CACHE (debootstrap cache, default /var/tmp/sidecar-images-test),
+# volume, default 3456), IMAGES_TEST_CACHE (debootstrap's package cache and the lock, default /var/tmp/sidecar-images-test),
 # IMAGES_TEST_KEEP=1 (leave containers, network and workspace for inspection), IMAGES_TEST_BINARIES=compiled (build
 # exec-server and sidecar-exec inside the Dockerfile's default "compiled" stage, from a local stand-in for
 # rust:1-bookworm made of the host's rustup toolchain, instead of prebuilt). The rust builder uses that same
@@ -48,7 +48,7 @@ binaries="${IMAGES_TEST_BINARIES:-prebuilt}"
 uid="${IMAGES_TEST_UID:-2345}"
 other_uid="${IMAGES_TEST_OTHER_UID:-3456}"
 cache="${IMAGES_TEST_CACHE:-/var/tmp/sidecar-images-test}"
-base="localhost/sidecar-test-base:bookworm"
+base="localhost/sidecar-base:bookworm"   # `sidecarctl image base`'s own name
 started=$(date +%s)
 
 # Each step is a phase: its time is what passes until the next step (or the end).
@@ -102,6 +102,7 @@ prefix="sidecar-test-$(tr '[:upper:]' '[:lower:]' <<<"${tmp##*.}")"
 label="sidecar-images-test=$prefix"
 marker=""
 api_pid=""       # the podman API service the compose step talks to
+build_api_pid="" # the podman API service sidecarctl builds on
 docker_host=""   # the Docker Engine this run builds on (unix://…)
 dockerd_dir=""   # set when this run started that engine itself (images/dockerd.sh), which it then stops
 cleanup() {
@@ -109,6 +110,7 @@ cleanup() {
     trap - EXIT
     step "cleanup: this run's containers, networks and volumes${dockerd_dir:+, the dockerd it started}"
     [ -z "$api_pid" ] || { kill "$api_pid" 2>/dev/null; wait "$api_pid" 2>/dev/null || true; }
+    [ -z "$build_api_pid" ] || { kill "$build_api_pid" 2>/dev/null; wait "$build_api_pid" 2>/dev/null || true; }
     # shellcheck disable=SC2086
     [ -z "$marker" ] || rm -f $marker
     if [ "${IMAGES_TEST_KEEP:-0}" = 1 ]; then
@@ -157,14 +159,19 @@ if has_engine docker; then
         "CLI $docker_cli $(dk version --format '{{.Client.Version}}')"
 fi
 
-step "exec-server, sidecar-exec and ssh-exec: release build on the host, as shipped (images/binaries.sh)"
-static_bin="$(images/binaries.sh)"
-mkdir -p images/dist
-for f in exec-server sidecar-exec ssh-exec; do
-    # Replaced by a rename, and only when changed: a concurrent run may be copying images/dist into a build.
-    cmp -s "$static_bin/$f" "images/dist/$f" \
-        || { install -m 0755 "$static_bin/$f" "images/dist/.$f.$$" && mv -f "images/dist/.$f.$$" "images/dist/$f"; }
+step "sidecarctl (cargo build), which builds the images; podman's API service for it"
+cargo build --quiet --locked -p sidecarctl
+sidecarctl="${CARGO_TARGET_DIR:-$PWD/target}/debug/sidecarctl"
+# sidecarctl talks to podman through its API, as `up` does: a service of this run's own (podman itself, not the pm
+# function: $! must be podman's pid for the cleanup's kill).
+podman --runtime runc system service --time=0 "unix://$tmp/podman-build.sock" >"$tmp/podman-build.log" 2>&1 &
+build_api_pid=$!
+for _ in $(seq 1 300); do
+    [ "$(curl -s --max-time 2 --unix-socket "$tmp/podman-build.sock" http://localhost/_ping 2>/dev/null)" = OK ] && break
+    sleep 0.1
 done
+declare -A engine_url=([podman]="unix://$tmp/podman-build.sock" [docker]="$docker_host")
+echo "    $sidecarctl; podman at ${engine_url[podman]}"
 
 # The two engines' CLIs, for what both do alike (podman's with runc and the limits it may set).
 on() { # on ENGINE ARGS…
@@ -188,28 +195,13 @@ context_build() {
 mkdir -p "$cache"
 exec {lock}>"$cache/lock"
 flock "$lock"
-step "local base image $base (debootstrap --variant=minbase bookworm, cached in $cache) on $engines"
-rootfs="$cache/rootfs"
+step "local base image $base (sidecarctl image base: debootstrap bookworm, packages cached in $cache/debootstrap) on $engines"
 for engine in $engines; do
-    image_exists "$engine" "$base" && continue
-    if [ ! -f "$cache/rootfs.done" ]; then
-        rm -rf "$rootfs"
-        debootstrap --variant=minbase --include=ca-certificates bookworm "$rootfs" >"$cache/debootstrap.log" 2>&1 \
-            || { tail -20 "$cache/debootstrap.log"; fail "debootstrap"; }
-        # This machine reaches the registries through a TLS proxy whose CA the host trusts; the local base trusts
-        # the same CAs, as a company's own base image would. Nothing of this goes into the Dockerfile.
-        if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
-            cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
-            chroot "$rootfs" update-ca-certificates >/dev/null 2>&1
-        fi
-        touch "$cache/rootfs.done"
-    fi
-    bundle=/etc/ssl/certs/ca-certificates.crt
-    tar -C "$rootfs" -c . | on "$engine" import \
-        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-        --change "ENV SSL_CERT_FILE=$bundle" --change "ENV PIP_CERT=$bundle" \
-        --change "ENV REQUESTS_CA_BUNDLE=$bundle" --change "ENV NODE_EXTRA_CA_CERTS=$bundle" \
-        --change 'CMD ["/bin/bash"]' - "$base" >"$tmp/import.log" 2>&1 || { cat "$tmp/import.log"; fail "$engine import"; }
+    image_exists "$engine" "$base" && { echo "    on $engine: there already"; continue; }
+    t0=$(date +%s)
+    "$sidecarctl" image base --engine "${engine_url[$engine]}" --cache-dir "$cache/debootstrap" >"$tmp/base-$engine.log" 2>&1 \
+        || { tail -30 "$tmp/base-$engine.log"; fail "sidecarctl image base on $engine"; }
+    echo "    on $engine: made in $(($(date +%s) - t0)) s"
 done
 
 # A stand-in for rust:1-bookworm (no toolchain can be fetched inside a container here): the local base, gcc, and the
@@ -294,50 +286,54 @@ flock -u "$lock"
 
 declare -A image          # podman: runtime (or "agent") -> the id of the image this run built
 declare -A docker_image   # the same on Docker (compose_example reads both through a nameref)
-# build ENGINE NAME TARGET [build args…]: `docker build -f images/Dockerfile --target … -t sidecar-NAME .` as
-# docs/images.md gives it, plus the local bases. podman: `--format docker` keeps HEALTHCHECK (the OCI format has
-# none), and the tag is localhost/sidecar-NAME (podman's name for sidecar-NAME).
+# build ENGINE NAME [build args…]: `sidecarctl image build --base "$base" NAME` (NAME: a runtime or agent), as
+# docs/images.md, "Building without a registry", gives it, tagged with this run's own tag so that the id read back is
+# this run's build (a concurrent run may retag the shared one), then tagged as `up` names the images
+# (sidecar-builder-RT, sidecar-agent: :latest) and the run's tag removed.
 build() {
-    local engine="$1" name="$2" target="$3" log t0 cached
-    shift 3
+    local engine="$1" name="$2" log t0 cached repo
+    shift 2
     log="$tmp/build-$engine-$name.log"
     t0=$(date +%s)
-    local flags=(--iidfile "$tmp/iid-$engine-$name" -t "sidecar-$name")
-    case "$engine" in
-        podman) flags+=(--format docker "${ulimits[@]}") ;;
-        docker) flags+=(--progress plain) ;;   # the plain log: each step, and CACHED for the reused ones
-    esac
-    if ! on "$engine" build "${flags[@]}" -f images/Dockerfile --target "$target" \
-        --build-arg BINARIES="$binaries" --build-arg RUST_IMAGE="$rust_base" "$@" . >"$log" 2>&1; then
+    repo="sidecar-builder-$name"
+    [ "$name" != agent ] || repo=sidecar-agent
+    local extra=()
+    [ "$binaries" != compiled ] || extra=(--build-arg BINARIES=compiled --build-arg RUST_IMAGE="$rust_base")
+    if ! "$sidecarctl" image build --engine "${engine_url[$engine]}" --base "$base" --tag "$prefix" "${extra[@]}" "$@" \
+        "$name" >"$log" 2>&1; then
         tail -40 "$log"
-        fail "building sidecar-$name on $engine"
+        fail "building $repo on $engine"
     fi
+    local id
+    id=$(on "$engine" image inspect --format '{{.Id}}' "$repo:$prefix")
+    on "$engine" tag "$id" "$repo:latest"
+    on "$engine" rmi "$repo:$prefix" >/dev/null
     # shellcheck disable=SC2034
     case "$engine" in
-        podman) image[${name#builder-}]="$(cat "$tmp/iid-$engine-$name")" ;;
-        docker) docker_image[${name#builder-}]="$(cat "$tmp/iid-$engine-$name")" ;;
+        podman) image[$name]="$id" ;;
+        docker) docker_image[$name]="$id" ;;
     esac
     cached=$(grep -c -e 'Using cache' -e ' CACHED$' "$log" || true)
-    echo "    sidecar-$name on $engine built in $(($(date +%s) - t0)) s (cached steps: $cached)"
+    echo "    $repo on $engine built in $(($(date +%s) - t0)) s (cached steps: $cached)"
 }
 
 for engine in $engines; do
     for rt in $runtimes; do
         step "builder image for $rt on $engine"
-        args=(--build-arg RUNTIME="$rt")
+        args=()
         case "$rt" in
-            node) args+=(--build-arg NODE_IMAGE="${node_base:-$base}") ;;
+            node) [ -z "$node_base" ] || args+=(--build-arg NODE_IMAGE="$node_base") ;;
             # The python builder is built for the caller's uid; the others keep 1000 and run with --user instead.
-            python) args+=(--build-arg PYTHON_IMAGE="$base" --build-arg BUILDER_UID="$uid") ;;
-            java) args+=(--build-arg JAVA_IMAGE="$base" --build-arg MAVEN_VERSION= --build-arg GRADLE_VERSION=) ;;
-            go) args+=(--build-arg GO_IMAGE="$base") ;;
+            python) args+=(--build-arg BUILDER_UID="$uid") ;;
+            java | go) ;;
             rust) args+=(--build-arg RUST_RUNTIME_IMAGE="$rust_base") ;;
             *) fail "unknown runtime $rt" ;;
         esac
-        build "$engine" "builder-$rt" builder "${args[@]}"
+        build "$engine" "$rt" "${args[@]}"
+        [ -x images/dist/exec-server ] || fail "image build --base left no images/dist/exec-server"
     done
     step "agent image (uid $uid) on $engine"
-    build "$engine" agent agent --build-arg AGENT_IMAGE="$base" --build-arg INIT_IMAGE="$base" --build-arg AGENT_UID="$uid"
+    build "$engine" agent --build-arg AGENT_UID="$uid" --build-arg AGENT_GID="$uid"
 done
 
 step "a build after touching a workspace file reuses the compiled stage (only manifests and crates are its inputs)"
@@ -350,7 +346,10 @@ marker="${markers[*]}"
 if [ "$binaries" = compiled ]; then
     # The real stage: its cargo build must come from the cache.
     touch_markers
-    build compiled-check compiled
+    # (the compiled stage alone, which sidecarctl has no name for: podman build, as the stage's own check)
+    pm build --format docker "${ulimits[@]}" -f images/Dockerfile --target compiled --build-arg RUST_IMAGE="$rust_base" \
+        -t sidecar-compiled-check . >"$tmp/build-compiled-check.log" 2>&1 \
+        || { tail -40 "$tmp/build-compiled-check.log"; fail "building the compiled stage"; }
     cargo_step=$(grep -A1 -E '^(\[[0-9/]+\] )?STEP [0-9/]+: RUN .*cargo build' "$tmp/build-compiled-check.log")
     grep -q 'Using cache' <<<"$cargo_step" \
         || { cat "$tmp/build-compiled-check.log"; fail "new files in the context reran the compiled stage's cargo build"; }

@@ -7,15 +7,26 @@
 //!
 //! Decision: the build runs the CLI rather than the API's `/build`, because BuildKit over the API needs a
 //! session protocol of its own, and the CLI's progress output is what a person knows. `--dry-run` prints exactly
-//! the command lines that would run, each runnable as it is.
+//! the command lines that would run, each runnable as it is; with no engine to ask, the lines for Docker (at
+//! `--engine`, `DOCKER_HOST` or Docker's own socket) with a note saying so, since printing needs no engine.
+//!
+//! `--base IMAGE` builds every stage from one local image (`sidecarctl image base` makes a Debian one) with the
+//! binaries prebuilt from this checkout: no registry is needed for any image (see docs/images.md, "Building
+//! without a registry"). A build that fails because a base image could not be pulled ends with one line naming
+//! that image, the Dockerfile argument that names it, and both ways out ([`pull`]).
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use clap::Args;
 
 use crate::engine::{ContainerEngine, EngineError, EngineKind};
 use crate::runtime::Runtime;
+
+pub mod base;
+pub mod binaries;
+pub mod pull;
 
 #[derive(Args, Debug, Clone)]
 pub struct BuildOptions {
@@ -28,6 +39,12 @@ pub struct BuildOptions {
     /// rust:1.80-bookworm); also the default tag.
     #[arg(long, value_name = "V", env = "SIDECARCTL_RUNTIME_VERSION")]
     pub runtime_version: Option<String>,
+
+    /// Build every image FROM this local image (e.g. `sidecarctl image base`'s localhost/sidecar-base:bookworm),
+    /// with the binaries prebuilt from this checkout (images/binaries.sh runs when they are missing or stale): no
+    /// registry needed. The builders then carry Debian's own python, node, java, go and rust.
+    #[arg(long, value_name = "IMAGE", env = "SIDECARCTL_BASE_IMAGE")]
+    pub base: Option<String>,
 
     /// The images' tag (default: the runtime version, else latest).
     #[arg(long, value_name = "T", env = "SIDECARCTL_IMAGE_TAG")]
@@ -112,6 +129,25 @@ pub enum ImageError {
     NoDockerfile {
         context: PathBuf,
     },
+    /// `--runtime-version` names an official image's tag; `--base` builds on one image with Debian's runtimes.
+    RuntimeVersionWithBase {
+        version: String,
+        base: String,
+    },
+    /// `--base IMAGE` is not on the engine.
+    NoBaseImage {
+        image: String,
+    },
+    /// `images/binaries.sh --dist` failed (its own output said why).
+    Binaries {
+        line: String,
+        code: Option<i32>,
+    },
+    /// A build failed because base images could not be pulled.
+    Pull {
+        image: String,
+        failed: Vec<(pull::FailedPull, Vec<String>)>,
+    },
     BadBuildArg {
         value: String,
     },
@@ -140,11 +176,63 @@ impl std::fmt::Display for ImageError {
             ImageError::UnknownName { name } => {
                 write!(f, "image '{name}' is not one of: {}, agent", Runtime::list())
             }
-            ImageError::NoDockerfile { context } => write!(
+            ImageError::NoDockerfile { context } => {
+                let shown = if context.as_os_str() == "." {
+                    let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+                    format!("the current folder ({here})")
+                } else {
+                    context.display().to_string()
+                };
+                write!(
+                    f,
+                    "{shown} has no images/Dockerfile: run sidecarctl image from a sidecar-exec checkout, or give \
+                     the checkout's path with --context DIR"
+                )
+            }
+            ImageError::RuntimeVersionWithBase { version, base } => write!(
                 f,
-                "{} has no images/Dockerfile: run from a sidecar-exec checkout, or name one with --context",
-                context.join("images/Dockerfile").display()
+                "--runtime-version {version} picks an official base image by its tag, and --base {base} builds every \
+                 image on that one base with Debian's own runtime versions: drop one of the two"
             ),
+            ImageError::NoBaseImage { image } => write!(
+                f,
+                "--base {image}: the engine has no such image; make it with `sidecarctl image base` (--tag {image}), \
+                 or name an image the engine has"
+            ),
+            ImageError::Binaries { line, code } => write!(
+                f,
+                "building the prebuilt binaries for --base failed ({}; its output is above): {line}",
+                code.map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit code {c}"))
+            ),
+            ImageError::Pull { image, failed } => {
+                let named = failed
+                    .iter()
+                    .map(|(pull, args)| match args.as_slice() {
+                        [] => format!("{} ({})", pull.image, pull.cause),
+                        _ => format!("{} ({}; {})", pull.image, args.join(", "), pull.cause),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" nor ");
+                let rust = failed.iter().any(|(_, args)| args.iter().any(|a| a == "RUST_IMAGE"));
+                let why = if rust {
+                    ": RUST_IMAGE is where exec-server and sidecar-exec are compiled, for every image unless \
+                     BINARIES=prebuilt"
+                } else {
+                    ""
+                };
+                let (arg, example) = failed
+                    .iter()
+                    .find_map(|(pull, args)| args.first().map(|a| (a.clone(), pull.image.clone())))
+                    .or_else(|| failed.first().map(|(pull, _)| ("…_IMAGE".to_owned(), pull.image.clone())))
+                    .unwrap_or_else(|| ("…_IMAGE".to_owned(), "IMAGE".to_owned()));
+                write!(
+                    f,
+                    "building {image}: could not pull {named}{why}; with no registry, make a local base with \
+                     `sidecarctl image base` and build on it with `--base localhost/sidecar-base:bookworm`, or \
+                     name a mirror with `--build-arg {arg}=MIRROR/{}`",
+                    pull::path_on_a_registry(&example)
+                )
+            }
             ImageError::BadBuildArg { value } => write!(f, "--build-arg expects NAME=VALUE, got '{value}'"),
             ImageError::Engine(e) => e.fmt(f),
             ImageError::NoPodman => f.write_str(
@@ -258,15 +346,51 @@ pub fn image_name(target: Target, options: &BuildOptions) -> String {
     format!("{registry}{base}:{tag}")
 }
 
+/// The Dockerfile's build argument that names a runtime's base image.
+pub fn image_arg(runtime: Runtime) -> &'static str {
+    match runtime {
+        Runtime::Node => "NODE_IMAGE",
+        Runtime::Python => "PYTHON_IMAGE",
+        Runtime::Java => "JAVA_IMAGE",
+        Runtime::Go => "GO_IMAGE",
+        Runtime::Rust => "RUST_RUNTIME_IMAGE",
+    }
+}
+
 /// The base image a runtime version names (the Dockerfile's build argument and its value).
 pub fn base_image(runtime: Runtime, version: &str) -> (&'static str, String) {
-    match runtime {
-        Runtime::Node => ("NODE_IMAGE", format!("node:{version}-bookworm-slim")),
-        Runtime::Python => ("PYTHON_IMAGE", format!("python:{version}-slim-bookworm")),
-        Runtime::Java => ("JAVA_IMAGE", format!("eclipse-temurin:{version}-jdk")),
-        Runtime::Go => ("GO_IMAGE", format!("golang:{version}-bookworm")),
-        Runtime::Rust => ("RUST_RUNTIME_IMAGE", format!("rust:{version}-bookworm")),
+    let value = match runtime {
+        Runtime::Node => format!("node:{version}-bookworm-slim"),
+        Runtime::Python => format!("python:{version}-slim-bookworm"),
+        Runtime::Java => format!("eclipse-temurin:{version}-jdk"),
+        Runtime::Go => format!("golang:{version}-bookworm"),
+        Runtime::Rust => format!("rust:{version}-bookworm"),
+    };
+    (image_arg(runtime), value)
+}
+
+/// The build arguments naming an image that `target` is built from, as `command` passes them: the binaries'
+/// stage (`RUST_IMAGE`, unless `BINARIES=prebuilt`) and the target's own bases.
+fn image_args_of(target: Target, binaries_prebuilt: bool) -> Vec<&'static str> {
+    let mut args = if binaries_prebuilt { Vec::new() } else { vec!["RUST_IMAGE"] };
+    match target {
+        Target::Builder(rt) => args.push(image_arg(rt)),
+        Target::Agent => args.extend(["AGENT_IMAGE", "INIT_IMAGE"]),
     }
+    args
+}
+
+/// Refuses what cannot go together, before any engine is asked.
+pub fn check(options: &BuildOptions) -> Result<(), ImageError> {
+    if let (Some(version), Some(base)) = (&options.runtime_version, &options.base) {
+        return Err(ImageError::RuntimeVersionWithBase { version: version.clone(), base: base.clone() });
+    }
+    for value in &options.build_args {
+        if value.split_once('=').is_none_or(|(name, _)| name.is_empty()) {
+            return Err(ImageError::BadBuildArg { value: value.clone() });
+        }
+    }
+    Ok(())
 }
 
 /// The command that builds `target` with `builder` on the engine at `url`. The agent image is built for the
@@ -298,6 +422,12 @@ pub fn command(
     }
     args.extend(["-f".into(), dockerfile]);
     let mut build_args: Vec<String> = Vec::new();
+    // Podman 4.3 (buildah) finds the stage a `FROM ${BINARIES}` names only through a build argument given on its
+    // command line, not through the ARG's default: without one it reads `compiled` as an image to pull (`short-name
+    // "compiled" did not resolve`) and never builds the stage. So the default is passed explicitly there.
+    if builder.style == Style::Podman && options.base.is_none() {
+        build_args.push("BINARIES=compiled".to_owned());
+    }
     match target {
         Target::Builder(rt) => {
             args.extend(["--target".into(), "builder".into()]);
@@ -313,12 +443,17 @@ pub fn command(
             build_args.push(format!("AGENT_GID={}", nix::unistd::getgid()));
         }
     }
-    for value in &options.build_args {
-        if value.split_once('=').is_none_or(|(name, _)| name.is_empty()) {
-            return Err(ImageError::BadBuildArg { value: value.clone() });
+    // Every stage from the one base, the binaries from images/dist. Java takes Debian's Maven and Gradle (the
+    // upstream downloads need the internet); the caller's own --build-arg values come after these and win.
+    if let Some(base) = &options.base {
+        build_args.push("BINARIES=prebuilt".to_owned());
+        build_args.extend(image_args_of(target, true).into_iter().map(|name| format!("{name}={base}")));
+        if target == Target::Builder(Runtime::Java) {
+            build_args.extend(["MAVEN_VERSION=".to_owned(), "GRADLE_VERSION=".to_owned()]);
         }
-        build_args.push(value.clone());
     }
+    check(options)?;
+    build_args.extend(options.build_args.iter().cloned());
     for value in build_args {
         args.extend(["--build-arg".into(), value]);
     }
@@ -326,37 +461,218 @@ pub fn command(
     Ok(BuildCommand { image, env, program: builder.program.clone(), args })
 }
 
+/// The engine the commands are for: the one that answered, or (a dry run with none) Docker, with the note that
+/// says so.
+#[derive(Debug)]
+pub struct EngineChoice {
+    pub kind: EngineKind,
+    pub url: String,
+    pub note: Option<String>,
+}
+
+/// Decides the engine from what connecting gave: a dry run needs no engine, so without one it prints the lines for
+/// Docker at the place asked for (`--engine`, `DOCKER_HOST`) or Docker's own socket, and says so; a real build
+/// needs the engine.
+pub fn choose_engine(
+    connected: Result<(EngineKind, String), EngineError>,
+    dry_run: bool,
+    asked: Option<&str>,
+) -> Result<EngineChoice, ImageError> {
+    match connected {
+        Ok((kind, url)) => Ok(EngineChoice { kind, url, note: None }),
+        Err(error) if dry_run => {
+            let url = asked.unwrap_or("unix:///var/run/docker.sock").to_owned();
+            let why = match &error {
+                EngineError::Connect { url, error } => format!("{url}: {error}"),
+                EngineError::NotFound { tried } if tried.len() == 1 => {
+                    format!("{}: {}", tried[0].place.url, tried[0].problem)
+                }
+                _ => "at none of the usual places; `sidecarctl ps` lists them".to_owned(),
+            };
+            Ok(EngineChoice {
+                kind: EngineKind::Docker,
+                url: url.clone(),
+                note: Some(format!(
+                    "no container engine answered ({why}), so these are the commands for Docker at {url} (on Podman, \
+                     `podman --url URL` runs them, and builds with --format docker)"
+                )),
+            })
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// What a dry run prints, in order: the binaries' build when `--base` needs it, then one line per image.
+pub fn dry_run_lines(binaries: Option<&BuildCommand>, commands: &[BuildCommand]) -> Vec<String> {
+    binaries.into_iter().chain(commands).map(BuildCommand::shell_line).collect()
+}
+
+/// `images/binaries.sh --dist` in `context`.
+pub fn binaries_command(context: &Path) -> BuildCommand {
+    BuildCommand {
+        image: "images/dist".to_owned(),
+        env: Vec::new(),
+        program: context.join("images/binaries.sh"),
+        args: vec!["--dist".to_owned()],
+    }
+}
+
 /// Builds (or, with `--dry-run`, prints) every image named, in order; stops at the first failure. The build
-/// tool's own progress goes to our stdout and stderr as it comes.
+/// tool's own progress goes to our stdout and stderr as it comes (stderr through us, so that a failed pull can be
+/// named).
 pub async fn build(options: BuildOptions) -> Result<(), ImageError> {
     let targets = options.names.iter().map(|n| parse_target(n)).collect::<Result<Vec<_>, _>>()?;
-    if !options.context.join("images/Dockerfile").is_file() {
+    check(&options)?;
+    let dockerfile = options.context.join("images/Dockerfile");
+    if !dockerfile.is_file() {
         return Err(ImageError::NoDockerfile { context: options.context.clone() });
     }
-    let engine = ContainerEngine::connect(options.engine.as_deref()).await?;
-    let builder = choose_builder(engine.kind().await?, &std::env::var("PATH").unwrap_or_default())?;
-    let commands =
-        targets.iter().map(|t| command(&builder, engine.url(), *t, &options)).collect::<Result<Vec<_>, _>>()?;
-    for command in commands {
-        let line = command.shell_line();
-        if options.dry_run {
-            println!("{line}");
-            continue;
+    let asked = options.engine.clone().or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()));
+    let (connected, engine) = match ContainerEngine::connect(options.engine.as_deref()).await {
+        Ok(engine) => (engine.kind().await.map(|kind| (kind, engine.url().to_owned())), Some(engine)),
+        Err(error) => (Err(error), None),
+    };
+    let choice = choose_engine(connected, options.dry_run, asked.as_deref())?;
+    let path = std::env::var("PATH").unwrap_or_default();
+    let builder = match choose_builder(choice.kind, &path) {
+        Ok(builder) => builder,
+        Err(error) if options.dry_run && choice.note.is_some() => {
+            eprintln!("sidecarctl: note: {error}");
+            Builder { program: "docker".into(), style: Style::Buildx }
         }
+        Err(error) => return Err(error),
+    };
+    if let Some(note) = &choice.note {
+        eprintln!("sidecarctl: note: {note}");
+    }
+    if let (Some(base), Some(engine)) = (&options.base, &engine) {
+        if engine.image(base).await?.is_none() {
+            if !options.dry_run {
+                return Err(ImageError::NoBaseImage { image: base.clone() });
+            }
+            eprintln!("sidecarctl: note: {}", ImageError::NoBaseImage { image: base.clone() });
+        }
+    }
+    let commands =
+        targets.iter().map(|t| command(&builder, &choice.url, *t, &options)).collect::<Result<Vec<_>, _>>()?;
+    let binaries = options.base.as_ref().and_then(|_| binaries::stale(&options.context)).map(|stale| {
+        eprintln!("sidecarctl: --base takes the binaries from images/dist, and {stale}: images/binaries.sh --dist builds them");
+        binaries_command(&options.context)
+    });
+    if options.dry_run {
+        for line in dry_run_lines(binaries.as_ref(), &commands) {
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    if let Some(binaries) = binaries {
+        let line = binaries.shell_line();
+        eprintln!("sidecarctl: building the binaries (a release build on this host: minutes the first time): {line}");
+        let mut child = Command::new(&binaries.program);
+        // (binaries.sh works in its own checkout, wherever it is called from; what it prints is images/dist.)
+        child.args(&binaries.args).stdout(Stdio::null());
+        let status = tokio::task::spawn_blocking(move || child.status())
+            .await
+            .expect("the binaries' waiter does not panic")
+            .map_err(|error| ImageError::Spawn { program: binaries.program.clone(), error })?;
+        if !status.success() {
+            return Err(ImageError::Binaries { line, code: status.code() });
+        }
+    }
+    let dockerfile = std::fs::read_to_string(&dockerfile).unwrap_or_default();
+    let defaults = dockerfile_image_args(&dockerfile);
+    for (target, command) in targets.iter().zip(commands) {
+        let line = command.shell_line();
         eprintln!("sidecarctl: building {}: {line}", command.image);
         let mut child = Command::new(&command.program);
         child.args(&command.args).envs(command.env.iter().map(|(k, v)| (k, v)));
         // A build runs for minutes: off the runtime's threads. A Ctrl-C reaches the tool too (our process group).
-        let status = tokio::task::spawn_blocking(move || child.status())
+        let (status, stderr) = tokio::task::spawn_blocking(move || run_teeing_stderr(child))
             .await
             .expect("the build's waiter does not panic")
             .map_err(|error| ImageError::Spawn { program: command.program.clone(), error })?;
         if !status.success() {
+            let failed = pull::failed_pulls_of(&stderr, &dockerfile);
+            if !failed.is_empty() {
+                let args = effective_args(&defaults, &command.args);
+                let prebuilt = args.iter().any(|(k, v)| k == "BINARIES" && v == "prebuilt");
+                let relevant = image_args_of(*target, prebuilt);
+                let failed = failed
+                    .into_iter()
+                    .map(|pull| {
+                        let names = args_naming(&args, &pull.image, &relevant);
+                        (pull, names)
+                    })
+                    .collect();
+                return Err(ImageError::Pull { image: command.image, failed });
+            }
             return Err(ImageError::Failed { image: command.image, code: status.code(), line });
         }
         eprintln!("sidecarctl: built {}", command.image);
     }
     Ok(())
+}
+
+/// The Dockerfile's `ARG NAME=VALUE` defaults, in order.
+pub fn dockerfile_image_args(dockerfile: &str) -> Vec<(String, String)> {
+    dockerfile
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("ARG "))
+        .filter_map(|a| a.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().trim_matches('"').to_owned()))
+        .collect()
+}
+
+/// The build arguments in force: the Dockerfile's defaults, then each `--build-arg` of `args` (the last wins).
+pub fn effective_args(defaults: &[(String, String)], args: &[String]) -> Vec<(String, String)> {
+    let mut effective = defaults.to_vec();
+    for pair in args.windows(2).filter(|w| w[0] == "--build-arg") {
+        if let Some((name, value)) = pair[1].split_once('=') {
+            effective.retain(|(k, _)| k != name);
+            effective.push((name.to_owned(), value.to_owned()));
+        }
+    }
+    effective
+}
+
+/// The `*_IMAGE` arguments whose value is `image`: those `relevant` to the target first, else any.
+pub fn args_naming(args: &[(String, String)], image: &str, relevant: &[&str]) -> Vec<String> {
+    let wanted = pull::normalize(image);
+    let matching: Vec<&String> =
+        args.iter().filter(|(k, v)| k.ends_with("_IMAGE") && pull::normalize(v) == wanted).map(|(k, _)| k).collect();
+    let chosen: Vec<String> =
+        matching.iter().filter(|k| relevant.contains(&k.as_str())).map(|k| k.to_string()).collect();
+    if chosen.is_empty() {
+        matching.into_iter().cloned().collect()
+    } else {
+        chosen
+    }
+}
+
+/// Runs `command` with its stderr passed through to ours as it comes, and returns the last 64 KiB of it too.
+fn run_teeing_stderr(mut command: Command) -> std::io::Result<(std::process::ExitStatus, String)> {
+    const KEEP: usize = 64 * 1024;
+    let mut child = command.stderr(Stdio::piped()).spawn()?;
+    let mut pipe = child.stderr.take().expect("stderr is piped");
+    let mut kept: Vec<u8> = Vec::new();
+    let mut buffer = [0u8; 8192];
+    let mut ours = std::io::stderr();
+    loop {
+        match pipe.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => {
+                let _ = ours.write_all(&buffer[..n]);
+                kept.extend_from_slice(&buffer[..n]);
+                if kept.len() > 2 * KEEP {
+                    kept.drain(..kept.len() - KEEP);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    let status = child.wait()?;
+    Ok((status, String::from_utf8_lossy(&kept).into_owned()))
 }
 
 #[cfg(test)]

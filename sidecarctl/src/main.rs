@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use sidecarctl::down::Scope;
 use sidecarctl::engine::{ContainerEngine, EngineError};
 use sidecarctl::exit::{Cause, EXIT_FAILED};
+use sidecarctl::image::base::BaseOptions;
 use sidecarctl::image::{self, BuildOptions};
 use sidecarctl::names::{NotRemovable, Origin, Ownership};
 use sidecarctl::render::emit::{self, EmitOptions};
@@ -68,6 +69,9 @@ enum ImageCommand {
     /// Build the builder images (node, python, java, go, rust) and the agent image (agent) on the engine `up` uses,
     /// with BuildKit (Docker) or podman build; --dry-run prints the commands.
     Build(BuildOptions),
+    /// Make a local Debian base image with debootstrap (root, Linux), the host's CA certificates carried in, for
+    /// `image build --base`: images with no registry at all.
+    Base(BaseOptions),
 }
 
 #[derive(clap::Args)]
@@ -156,6 +160,13 @@ async fn run(command: Command) -> i32 {
             .await
         }
         Command::Image(ImageCommand::Build(options)) => match image::build(options).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("sidecarctl: error: {e}");
+                EXIT_FAILED
+            }
+        },
+        Command::Image(ImageCommand::Base(options)) => match image::base::base(options).await {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("sidecarctl: error: {e}");

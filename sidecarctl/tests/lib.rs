@@ -8,6 +8,7 @@ mod caches;
 mod discovery;
 mod emitters;
 mod engines;
+mod images;
 mod kube_schemas;
 mod own_engine;
 mod runs;
