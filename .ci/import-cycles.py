@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rust_source import CFG_TEST, attributes_before, clean, crate_roots, matching_brace, members  # noqa: E402
+from rust_source import CFG_TEST, attributes_before, clean, crate_roots, made_up_workspace, matching_brace, members  # noqa: E402
 
 
 PATH_ATTR = re.compile(r'#\[\s*path\s*=\s*"([^"]*)"\s*\]')
@@ -343,14 +343,8 @@ def self_test():
     """The check on a made-up workspace: its two cycles are found (one new, one known), a known line whose cycle is
     gone fails, and there is no other arrow."""
     import subprocess
-    import tempfile
-    import textwrap
 
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, text in SELF_TEST.items():
-            path = Path(tmp) / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(textwrap.dedent(text))
+    with made_up_workspace(SELF_TEST) as tmp:
         run = subprocess.run([sys.executable, __file__, "--arrows", tmp], capture_output=True, text=True)
     found = sorted(line for line in run.stdout.splitlines() if line.startswith(("NEW", "known", "GONE")))
     arrows = sorted(line for line in run.stdout.splitlines() if line.startswith("one/"))

@@ -17,11 +17,18 @@ fail: the list only shrinks (a listed function now short, or gone, fails until i
 
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rust_source import attributes_before, clean, matching_brace, members, test_files, test_spans  # noqa: E402
+from rust_source import (  # noqa: E402
+    attributes_before,
+    clean,
+    matching_brace,
+    members,
+    run_on_made_up_workspace,
+    test_files,
+    test_spans,
+)
 
 LIMIT = 100
 LEFT_OUT = {"testkit"}
@@ -144,18 +151,7 @@ async fn a_test() {{
         "one/src/tests.rs": f"fn in_test_file() {{\n{long_body}\n}}\n",
         "testkit/src/lib.rs": f"pub fn support() {{\n{long_body}\n}}\n",
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, text in files.items():
-            path = Path(tmp) / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        import contextlib
-        import io
-
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = check(Path(tmp))
-    lines = out.getvalue().splitlines()
+    code, lines = run_on_made_up_workspace(files, check)
     expected = [
         f"NEW: one/src/lib.rs:5 fn long: {LIMIT + 3} lines (at most {LIMIT - 1})",
         f"known (.ci/long-functions.known:1): one/src/lib.rs:{5 + LIMIT + 3} fn listed: {LIMIT + 2} lines",

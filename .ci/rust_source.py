@@ -1,7 +1,11 @@
 """What the .ci checks of Rust source share: the source with comments and literals blanked, brace matching, the
 attributes before an item, and the workspace's crates."""
 
+import contextlib
+import io
 import re
+import tempfile
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -122,3 +126,23 @@ def test_files(src):
             out.add(folder / f"{name}.rs")
             out.update((folder / name).rglob("*.rs"))
     return out
+
+
+@contextlib.contextmanager
+def made_up_workspace(files):
+    """A temporary folder holding `files` ({relative path: text, dedented}), for a check's --self-test."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in files.items():
+            path = Path(tmp) / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text))
+        yield Path(tmp)
+
+
+def run_on_made_up_workspace(files, check):
+    """`check(repo)` on a made-up workspace of `files`: its exit code and the lines it printed."""
+    with made_up_workspace(files) as repo:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = check(repo)
+    return code, out.getvalue().splitlines()

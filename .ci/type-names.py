@@ -13,15 +13,12 @@ list only shrinks (a listed name defined in fewer crates now fails until its lin
     .ci/type-names.py --self-test   the check against a made-up workspace
 """
 
-import contextlib
-import io
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rust_source import clean, members, test_files, test_spans  # noqa: E402
+from rust_source import clean, members, run_on_made_up_workspace, test_files, test_spans  # noqa: E402
 
 PUBLIC_TYPE = re.compile(r"(?<![\w(])pub\s+(?:struct|enum|trait|type|union)\s+(?:r#)?(\w+)")
 
@@ -95,15 +92,7 @@ def self_test():
         "two/src/lib.rs": "pub trait Clash {}\npub type Listed = u8;\npub(crate) struct Private;\n"
         "pub struct InTest;\nconst S: &str = \"pub struct Gone;\";\n",
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, text in files.items():
-            path = Path(tmp) / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = check(Path(tmp))
-    lines = out.getvalue().splitlines()
+    code, lines = run_on_made_up_workspace(files, check)
     expected = [
         "NEW: Clash is public in 2 crates: one: one/src/lib.rs:1; two: two/src/lib.rs:1",
         "known (.ci/type-names.known:1): Listed in one: one/src/lib.rs:2; two: two/src/lib.rs:2",

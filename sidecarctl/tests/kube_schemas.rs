@@ -49,6 +49,23 @@ fn newest_minor(validator: &PathBuf) -> u32 {
     minor.unwrap_or_else(|| panic!("no default version in kubernetes-validate --help:\n{help}"))
 }
 
+/// `files` through the validator, strictly, on every API version from [`FIRST_MINOR`] to `newest`.
+fn validate_on_every_version(validator: &PathBuf, files: &[PathBuf], newest: u32) {
+    for minor in FIRST_MINOR..=newest {
+        let output = Command::new(validator)
+            .args(["--strict", "--kubernetes-version", &format!("1.{minor}")])
+            .args(files)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "Kubernetes 1.{minor}:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs kubernetes-validate (images/check.sh installs it); CI runs it"]
 fn emitted_pods_validate_strictly_on_every_version_with_native_sidecars() {
@@ -78,19 +95,7 @@ fn emitted_pods_validate_strictly_on_every_version_with_native_sidecars() {
         std::fs::write(&file, text).unwrap();
         files.push(file);
     }
-    for minor in FIRST_MINOR..=newest {
-        let output = Command::new(&validator)
-            .args(["--strict", "--kubernetes-version", &format!("1.{minor}")])
-            .args(&files)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "Kubernetes 1.{minor}:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    validate_on_every_version(&validator, &files, newest);
     println!("{} emitted files valid (strict) on Kubernetes 1.{FIRST_MINOR} to 1.{newest}", files.len());
 }
 
@@ -152,18 +157,6 @@ fn sandbox_templates_pods_validate_strictly_on_every_version_with_native_sidecar
         std::fs::write(&file, pod).unwrap();
         files.push(file);
     }
-    for minor in FIRST_MINOR..=newest {
-        let output = Command::new(&validator)
-            .args(["--strict", "--kubernetes-version", &format!("1.{minor}")])
-            .args(&files)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "Kubernetes 1.{minor}:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    validate_on_every_version(&validator, &files, newest);
     println!("{} sandbox pods valid (strict) on Kubernetes 1.{FIRST_MINOR} to 1.{newest}", files.len());
 }
