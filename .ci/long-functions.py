@@ -21,6 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rust_source import (  # noqa: E402
+    check_main,
+    self_test_result,
     attributes_before,
     clean,
     matching_brace,
@@ -157,19 +159,9 @@ async fn a_test() {{
         f"known (.ci/long-functions.known:1): one/src/lib.rs:{5 + LIMIT + 3} fn listed: {LIMIT + 2} lines",
         f"GONE: .ci/long-functions.known:2 (one/src/lib.rs gone) is under {LIMIT} lines now: delete it",
     ]
-    if code != 1 or lines[:3] != expected:
-        print("self-test failed:\n" + "\n".join(lines))
-        return 1
-    print("self-test: a long function, a known one and a gone one told apart; tests, support and literals left out")
-    return 0
-
-
-def main():
-    args = sys.argv[1:]
-    if args == ["--self-test"]:
-        return self_test()
-    return check(Path(args[0] if args else Path(__file__).resolve().parent.parent))
+    passed = "a long function, a known one and a gone one told apart; tests, support and literals left out"
+    return self_test_result(code, lines, expected, passed)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check_main(sys.argv[1:], check, self_test))

@@ -146,3 +146,20 @@ def run_on_made_up_workspace(files, check):
         with contextlib.redirect_stdout(out):
             code = check(repo)
     return code, out.getvalue().splitlines()
+
+
+def self_test_result(code, lines, expected, passed):
+    """A --self-test's verdict: exit 0 with `passed` when the check failed (exit 1) with `expected` as its first
+    lines, else exit 1 with what it printed."""
+    if code != 1 or lines[: len(expected)] != expected:
+        print("self-test failed:\n" + "\n".join(lines))
+        return 1
+    print(f"self-test: {passed}")
+    return 0
+
+
+def check_main(argv, check, self_test):
+    """A check's command line: `--self-test`, or the check on REPO (default: the checkout this file is in)."""
+    if argv == ["--self-test"]:
+        return self_test()
+    return check(Path(argv[0] if argv else Path(__file__).resolve().parent.parent))

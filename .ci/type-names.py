@@ -18,7 +18,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rust_source import clean, members, run_on_made_up_workspace, test_files, test_spans  # noqa: E402
+from rust_source import (  # noqa: E402
+    check_main,
+    clean,
+    members,
+    run_on_made_up_workspace,
+    self_test_result,
+    test_files,
+    test_spans,
+)
 
 PUBLIC_TYPE = re.compile(r"(?<![\w(])pub\s+(?:struct|enum|trait|type|union)\s+(?:r#)?(\w+)")
 
@@ -98,19 +106,9 @@ def self_test():
         "known (.ci/type-names.known:1): Listed in one: one/src/lib.rs:2; two: two/src/lib.rs:2",
         "GONE: .ci/type-names.known:2 (Gone in one, two) is public in one now: delete or correct the line",
     ]
-    if code != 1 or lines[:3] != expected:
-        print("self-test failed:\n" + "\n".join(lines))
-        return 1
-    print("self-test: a collision, a known one and a gone one told apart; private, test and literal names left out")
-    return 0
-
-
-def main():
-    args = sys.argv[1:]
-    if args == ["--self-test"]:
-        return self_test()
-    return check(Path(args[0] if args else Path(__file__).resolve().parent.parent))
+    passed = "a collision, a known one and a gone one told apart; private, test and literal names left out"
+    return self_test_result(code, lines, expected, passed)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check_main(sys.argv[1:], check, self_test))
