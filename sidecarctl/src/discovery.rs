@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// One place an engine may be.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
+pub struct EnginePlace {
     pub url: String,
     /// Why it is tried (`DOCKER_HOST`, `docker context ci`, `rootless Docker`, …).
     pub from: String,
@@ -15,14 +15,14 @@ pub struct Place {
 /// A place tried, and why it did not do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tried {
-    pub place: Place,
+    pub place: EnginePlace,
     pub problem: String,
 }
 
 /// The places to try, in order. An explicit choice (`--engine`, `DOCKER_HOST`) is the only place: a typo there
 /// must not quietly fall back to another engine. `env` reads a variable (the process's, or a test's).
-pub fn places(flag: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Vec<Place> {
-    let place = |url: String, from: &str| Place { url, from: from.to_owned() };
+pub fn places(flag: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Vec<EnginePlace> {
+    let place = |url: String, from: &str| EnginePlace { url, from: from.to_owned() };
     if let Some(url) = flag {
         return vec![place(url.to_owned(), "--engine")];
     }
@@ -70,7 +70,7 @@ fn docker_context(env: &dyn Fn(&str) -> Option<String>) -> Option<(String, Strin
 }
 
 /// Whether a place can be tried at all: a UNIX socket that is not there is skipped with this reason.
-pub fn absent(place: &Place) -> Option<String> {
+pub fn absent(place: &EnginePlace) -> Option<String> {
     let path = place.url.strip_prefix("unix://")?;
     (!Path::new(path).exists()).then(|| "no such socket".to_owned())
 }
@@ -90,7 +90,7 @@ mod tests {
     fn explicit_choices_stand_alone_then_the_tools_own_order() {
         assert_eq!(places(Some("tcp://h:2375"), &with(&[("DOCKER_HOST", "unix:///x")]))[0].from, "--engine");
         let only = places(None, &with(&[("DOCKER_HOST", "unix:///x")]));
-        assert_eq!(only, [Place { url: "unix:///x".into(), from: "DOCKER_HOST".into() }]);
+        assert_eq!(only, [EnginePlace { url: "unix:///x".into(), from: "DOCKER_HOST".into() }]);
 
         let config = tempfile::tempdir().unwrap();
         let meta = config.path().join("contexts/meta/0123abcd");

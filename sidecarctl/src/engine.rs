@@ -16,7 +16,7 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use futures_util::StreamExt;
 
-use crate::discovery::{self, Place, Tried};
+use crate::discovery::{self, EnginePlace, Tried};
 use crate::names::LABEL_RUN;
 
 #[derive(Debug)]
@@ -137,7 +137,7 @@ impl ContainerEngine {
     }
 
     /// The first of `places` that answers.
-    pub async fn connect_from(places: Vec<Place>) -> Result<ContainerEngine, EngineError> {
+    pub async fn connect_from(places: Vec<EnginePlace>) -> Result<ContainerEngine, EngineError> {
         let explicit = places.len() == 1 && matches!(places[0].from.as_str(), "--engine" | "DOCKER_HOST");
         let mut tried = Vec::new();
         for place in places {
@@ -353,7 +353,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let stale = dir.path().join("stale.sock");
         drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
-        let place = |url: String, from: &str| Place { url, from: from.to_owned() };
+        let place = |url: String, from: &str| EnginePlace { url, from: from.to_owned() };
         let places = vec![
             place(format!("unix://{}/none.sock", dir.path().display()), "Docker"),
             place(format!("unix://{}", stale.display()), "Podman"),

@@ -9,7 +9,7 @@ use sidecarctl::down::Scope;
 use sidecarctl::engine::{ContainerEngine, EngineError};
 use sidecarctl::exit::{Cause, EXIT_FAILED};
 use sidecarctl::image::{self, BuildOptions};
-use sidecarctl::names::{NotRemovable, Origin, Ownership};
+use sidecarctl::names::{NotRemovable, Ownership, RunOwner};
 use sidecarctl::render::emit::{self, EmitOptions};
 use sidecarctl::render::kube::KubeOptions;
 use sidecarctl::render::{compose, kube};
@@ -176,7 +176,7 @@ async fn run(command: Command) -> i32 {
                 let here = std::env::current_dir()
                     .and_then(|d| d.canonicalize())
                     .map_err(|error| CommandError::CurrentFolder { error })?;
-                let caller = Origin::caller(&here);
+                let caller = RunOwner::caller(&here);
                 let grace = Duration::from_secs(stop_grace);
                 if let Some(run) = run {
                     let ownership = Ownership::of(&caller, &down::held(&engine, &run).await?);
@@ -185,7 +185,7 @@ async fn run(command: Command) -> i32 {
                     eprintln!("sidecarctl: removed run {run}: {removed}");
                     return Ok(());
                 }
-                let scope = if all { Scope::All } else { Scope::Origin(caller.clone()) };
+                let scope = if all { Scope::All } else { Scope::Owner(caller.clone()) };
                 let runs = down::runs(&engine, &scope).await?;
                 if !all {
                     if runs.is_empty() {

@@ -22,7 +22,7 @@ pub struct Profile {
     #[serde(default)]
     pub tool_backends: ToolBackends,
     /// The SSH backend's block (`host:`, `port:`, `key_path:`, …): its variables for the agent, read by
-    /// `model::SshBackend`, which names a mistake by its key.
+    /// `model::AgentSsh`, which names a mistake by its key.
     pub ssh: Option<Value>,
     /// Resource limits for every container of the run, `NAME=SOFT[:HARD]` (see `--ulimit`).
     #[serde(default)]

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::names::{random_hex, RunName};
 
 #[derive(Debug)]
-pub enum TokenError {
+pub enum RunTokenError {
     Io {
         path: PathBuf,
         error: std::io::Error,
@@ -32,14 +32,14 @@ pub enum TokenError {
     },
 }
 
-impl std::fmt::Display for TokenError {
+impl std::fmt::Display for RunTokenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            TokenError::Io { path, error } => write!(f, "token file {}: {error}", path.display()),
-            TokenError::Unsafe { path } => {
+            RunTokenError::Io { path, error } => write!(f, "token file {}: {error}", path.display()),
+            RunTokenError::Unsafe { path } => {
                 write!(f, "{} is not a folder only this user can access: refusing to keep a token there", path.display())
             }
-            TokenError::Unreadable { container, user, caller } => write!(
+            RunTokenError::Unreadable { container, user, caller } => write!(
                 f,
                 "{container} runs as user '{user}', which cannot read the run's token file (uid {caller}, mode 0600): \
                  build its image for uid {caller}, set its user (--agent-user UID:GID, or run_as_caller_uid), or pass --no-token"
@@ -48,7 +48,7 @@ impl std::fmt::Display for TokenError {
     }
 }
 
-impl std::error::Error for TokenError {}
+impl std::error::Error for RunTokenError {}
 
 /// The run's token files; removed by `remove` (teardown) or by `down` through the folder's label.
 #[derive(Debug, Clone)]
@@ -60,7 +60,7 @@ pub struct RunToken {
 
 /// The folder that holds the token folders of the caller's runs: `$XDG_RUNTIME_DIR/sidecarctl`, or
 /// `/tmp/sidecarctl-<uid>`, created 0700 and checked to be ours alone (a folder in /tmp could be planted).
-pub fn state_root() -> Result<PathBuf, TokenError> {
+pub fn state_root() -> Result<PathBuf, RunTokenError> {
     let uid = nix::unistd::getuid().as_raw();
     let root = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir).join("sidecarctl"),
@@ -69,29 +69,29 @@ pub fn state_root() -> Result<PathBuf, TokenError> {
     match DirBuilder::new().mode(0o700).create(&root) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(error) => return Err(TokenError::Io { path: root, error }),
+        Err(error) => return Err(RunTokenError::Io { path: root, error }),
     }
-    let meta = std::fs::symlink_metadata(&root).map_err(|error| TokenError::Io { path: root.clone(), error })?;
+    let meta = std::fs::symlink_metadata(&root).map_err(|error| RunTokenError::Io { path: root.clone(), error })?;
     if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
-        return Err(TokenError::Unsafe { path: root });
+        return Err(RunTokenError::Unsafe { path: root });
     }
     Ok(root)
 }
 
 impl RunToken {
     /// Creates `<state_root>/<run>/token` with a fresh 256-bit secret.
-    pub fn create(run: &RunName) -> Result<RunToken, TokenError> {
+    pub fn create(run: &RunName) -> Result<RunToken, RunTokenError> {
         let dir = state_root()?.join(run.as_str());
         // A stale folder of a crashed run of the same name: its token is not reused.
         let _ = std::fs::remove_dir_all(&dir);
-        DirBuilder::new().mode(0o700).create(&dir).map_err(|error| TokenError::Io { path: dir.clone(), error })?;
+        DirBuilder::new().mode(0o700).create(&dir).map_err(|error| RunTokenError::Io { path: dir.clone(), error })?;
         let token = RunToken { dir, secret: random_hex(32), caller: nix::unistd::getuid().as_raw() };
         token.write(&token.dir.join("token"))?;
         Ok(token)
     }
 
-    fn write(&self, path: &Path) -> Result<(), TokenError> {
-        let io = |error| TokenError::Io { path: path.to_path_buf(), error };
+    fn write(&self, path: &Path) -> Result<(), RunTokenError> {
+        let io = |error| RunTokenError::Io { path: path.to_path_buf(), error };
         let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(io)?;
         file.write_all(self.secret.as_bytes()).map_err(io)
     }
@@ -99,11 +99,11 @@ impl RunToken {
     /// The host file to bind for a container that runs as `user` (the engine's `User`: "", "uid", "uid:gid" or a
     /// name). Same uid as the caller (or root in the container, which the caller's file serves as well when the
     /// caller is root): the shared file. Another numeric uid: a copy chowned to it, when we are root.
-    pub fn file_for(&self, container: &str, user: &str) -> Result<PathBuf, TokenError> {
+    pub fn file_for(&self, container: &str, user: &str) -> Result<PathBuf, RunTokenError> {
         let shared = self.dir.join("token");
         let (uid_text, gid_text) = user.split_once(':').unwrap_or((user, ""));
         let uid = if uid_text.is_empty() { Some(0) } else { uid_text.parse::<u32>().ok() };
-        let unreadable = || TokenError::Unreadable {
+        let unreadable = || RunTokenError::Unreadable {
             container: container.to_owned(),
             user: if user.is_empty() { "root".to_owned() } else { user.to_owned() },
             caller: self.caller,
@@ -116,7 +116,7 @@ impl RunToken {
                 if !copy.exists() {
                     self.write(&copy)?;
                     std::os::unix::fs::chown(&copy, Some(uid), Some(gid))
-                        .map_err(|error| TokenError::Io { path: copy.clone(), error })?;
+                        .map_err(|error| RunTokenError::Io { path: copy.clone(), error })?;
                 }
                 Ok(copy)
             }

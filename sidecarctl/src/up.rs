@@ -25,13 +25,13 @@ use crate::gate::{health_command, wait_healthy, GateError, HealthSource};
 use crate::limits::{self, Refused};
 use crate::model::Ulimit;
 use crate::model::{ModelError, RunConfig, WorkspaceLookup};
-use crate::names::{BadRunName, NameTaken, Origin, Ownership, RunName, ROLE_NETWORK};
+use crate::names::{BadRunName, NameTaken, Ownership, RunName, RunOwner, ROLE_NETWORK};
 use crate::options::RunOptions;
-use crate::plan::{AgentRequest, Plan, Target, User, AGENT_WRAPPERS, STATE_FOLDER};
+use crate::plan::{AgentRequest, Deployment, Plan, User, AGENT_WRAPPERS, STATE_FOLDER};
 use crate::progress::Progress;
 use crate::render::api::{self, Attach, Context};
 use crate::signals::{unless_stopped, StopLevels};
-use crate::token::{RunToken, TokenError};
+use crate::token::{RunToken, RunTokenError};
 
 #[derive(Args, Debug, Clone)]
 pub struct UpOptions {
@@ -90,7 +90,7 @@ pub enum UpError {
     },
     /// The engine may not raise resource limits, and the run cannot be retried with limits it may set.
     Limits(Refused),
-    Token(TokenError),
+    Token(RunTokenError),
     Gate(GateError),
     /// A signal arrived before the agent started.
     Interrupted,
@@ -127,8 +127,8 @@ impl From<EngineError> for UpError {
         UpError::Engine(e)
     }
 }
-impl From<TokenError> for UpError {
-    fn from(e: TokenError) -> Self {
+impl From<RunTokenError> for UpError {
+    fn from(e: RunTokenError) -> Self {
         UpError::Token(e)
     }
 }
@@ -163,8 +163,8 @@ pub async fn up(options: UpOptions) -> i32 {
         None => return signals.code(),
     };
     // The name before anything is made (the token folder is named after it too).
-    let origin = Origin::caller(&run.workspace);
-    match unless_stopped(&signals.stop, claim(&engine, &id, &origin, &progress)).await {
+    let owner = RunOwner::caller(&run.workspace);
+    match unless_stopped(&signals.stop, claim(&engine, &id, &owner, &progress)).await {
         Some(Ok(())) => {}
         Some(Err(e)) => return fail(&progress, &e),
         None => return signals.code(),
@@ -264,9 +264,9 @@ fn down_command(id: &RunName, workspace: &std::path::Path) -> String {
 
 /// Takes the run's name for the caller (see [`Ownership::for_up`]): refused when another run holds it, and the
 /// leftovers of the caller's own earlier run of this folder removed first.
-async fn claim(engine: &ContainerEngine, id: &RunName, origin: &Origin, progress: &Progress) -> Result<(), UpError> {
+async fn claim(engine: &ContainerEngine, id: &RunName, owner: &RunOwner, progress: &Progress) -> Result<(), UpError> {
     let held = crate::down::held(engine, id.as_str()).await?;
-    if Ownership::of(origin, &held).for_up(id.as_str(), origin).map_err(UpError::Taken)? {
+    if Ownership::of(owner, &held).for_up(id.as_str(), owner).map_err(UpError::Taken)? {
         progress.step(&format!("removing the leftovers of this folder's earlier run {id} (nothing of it running)"));
         remove_run(engine, id.as_str(), Duration::ZERO).await?;
     }
@@ -391,8 +391,8 @@ async fn start(
         mounts: ssh.iter().flat_map(|ssh| ssh.mounts()).collect(),
         tmpfs: options.agent_user.iter().map(|_| AGENT_WRAPPERS.to_owned()).collect(),
     };
-    let plan = Plan::new(run, request, Target::Up);
-    let origin = Origin::caller(&run.workspace);
+    let plan = Plan::new(run, request, Deployment::Up);
+    let owner = RunOwner::caller(&run.workspace);
 
     // Images first: nothing is created for a run whose images are missing.
     let mut images = Vec::new();
@@ -442,7 +442,7 @@ async fn start(
         engine: kind,
         plan: &plan,
         name: id,
-        origin: &origin,
+        owner: &owner,
         workspace: &run.workspace,
         caller: caller.clone(),
         token_dir: token.as_ref().map(|t| t.dir.display().to_string()),
@@ -450,7 +450,7 @@ async fn start(
 
     checkpoint()?;
     progress.step(&format!("network {}", id.network()));
-    engine.ensure_network(&id.network(), id.labels(ROLE_NETWORK, None, &origin)).await?;
+    engine.ensure_network(&id.network(), id.labels(ROLE_NETWORK, None, &owner)).await?;
 
     let mut commands = Vec::new();
     for (builder, config) in plan.builders.iter().zip(builder_configs) {

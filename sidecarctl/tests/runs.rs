@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use sidecarctl::engine::{run_filter, ContainerEngine};
-use sidecarctl::names::{Origin, RunName, ROLE_NETWORK};
+use sidecarctl::names::{RunName, RunOwner, ROLE_NETWORK};
 
 use crate::engines::{on_both_engines, runtime, Kind, TestEngine};
 use crate::up::{read_until, text, unique};
@@ -98,7 +98,7 @@ fn a_run_name_belongs_to_its_folder(engine: &TestEngine) {
     // Leftovers of A's earlier run (its network alone, as a run killed between the two leaves it).
     let name = RunName::named(&run).unwrap();
     let client = engine.connect().unwrap();
-    let labels = name.labels(ROLE_NETWORK, None, &Origin::caller(&a_folder));
+    let labels = name.labels(ROLE_NETWORK, None, &RunOwner::caller(&a_folder));
     runtime().block_on(client.ensure_network(&name.network(), labels)).unwrap();
     let replaced = in_folder(a.path(), &engine.up_args(&run, &["--disable-sidecars", "--", "sidecar-agent", "true"]));
     let stderr = text(&replaced.stderr);

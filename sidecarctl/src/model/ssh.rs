@@ -60,7 +60,7 @@ const KEYS: &[(&str, &str, Kind)] = &[
 
 /// The SSH backend of a run: the agent's `SSH_*` variables and the host files it reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SshBackend {
+pub struct AgentSsh {
     /// Variable → value, for the agent's environment.
     pub env: BTreeMap<String, String>,
     /// Variable → the file `key_path` or `known_hosts` names, bound read-only (source: the canonical host path;
@@ -114,7 +114,7 @@ impl std::fmt::Display for SshError {
     }
 }
 
-impl SshBackend {
+impl AgentSsh {
     /// The block as written (`None`: no block, or `ssh: null`). `cwd` resolves relative file paths, `workspace`
     /// stands for `${CWD}`, and `agent_workspace` is `SSH_WORKSPACE` when the block does not say.
     pub fn from_profile(
@@ -122,13 +122,13 @@ impl SshBackend {
         cwd: &Path,
         workspace: &Path,
         agent_workspace: Option<&str>,
-    ) -> Result<Option<SshBackend>, SshError> {
+    ) -> Result<Option<AgentSsh>, SshError> {
         let block = match block {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::Mapping(block)) => block,
             Some(_) => return Err(SshError::NotAMapping),
         };
-        let mut backend = SshBackend { env: BTreeMap::new(), files: BTreeMap::new() };
+        let mut backend = AgentSsh { env: BTreeMap::new(), files: BTreeMap::new() };
         for (key, value) in block {
             let key = scalar_string(key).unwrap_or_default();
             let (_, variable, kind) =
@@ -183,9 +183,9 @@ impl SshBackend {
 
     /// The backend without the variables named in `overridden` (given with `-e`, which wins) and without the
     /// files of those variables.
-    pub fn without(&self, overridden: &[&str]) -> SshBackend {
+    pub fn without(&self, overridden: &[&str]) -> AgentSsh {
         let kept = |name: &String| !overridden.contains(&name.as_str());
-        SshBackend {
+        AgentSsh {
             env: self.env.iter().filter(|(name, _)| kept(name)).map(|(k, v)| (k.clone(), v.clone())).collect(),
             files: self.files.iter().filter(|(name, _)| kept(name)).map(|(k, v)| (k.clone(), v.clone())).collect(),
         }
