@@ -9,6 +9,9 @@
 //! or folder's run holds, or that a run of this folder still running holds, and removes the leftovers of this
 //! folder's own earlier run (nothing of it running). Where the engine may not raise resource limits, the run is
 //! retried once with explicit ones ([`crate::limits`]).
+//!
+//! The policy is in small pure deciders, unit-tested without an engine: `next_step` (what follows an attempt),
+//! `agent_request`, `container_user` and `attach_mode`; [`up`] and `start` are the I/O around them.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -187,51 +190,70 @@ pub async fn up(options: UpOptions) -> i32 {
 
     let mut run = run;
     let mut retried_limits = false;
+    let attempt = start(&engine, &run, &id, &options, &progress, &signals.stop, token.as_ref()).await;
+    let mut step = next_step(attempt, options.detach, retried_limits);
     loop {
-        let outcome = start(&engine, &run, &id, &options, &progress, &signals.stop, token.as_ref()).await;
-        // The engine's refusal to raise a resource limit, at a container's start (a builder's, or the agent's).
-        let refusal = match outcome {
-            Err(UpError::Engine(e)) if e.limits_refusal().is_some() => e,
-            Err(e) => {
-                let interrupted = matches!(e, UpError::Interrupted);
-                if !interrupted {
-                    progress.step(&format!("error: {e}"));
-                }
-                down.run(None).await;
-                if interrupted {
-                    return signals.code();
-                }
-                return e.cause().code();
-            }
-            Ok(agent) if !options.detach => {
+        step = match step {
+            Step::Attach(attach) => {
                 progress.step(&format!("agent starting ({:.1}s after up)", started.elapsed().as_secs_f64()));
-                match attached(agent, &down).await {
+                match attached(attach, &down).await {
                     Ok(code) => return code,
-                    Err(refusal) => refusal,
+                    Err(refusal) => next_step(Err(UpError::Engine(refusal)), options.detach, retried_limits),
                 }
             }
-            Ok(_) => {
+            Step::Detached => {
                 println!("{id}");
-                progress.step(&format!("run {id} is up; {} removes it", down_command(&id, &run.workspace)));
+                progress.step(&format!("run {id} is up; {} removes it", down.down_command));
                 return 0;
             }
+            Step::Fail(UpError::Interrupted) => {
+                down.run(None).await;
+                return signals.code();
+            }
+            Step::Fail(e) => return fail_after(&down, &progress, &e).await,
+            Step::RetryWithLimits(refusal) => {
+                let limits = match retry_limits(&engine, &run, &refusal, &progress) {
+                    Ok(limits) => limits,
+                    Err(refused) => return fail_after(&down, &progress, &UpError::Limits(refused)).await,
+                };
+                // The run is retried whole: what this attempt made goes (the token folder stays: the retry binds
+                // it).
+                if let Err(e) = remove_objects(&engine, id.as_str(), Duration::ZERO).await {
+                    return fail_after(&down, &progress, &UpError::Engine(e)).await;
+                }
+                run.ulimits.extend(limits);
+                retried_limits = true;
+                let attempt = start(&engine, &run, &id, &options, &progress, &signals.stop, token.as_ref()).await;
+                next_step(attempt, options.detach, retried_limits)
+            }
         };
-        // Once: the retry's own refusal is the engine's last word.
-        let limits = if retried_limits {
-            Err(UpError::Engine(refusal))
-        } else {
-            retry_limits(&engine, &run, &refusal, &progress).map_err(UpError::Limits)
-        };
-        let limits = match limits {
-            Ok(limits) => limits,
-            Err(e) => return fail_after(&down, &progress, &e).await,
-        };
-        // The run is retried whole: what this attempt made goes (the token folder stays: the retry binds it).
-        if let Err(e) = remove_objects(&engine, id.as_str(), Duration::ZERO).await {
-            return fail_after(&down, &progress, &UpError::Engine(e)).await;
+    }
+}
+
+/// What `up` does once an attempt to start the run has ended (or its attached agent failed to start).
+#[derive(Debug)]
+enum Step {
+    /// The agent is created: run it attached, then remove the run.
+    Attach(Attach),
+    /// The agent is started (`--detach`): print the run's id and leave it going.
+    Detached,
+    /// The engine refused to raise a resource limit at a container's start (a builder's or the agent's): retry
+    /// the run whole with limits it may set.
+    RetryWithLimits(EngineError),
+    /// Remove the run and end with the error's code (a signal's own code for [`UpError::Interrupted`]).
+    Fail(UpError),
+}
+
+/// The step after an attempt (`retried`: it was the retry with explicit limits). The retry is made once: the
+/// retry's own refusal is the engine's last word.
+fn next_step(attempt: Result<Attach, UpError>, detach: bool, retried: bool) -> Step {
+    match attempt {
+        Err(UpError::Engine(refusal)) if refusal.limits_refusal().is_some() && !retried => {
+            Step::RetryWithLimits(refusal)
         }
-        run.ulimits.extend(limits);
-        retried_limits = true;
+        Err(e) => Step::Fail(e),
+        Ok(_) if detach => Step::Detached,
+        Ok(attach) => Step::Attach(attach),
     }
 }
 
@@ -694,6 +716,30 @@ mod tests {
         assert_eq!(container_user(&User::Given("0:0".into()), Some("node"), "1000:1000"), "0:0");
         assert_eq!(container_user(&User::Image, Some("node"), "1000:1000"), "node");
         assert_eq!(container_user(&User::Image, None, "1000:1000"), "");
+    }
+
+    /// After an attempt: the agent attached, or left going with `--detach`; the engine's refusal to raise a
+    /// resource limit retried once, and its second refusal a failure like any other error.
+    #[test]
+    fn a_limits_refusal_is_retried_once_and_everything_else_ends_the_run() {
+        let api = |message: &str| {
+            Err(UpError::Engine(EngineError::Api {
+                what: "starting container sidecarctl-x-builder-node".into(),
+                error: bollard::errors::Error::DockerResponseServerError { status_code: 500, message: message.into() },
+            }))
+        };
+        let refusal = "crun: setrlimit `RLIMIT_NOFILE`: Operation not permitted: OCI permission denied";
+        let attach = Attach { tty: true, stdin: true };
+        assert!(matches!(next_step(Ok(attach), false, false), Step::Attach(Attach { tty: true, stdin: true })));
+        assert!(matches!(next_step(Ok(attach), false, true), Step::Attach(_)), "the retry's agent is attached too");
+        assert!(matches!(next_step(Ok(Attach::default()), true, false), Step::Detached));
+        assert!(
+            matches!(next_step(api(refusal), false, false), Step::RetryWithLimits(e) if e.limits_refusal().is_some())
+        );
+        assert!(matches!(next_step(api(refusal), true, false), Step::RetryWithLimits(_)), "detached too");
+        assert!(matches!(next_step(api(refusal), false, true), Step::Fail(UpError::Engine(_))), "only once");
+        assert!(matches!(next_step(api("no such image"), false, false), Step::Fail(UpError::Engine(_))));
+        assert!(matches!(next_step(Err(UpError::Interrupted), false, false), Step::Fail(UpError::Interrupted)));
     }
 
     /// A TTY only on a terminal and never detached; stdin with the TTY or with `-i`, never detached.
