@@ -3,7 +3,6 @@
 //! API call and its bookkeeping cannot leak an object).
 
 use std::collections::HashMap;
-use std::io::Read;
 
 use crate::runtime::Runtime;
 
@@ -39,7 +38,7 @@ impl std::fmt::Display for BadRunName {
 
 impl RunName {
     pub fn random() -> RunName {
-        RunName(random_hex(4))
+        RunName(protocol::random_hex(4).expect("/dev/urandom is readable"))
     }
 
     pub fn named(name: &str) -> Result<RunName, BadRunName> {
@@ -248,13 +247,6 @@ impl std::fmt::Display for RunName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-/// `bytes` random bytes from the kernel, as hex.
-pub fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).expect("/dev/urandom is readable");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::names::{random_hex, RunName};
+use protocol::random_hex;
+
+use crate::names::RunName;
 
 #[derive(Debug)]
 pub enum RunTokenError {
@@ -85,7 +87,11 @@ impl RunToken {
         // A stale folder of a crashed run of the same name: its token is not reused.
         let _ = std::fs::remove_dir_all(&dir);
         DirBuilder::new().mode(0o700).create(&dir).map_err(|error| RunTokenError::Io { path: dir.clone(), error })?;
-        let token = RunToken { dir, secret: random_hex(32), caller: nix::unistd::getuid().as_raw() };
+        let token = RunToken {
+            dir,
+            secret: random_hex(32).expect("/dev/urandom is readable"),
+            caller: nix::unistd::getuid().as_raw(),
+        };
         token.write(&token.dir.join("token"))?;
         Ok(token)
     }
@@ -139,7 +145,7 @@ mod tests {
 
     #[test]
     fn a_fresh_secret_in_a_private_file() {
-        let run = RunName::named(&format!("unit-{}", random_hex(4))).unwrap();
+        let run = RunName::named(&format!("unit-{}", random_hex(4).unwrap())).unwrap();
         let token = RunToken::create(&run).unwrap();
         let file = token.dir.join("token");
         let meta = std::fs::metadata(&file).unwrap();

@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sidecarctl::names::random_hex;
+use protocol::random_hex;
 
 use crate::engines::{on_both_engines, TestEngine};
 
@@ -26,7 +26,7 @@ fn a_builder_that_exits_early_shows_its_last_log_lines(engine: &TestEngine) {
          command: [sh, -c, 'echo first-marker; echo second-marker >&2; exit 3']}\n",
     )
     .unwrap();
-    let run = format!("early-{}", random_hex(4));
+    let run = format!("early-{}", random_hex(4).unwrap());
     let (profile, folder) = (profile.display().to_string(), workspace.path().display().to_string());
     let args = engine.up_args(&run, &["-p", &profile, "--workspace", &folder, "--", "sidecar-agent", "true"]);
     let output = engine.sidecarctl(&args).stdin(Stdio::null()).output().unwrap();
@@ -41,7 +41,7 @@ fn a_builder_that_exits_early_shows_its_last_log_lines(engine: &TestEngine) {
 
 /// `up` of a fresh run on `engine`, `rest` after its name; the exit code, stdout and stderr.
 fn up(engine: &TestEngine, rest: &[&str]) -> (Option<i32>, String, String) {
-    let run = format!("agent-user-{}", random_hex(4));
+    let run = format!("agent-user-{}", random_hex(4).unwrap());
     let output = engine.sidecarctl(&engine.up_args(&run, rest)).stdin(Stdio::null()).output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (output.status.code(), text(&output.stdout), text(&output.stderr))
@@ -107,7 +107,7 @@ fn the_agents_tty_follows_the_window_size(engine: &TestEngine) {
     // first line); it ends once it has seen the new size.
     let script = "trap 's=$(stty size); echo \"size $s\"; [ \"$s\" = \"40 120\" ] && exit 0' WINCH; \
                   echo \"size $(stty size)\"; while :; do sleep 600 & wait $!; done";
-    let run = format!("winsize-{}", random_hex(4));
+    let run = format!("winsize-{}", random_hex(4).unwrap());
     let tty = || Stdio::from(pty.slave.try_clone().unwrap());
     let folder = workspace.path().display().to_string();
     let rest = ["--no-token", "--disable-sidecars", "--workspace", &folder, "--", "sidecar-agent", "sh", "-c", script];

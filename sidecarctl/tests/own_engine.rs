@@ -7,8 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use protocol::random_hex;
 use sidecarctl::engine::ContainerEngine;
-use sidecarctl::names::{random_hex, RunName, RunOwner, ROLE_NETWORK};
+use sidecarctl::names::{RunName, RunOwner, ROLE_NETWORK};
 
 /// A `podman system service` on its own socket, stopped by its pid on drop.
 struct Service {
@@ -68,9 +69,9 @@ fn a_bare_down_removes_only_this_users_runs_of_this_folder() {
     let service = Service::start();
     let here = tempfile::tempdir().unwrap();
     let here_path = here.path().canonicalize().unwrap();
-    let mine = RunName::named(&format!("mine-{}", random_hex(4))).unwrap();
-    let other_folder = RunName::named(&format!("folder-{}", random_hex(4))).unwrap();
-    let other_user = RunName::named(&format!("user-{}", random_hex(4))).unwrap();
+    let mine = RunName::named(&format!("mine-{}", random_hex(4).unwrap())).unwrap();
+    let other_folder = RunName::named(&format!("folder-{}", random_hex(4).unwrap())).unwrap();
+    let other_user = RunName::named(&format!("user-{}", random_hex(4).unwrap())).unwrap();
     let me = RunOwner::caller(&here_path);
     let elsewhere = RunOwner { uid: me.uid, workspace: "/somewhere/else".into() };
     let someone = RunOwner { uid: me.uid + 1, workspace: me.workspace.clone() };

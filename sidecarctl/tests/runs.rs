@@ -128,7 +128,7 @@ fn down_of_a_missing_run_is_exit_1_and_one_line(engine: &TestEngine) {
 fn a_missing_default_image_names_its_build(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let run = unique("it-unbuilt");
-    let tag = format!("missing-{}", sidecarctl::names::random_hex(4));
+    let tag = format!("missing-{}", protocol::random_hex(4).unwrap());
     let image = format!("python=localhost/sidecar-builder-python:{tag}");
     let folder = workspace.path().display().to_string();
     let args = engine.up_args(

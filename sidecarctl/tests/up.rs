@@ -23,7 +23,7 @@ on_both_engines!(
 );
 
 pub fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", sidecarctl::names::random_hex(4))
+    format!("{prefix}-{}", protocol::random_hex(4).unwrap())
 }
 
 /// `up`'s progress lines up to the first that holds `needle` (the step the test waits for).
