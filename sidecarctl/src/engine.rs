@@ -346,7 +346,7 @@ pub fn run_filter(run: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Every place is tried, and the error says what each one said (issue 25): a missing socket, a stale one
+    /// Every place is tried, and the error says what each one said: a missing socket, a stale one
     /// nobody listens on.
     #[tokio::test]
     async fn a_failure_lists_every_place_tried() {

@@ -775,7 +775,7 @@ mod tests {
         assert_eq!(build("registry.example/sidecar-agent:latest"), None);
     }
 
-    /// `git status` in a workspace that is a git checkout does not show the builders' HOME folder (issue 25).
+    /// `git status` in a workspace that is a git checkout does not show the builders' HOME folder.
     #[test]
     fn the_state_folder_ignores_itself() {
         let workspace = tempfile::tempdir().unwrap();

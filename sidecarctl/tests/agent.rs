@@ -16,7 +16,7 @@ on_both_engines!(
 );
 
 /// A builder that exits before it is healthy is removed with its logs: the error now carries its last lines
-/// (issue 25, item 4), where before it gave only the exit code.
+/// where before it gave only the exit code.
 fn a_builder_that_exits_early_shows_its_last_log_lines(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let profile = workspace.path().join("profile.yaml");
@@ -47,7 +47,7 @@ fn up(engine: &TestEngine, rest: &[&str]) -> (Option<i32>, String, String) {
     (output.status.code(), text(&output.stdout), text(&output.stderr))
 }
 
-/// The agent's user against the workspace (issue 25, item 4): a workspace the image's uid cannot write is named
+/// The agent's user against the workspace: a workspace the image's uid cannot write is named
 /// before anything starts, with the fix; following it (`--agent-user`) works, the wrappers included (before, the
 /// entrypoint failed with "could not install the sidecar wrappers" unless SIDECAR_WRAPPERS_DIR was set too).
 fn the_agent_user_is_checked_first_and_agent_user_works(engine: &TestEngine) {
@@ -93,7 +93,7 @@ fn the_agent_user_is_checked_first_and_agent_user_works(engine: &TestEngine) {
     assert_eq!(std::fs::metadata(workspace.path().join("made")).unwrap().uid(), uid);
 }
 
-/// The attached agent's TTY follows the window (issue 23): run under a real pty of 30×100 (its controlling
+/// The attached agent's TTY follows the window: run under a real pty of 30×100 (its controlling
 /// terminal, through `setsid -c`), the agent's `stty size` says `30 100`; after the window becomes 40×120 (the
 /// kernel's SIGWINCH to sidecarctl), the agent's own SIGWINCH trap says `40 120`. Before, the agent saw the
 /// engine's default size and never a change.

@@ -65,7 +65,7 @@ const INSTALL_TWICE: &str = "pip cache dir 2>&1; for n in 1 2; do echo \"== inst
      pip install --no-index --find-links /workspace/dist --no-deps --target /tmp/probe-$n sidecar_cache_probe 2>&1 \
      || echo \"pip failed: $?\"; done";
 
-/// pip's cache in the builders (issue 25, item 4): as root, pip refuses a cache folder that root does not own, and
+/// pip's cache in the builders: as root, pip refuses a cache folder that root does not own, and
 /// the images' `/cache/pip` belongs to their builder uid, so pip warned "The directory '/cache/pip' … is not owned
 /// … The cache has been disabled" on every call, and built everything again. Now root's pip gets a folder of its own
 /// in the volume (the builders' entrypoint), and the same volume serves the image's uid too: for each, the second

@@ -290,8 +290,8 @@ fn where_limits_may_not_be_raised_the_run_is_retried_with_them(engine: &TestEngi
     engine.assert_nothing_left(&run);
 }
 
-/// One cause, one exit code, whichever command met it: with no engine answering at the named socket, `up`, `ps`, `logs` and
-/// `down` all exit 125 with the same line (before: `up` 125, the others 1); a wrong command line is clap's 2.
+/// One cause, one exit code, whichever command met it: with no engine answering at the named socket, `up`, `ps`, `logs`
+/// and `down` all exit 125 with the same line (before: `up` 125, the others 1); a wrong command line is clap's 2.
 #[test]
 fn no_engine_is_the_same_exit_code_for_every_command() {
     let dir = tempfile::tempdir().unwrap();

@@ -3,10 +3,11 @@
 
 use super::StreamKind;
 
-/// One stdout/stderr frame as an SSE event, written by hand (against serde_json: `bench/ab-json.sh`, which is 88% slower
-/// on text): the payload is copied once, escaped (or base64-encoded) on the way. The same JSON as serde's for
-/// [`Frame::Stdout`](super::Frame::Stdout)/[`Frame::Stderr`](super::Frame::Stderr) (field order included). Without `lossy_twin`, bytes that are not valid UTF-8
-/// get an empty `data` (see [`crate::ExecRequest::b64_only`]); `offset` is written when the frame carries one.
+/// One stdout/stderr frame as an SSE event, written by hand (against serde_json: `bench/ab-json.sh`, which is 88%
+/// slower on text): the payload is copied once, escaped (or base64-encoded) on the way. The same JSON as serde's for
+/// [`Frame::Stdout`](super::Frame::Stdout)/[`Frame::Stderr`](super::Frame::Stderr) (field order included). Without
+/// `lossy_twin`, bytes that are not valid UTF-8 get an empty `data` (see [`crate::ExecRequest::b64_only`]); `offset` is
+/// written when the frame carries one.
 fn chunk_event(kind: StreamKind, payload: &[u8], nl: bool, lossy_twin: bool, offset: Option<u64>) -> Vec<u8> {
     let exact = std::str::from_utf8(payload);
     let capacity = match exact {

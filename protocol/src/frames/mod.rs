@@ -33,13 +33,13 @@ pub enum Frame {
     /// A message about the command (start failure, timeout); never command output.
     Error {
         data: String,
-        /// Extension (issue 22): for a command that never started, why (as in the `/exec` reply).
+        /// Extension: for a command that never started, why (as in the `/exec` reply).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         start_error: Option<crate::StartErrorKind>,
     },
-    /// Named runs only (issue 12): bytes `offset..offset + bytes` of `stream` are not kept (the middle of a run
-    /// beyond the server's per-run cap). The next frame of that stream starts at `offset + bytes`; a client prints
-    /// `[… K bytes dropped …]` and a newline in their place.
+    /// Named runs only (docs/exec-server.md, "Runs"): bytes `offset..offset + bytes` of `stream` are not kept (the
+    /// middle of a run beyond the server's per-run cap). The next frame of that stream starts at `offset + bytes`; a
+    /// client prints `[… K bytes dropped …]` and a newline in their place.
     Dropped {
         stream: StreamKind,
         offset: u64,
@@ -63,8 +63,8 @@ pub enum Frame {
         /// Named runs only: why the run was stopped, when something stopped it (absent when it ended by itself).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stopped_by: Option<crate::StoppedBy>,
-        /// Runs with streamed stdin only (issue 22): the bytes the command took from its stdin pipe (written into
-        /// it, less what was still unread when the command ended).
+        /// Runs with streamed stdin only (docs/exec-server.md, "Streamed stdin"): the bytes the command took from its
+        /// stdin pipe (written into it, less what was still unread when the command ended).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stdin_consumed: Option<u64>,
     },
@@ -80,7 +80,7 @@ pub struct Chunk {
     /// The exact payload bytes, base64, when they are not valid UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b64: Option<String>,
-    /// Named runs only (issue 12): the offset in its stream of the first byte this frame stands for (the implied
+    /// Named runs only: the offset in its stream of the first byte this frame stands for (the implied
     /// newline counts as a byte). Absent in unnamed runs' frames, which stay the contract's bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,

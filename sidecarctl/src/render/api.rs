@@ -255,7 +255,7 @@ tool_backends:
     }
 
     /// A profile's health command is the container's health check, at the gate's pace, so Docker's own status
-    /// follows it; without one the image's HEALTHCHECK stays (issue 25: Docker's image check passed a builder whose
+    /// follows it; without one the image's HEALTHCHECK stays (before, Docker's image check passed a builder whose
     /// profile said `[CMD, "false"]`, while Podman, probed through exec, timed out).
     #[test]
     fn a_profiles_health_command_is_the_containers_health_check() {

@@ -337,7 +337,7 @@ fn every_kind_of_volume_and_override_is_one_plan_three_ways() {
 }
 
 /// Every `$` is the container's: compose's `${VAR}`/`$VAR` and Kubernetes' `$(VAR)` are escaped in everything the
-/// plan holds, so each file means the very values `up` passes (issue 24, item 1).
+/// plan holds, so each file means the very values `up` passes.
 #[test]
 fn dollars_mean_the_same_three_ways() {
     let profile = "volumes:\n  - {source: '${CWD}', target: /workspace}\n  - {source: '/tmp/$HOME/x', target: '/m/$(X)'}\n\
