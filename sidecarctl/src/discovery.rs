@@ -12,13 +12,6 @@ pub struct EnginePlace {
     pub from: String,
 }
 
-/// A place tried, and why it did not do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tried {
-    pub place: EnginePlace,
-    pub problem: String,
-}
-
 /// The places to try, in order. An explicit choice (`--engine`, `DOCKER_HOST`) is the only place: a typo there
 /// must not quietly fall back to another engine. `env` reads a variable (the process's, or a test's).
 pub fn places(flag: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Vec<EnginePlace> {
@@ -69,10 +62,9 @@ fn docker_context(env: &dyn Fn(&str) -> Option<String>) -> Option<(String, Strin
     })
 }
 
-/// Whether a place can be tried at all: a UNIX socket that is not there is skipped with this reason.
-pub fn absent(place: &EnginePlace) -> Option<String> {
-    let path = place.url.strip_prefix("unix://")?;
-    (!Path::new(path).exists()).then(|| "no such socket".to_owned())
+/// Whether a place cannot be tried at all: a UNIX socket that is not there (skipped, and said so).
+pub fn absent(place: &EnginePlace) -> bool {
+    place.url.strip_prefix("unix://").is_some_and(|path| !Path::new(path).exists())
 }
 
 #[cfg(test)]

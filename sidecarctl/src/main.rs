@@ -87,19 +87,18 @@ fn main() -> ExitCode {
 }
 
 /// Why `ps`, `logs` or `down` failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum CommandError {
-    Engine(EngineError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
     /// `logs RUN [RT]` found nothing to print.
-    NoContainer {
-        run: String,
-        runtime: Option<String>,
-    },
+    #[error("no container of run '{run}'{}", .runtime.as_ref().map(|rt| format!(" for {rt}")).unwrap_or_default())]
+    NoContainer { run: String, runtime: Option<String> },
     /// `down` needs the current folder (its runs are this folder's).
-    CurrentFolder {
-        error: std::io::Error,
-    },
+    #[error("the current folder: {error}")]
+    CurrentFolder { error: std::io::Error },
     /// `down RUN` of a run that is not there, or not the caller's.
+    #[error(transparent)]
     NotRemovable(NotRemovable),
 }
 
@@ -113,24 +112,6 @@ impl CommandError {
                 Cause::Failed
             }
         }
-    }
-}
-
-impl std::fmt::Display for CommandError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CommandError::Engine(e) => e.fmt(f),
-            CommandError::NoContainer { run, runtime: None } => write!(f, "no container of run '{run}'"),
-            CommandError::NoContainer { run, runtime: Some(rt) } => write!(f, "no container of run '{run}' for {rt}"),
-            CommandError::CurrentFolder { error } => write!(f, "the current folder: {error}"),
-            CommandError::NotRemovable(e) => e.fmt(f),
-        }
-    }
-}
-
-impl From<EngineError> for CommandError {
-    fn from(e: EngineError) -> Self {
-        CommandError::Engine(e)
     }
 }
 

@@ -27,14 +27,9 @@ pub const ROLE_AGENT: &str = "agent";
 pub struct RunName(String);
 
 /// `--name` must make valid container and network names: letters, digits, `-`, `_`, `.`, starting alphanumeric.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("run name '{0}' must be letters, digits, '-', '_' or '.', starting with a letter or digit")]
 pub struct BadRunName(pub String);
-
-impl std::fmt::Display for BadRunName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "run name '{}' must be letters, digits, '-', '_' or '.', starting with a letter or digit", self.0)
-    }
-}
 
 impl RunName {
     pub fn random() -> RunName {
@@ -114,13 +109,32 @@ impl RunOwner {
         Some(RunOwner { uid, workspace: labels.get(LABEL_WORKSPACE)?.clone() })
     }
 
-    /// "from /src/app", or "by uid 1000 from /src/app" when `caller` is another user: the other run, as the
-    /// messages name it.
-    fn described_for(&self, caller: &RunOwner) -> String {
+    /// Who this other run's maker is to `caller`: the same user (from another folder), or another user.
+    fn started_by(&self, caller: &RunOwner) -> StartedBy {
+        let workspace = self.workspace.clone();
         if self.uid == caller.uid {
-            format!("from {}", self.workspace)
+            StartedBy::Folder(workspace)
         } else {
-            format!("by uid {} from {}", self.uid, self.workspace)
+            StartedBy::User { uid: self.uid, workspace }
+        }
+    }
+}
+
+/// The maker of another run, as the caller's messages name it: "from /src/app" (the caller, from another folder),
+/// or "by uid 1000 from /src/app" (another user).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartedBy {
+    /// The caller, from this folder (canonical).
+    Folder(String),
+    /// Another user (`uid`), from `workspace`.
+    User { uid: u32, workspace: String },
+}
+
+impl std::fmt::Display for StartedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartedBy::Folder(workspace) => write!(f, "from {workspace}"),
+            StartedBy::User { uid, workspace } => write!(f, "by uid {uid} from {workspace}"),
         }
     }
 }
@@ -165,9 +179,10 @@ impl Ownership {
             Ownership::Absent => Ok(false),
             Ownership::Ours { running: false } => Ok(true),
             Ownership::Ours { running: true } => Err(NameTaken::Running { name: name.to_owned() }),
-            Ownership::Theirs(owner) => {
-                Err(NameTaken::Theirs { name: name.to_owned(), by: owner.map(|o| o.described_for(caller)) })
+            Ownership::Theirs(Some(owner)) => {
+                Err(NameTaken::Theirs { name: name.to_owned(), by: owner.started_by(caller) })
             }
+            Ownership::Theirs(None) => Err(NameTaken::Unlabelled { name: name.to_owned() }),
         }
     }
 
@@ -177,7 +192,7 @@ impl Ownership {
         match self {
             Ownership::Absent => Err(NotRemovable::NoSuchRun { name: name.to_owned() }),
             Ownership::Theirs(Some(owner)) if !everyone => {
-                Err(NotRemovable::Theirs { name: name.to_owned(), by: owner.described_for(caller) })
+                Err(NotRemovable::Theirs { name: name.to_owned(), by: owner.started_by(caller) })
             }
             _ => Ok(()),
         }
@@ -185,62 +200,39 @@ impl Ownership {
 }
 
 /// Why `up --name NAME` is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameTaken {
     /// The caller's own run of this folder still runs.
+    #[error(
+        "run '{name}' is already running from this folder: `sidecarctl down {name}` ends it first, or choose another \
+         --name"
+    )]
     Running { name: String },
-    /// Another user's or folder's run (`by`: "from /src/a", "by uid 1000 from /src/a"; `None`: no owner labels).
-    Theirs { name: String, by: Option<String> },
-}
-
-impl std::fmt::Display for NameTaken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NameTaken::Running { name } => write!(
-                f,
-                "run '{name}' is already running from this folder: `sidecarctl down {name}` ends it first, or choose \
-                 another --name"
-            ),
-            NameTaken::Theirs { name, by: Some(by) } => write!(
-                f,
-                "run name '{name}' is taken by a run started {by}: choose another --name (`sidecarctl down {name}` \
-                 there removes that run)"
-            ),
-            NameTaken::Theirs { name, by: None } => write!(
-                f,
-                "run name '{name}' is taken by a run without owner labels (an older sidecarctl's): choose another \
-                 --name, or remove it with `sidecarctl down {name}`"
-            ),
-        }
-    }
+    /// Another user's or folder's run.
+    #[error(
+        "run name '{name}' is taken by a run started {by}: choose another --name (`sidecarctl down {name}` there \
+         removes that run)"
+    )]
+    Theirs { name: String, by: StartedBy },
+    /// A run without owner labels (an older sidecarctl made it): whose it is cannot be told.
+    #[error(
+        "run name '{name}' is taken by a run without owner labels (an older sidecarctl's): choose another --name, or \
+         remove it with `sidecarctl down {name}`"
+    )]
+    Unlabelled { name: String },
 }
 
 /// Why `down NAME` removes nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotRemovable {
-    NoSuchRun {
-        name: String,
-    },
+    #[error("no run '{name}' on this engine (`sidecarctl ps` lists the runs)")]
+    NoSuchRun { name: String },
     /// Another user's or folder's run, and no `--all`.
-    Theirs {
-        name: String,
-        by: String,
-    },
-}
-
-impl std::fmt::Display for NotRemovable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NotRemovable::NoSuchRun { name } => {
-                write!(f, "no run '{name}' on this engine (`sidecarctl ps` lists the runs)")
-            }
-            NotRemovable::Theirs { name, by } => write!(
-                f,
-                "run '{name}' was started {by}, not from here: `sidecarctl down {name}` there removes it, or \
-                 `sidecarctl down --all {name}` from anywhere"
-            ),
-        }
-    }
+    #[error(
+        "run '{name}' was started {by}, not from here: `sidecarctl down {name}` there removes it, or `sidecarctl down \
+         --all {name}` from anywhere"
+    )]
+    Theirs { name: String, by: StartedBy },
 }
 
 impl std::fmt::Display for RunName {
@@ -306,6 +298,15 @@ mod tests {
              there removes that run)"
         );
         assert!(refused(&[held(&other_user, true)]).contains("started by uid 0 from /src/b:"));
+        assert_eq!(
+            of(&[held(&other_user, true)]).for_up("dev", &me),
+            Err(NameTaken::Theirs { name: "dev".into(), by: StartedBy::User { uid: 0, workspace: "/src/b".into() } }),
+            "the refusal says whose the run is as data, not only as text"
+        );
+        assert_eq!(
+            of(&[held(&other_folder, true)]).for_down("dev", &me, false),
+            Err(NotRemovable::Theirs { name: "dev".into(), by: StartedBy::Folder("/src/a".into()) })
+        );
         assert!(refused(&[Held { owner: None, running: true }]).contains("without owner labels"));
         for text in [refused(&[held(&me, true)]), refused(&[held(&other_folder, true)])] {
             assert_eq!(text.lines().count(), 1, "{text}");

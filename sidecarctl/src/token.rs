@@ -16,41 +16,20 @@ use protocol::random_hex;
 
 use crate::names::RunName;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum RunTokenError {
-    Io {
-        path: PathBuf,
-        error: std::io::Error,
-    },
+    #[error("token file {}: {error}", .path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     /// The state folder's parent is not ours alone (someone else made it, or it is group/world accessible).
-    Unsafe {
-        path: PathBuf,
-    },
+    #[error("{} is not a folder only this user can access: refusing to keep a token there", .path.display())]
+    Unsafe { path: PathBuf },
     /// A container runs as `user`, which cannot read the caller's file and cannot be given a copy.
-    Unreadable {
-        container: String,
-        user: String,
-        caller: u32,
-    },
+    #[error(
+        "{container} runs as user '{user}', which cannot read the run's token file (uid {caller}, mode 0600): build \
+         its image for uid {caller}, set its user (--agent-user UID:GID, or run_as_caller_uid), or pass --no-token"
+    )]
+    Unreadable { container: String, user: String, caller: u32 },
 }
-
-impl std::fmt::Display for RunTokenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RunTokenError::Io { path, error } => write!(f, "token file {}: {error}", path.display()),
-            RunTokenError::Unsafe { path } => {
-                write!(f, "{} is not a folder only this user can access: refusing to keep a token there", path.display())
-            }
-            RunTokenError::Unreadable { container, user, caller } => write!(
-                f,
-                "{container} runs as user '{user}', which cannot read the run's token file (uid {caller}, mode 0600): \
-                 build its image for uid {caller}, set its user (--agent-user UID:GID, or run_as_caller_uid), or pass --no-token"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for RunTokenError {}
 
 /// The run's token files; removed by `remove` (teardown) or by `down` through the folder's label.
 #[derive(Debug, Clone)]

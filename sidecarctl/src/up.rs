@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{run_attached, AgentEnd};
 use crate::down::{remove_objects, remove_run};
-use crate::engine::{ContainerEngine, EngineError};
+use crate::engine::{ContainerEngine, EngineError, PullProblem};
 use crate::exit::{Cause, EXIT_FAILED};
 use crate::gate::{health_command, wait_healthy, GateError, HealthSource};
 use crate::limits::{self, Refused};
@@ -79,41 +79,31 @@ pub struct UpOptions {
 }
 
 /// Why `up` did not get to the agent.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum UpError {
+    #[error(transparent)]
     Model(ModelError),
+    #[error(transparent)]
     Name(BadRunName),
     /// The name is another run's (see [`Ownership::for_up`]).
+    #[error(transparent)]
     Taken(NameTaken),
-    Engine(EngineError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
     /// A default image (one `sidecarctl image build` makes) is missing and could not be pulled: `build` is the
     /// command that builds it.
-    Unbuilt {
-        error: EngineError,
-        build: String,
-    },
+    #[error("{error}; it is built, not pulled: `{build}` builds it")]
+    Unbuilt { error: EngineError, build: String },
     /// The engine may not raise resource limits, and the run cannot be retried with limits it may set.
+    #[error("{0}")]
     Limits(Refused),
-    Token(RunTokenError),
+    #[error(transparent)]
+    Token(#[from] RunTokenError),
+    #[error("{0}")]
     Gate(GateError),
     /// A signal arrived before the agent started.
+    #[error("interrupted")]
     Interrupted,
-}
-
-impl std::fmt::Display for UpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            UpError::Model(e) => e.fmt(f),
-            UpError::Name(e) => e.fmt(f),
-            UpError::Taken(e) => e.fmt(f),
-            UpError::Engine(e) => e.fmt(f),
-            UpError::Unbuilt { error, build } => write!(f, "{error}; it is built, not pulled: `{build}` builds it"),
-            UpError::Limits(e) => e.fmt(f),
-            UpError::Token(e) => e.fmt(f),
-            UpError::Gate(e) => e.fmt(f),
-            UpError::Interrupted => f.write_str("interrupted"),
-        }
-    }
 }
 
 impl UpError {
@@ -126,16 +116,7 @@ impl UpError {
     }
 }
 
-impl From<EngineError> for UpError {
-    fn from(e: EngineError) -> Self {
-        UpError::Engine(e)
-    }
-}
-impl From<RunTokenError> for UpError {
-    fn from(e: RunTokenError) -> Self {
-        UpError::Token(e)
-    }
-}
+/// The gate's own end at a signal is `up`'s.
 impl From<GateError> for UpError {
     fn from(e: GateError) -> Self {
         match e {
@@ -464,10 +445,9 @@ async fn ensure_images(
                     Some(build) => UpError::Unbuilt { error, build },
                     None => UpError::Engine(error),
                 })?;
-                interruptible(engine.image(image)).await??.ok_or_else(|| EngineError::Pull {
-                    image: image.to_owned(),
-                    error: "the engine reported success but the image is absent".into(),
-                })?
+                interruptible(engine.image(image))
+                    .await??
+                    .ok_or_else(|| EngineError::Pull { image: image.to_owned(), error: PullProblem::Absent })?
             }
         };
         images.push(inspected.config.unwrap_or_default());

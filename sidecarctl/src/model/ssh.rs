@@ -68,50 +68,31 @@ pub struct AgentSsh {
     pub files: BTreeMap<String, Volume>,
 }
 
-/// Why the `ssh:` block is invalid. The message names the key as written (`ssh.port`).
-#[derive(Debug)]
-pub enum SshError {
-    NotAMapping,
-    UnknownKey {
-        key: String,
-    },
-    NoHost,
-    BadValue {
-        key: String,
-        expected: String,
-    },
-    File {
-        key: String,
-        path: String,
-        problem: FileProblem,
-    },
-    /// A file the agent's user could not read (checked by `up` once it knows that user).
-    Unreadable {
-        key: String,
-        path: PathBuf,
-        user: String,
-        owner: u32,
-        mode: u32,
-    },
+/// The keys of the block, for the messages that list them.
+fn key_list() -> String {
+    KEYS.iter().map(|(key, ..)| *key).collect::<Vec<_>>().join(", ")
 }
 
-impl std::fmt::Display for SshError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let keys = KEYS.iter().map(|(key, ..)| *key).collect::<Vec<_>>().join(", ");
-        match self {
-            SshError::NotAMapping => write!(f, "ssh must be a mapping of the SSH backend's settings ({keys})"),
-            SshError::UnknownKey { key } => write!(f, "ssh.{key} is not a setting of the SSH backend (one of: {keys})"),
-            SshError::NoHost => write!(f, "ssh.host is required: the host that runs the commands"),
-            SshError::BadValue { key, expected } => write!(f, "ssh.{key} must be {expected}"),
-            SshError::File { key, path, problem } => write!(f, "ssh.{key} {path}: {problem}"),
-            SshError::Unreadable { key, path, user, owner, mode } => write!(
-                f,
-                "ssh.{key} {} (uid {owner}, mode {mode:o}) cannot be read by the agent's user '{user}': run the \
-                 agent as uid {owner} (--agent-user {owner}:GID, or an agent image built with AGENT_UID={owner})",
-                path.display()
-            ),
-        }
-    }
+/// Why the `ssh:` block is invalid. The message names the key as written (`ssh.port`).
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    #[error("ssh must be a mapping of the SSH backend's settings ({})", key_list())]
+    NotAMapping,
+    #[error("ssh.{key} is not a setting of the SSH backend (one of: {})", key_list())]
+    UnknownKey { key: String },
+    #[error("ssh.host is required: the host that runs the commands")]
+    NoHost,
+    #[error("ssh.{key} must be {expected}")]
+    BadValue { key: String, expected: String },
+    #[error("ssh.{key} {path}: {problem}")]
+    File { key: String, path: String, problem: FileProblem },
+    /// A file the agent's user could not read (checked by `up` once it knows that user).
+    #[error(
+        "ssh.{key} {} (uid {owner}, mode {mode:o}) cannot be read by the agent's user '{user}': run the agent as uid \
+         {owner} (--agent-user {owner}:GID, or an agent image built with AGENT_UID={owner})",
+        .path.display()
+    )]
+    Unreadable { key: String, path: PathBuf, user: String, owner: u32, mode: u32 },
 }
 
 impl AgentSsh {
@@ -244,20 +225,13 @@ fn host_file(key: &str, written: &str, cwd: &Path, workspace: &Path) -> Result<P
 }
 
 /// Why a file the block names cannot be used.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum FileProblem {
+    #[error(transparent)]
     Io(std::io::Error),
     /// `~/…` with no `HOME` to expand it.
+    #[error("HOME is not set")]
     NoHome,
+    #[error("not a file")]
     NotAFile,
-}
-
-impl std::fmt::Display for FileProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FileProblem::Io(e) => e.fmt(f),
-            FileProblem::NoHome => f.write_str("HOME is not set"),
-            FileProblem::NotAFile => f.write_str("not a file"),
-        }
-    }
 }
