@@ -36,9 +36,9 @@ pub enum ErrorCode {
     Other,
 }
 
-/// Why a command never started (issue 22): the `start_error` of the `/exec` reply and of the error frame, beside
-/// exit code -1 and the message. A client answers as a shell would: 127 and `<program>: command not found` for
-/// `NotFound`, 126 and `<program>: Permission denied` for `PermissionDenied`.
+/// Why a command never started (docs/exec-server.md, "Which commands exist"): the `start_error` of the `/exec` reply
+/// and of the error frame, beside exit code -1 and the message. A client answers as a shell would: 127 and `<program>:
+/// command not found` for `NotFound`, 126 and `<program>: Permission denied` for `PermissionDenied`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StartErrorKind {

@@ -25,8 +25,9 @@ pub struct ExecRequest {
     /// Extension: exact bytes for stdin, base64 (wins over `stdin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin_b64: Option<String>,
-    /// Extension (issue 12): names the run, which then survives a dropped connection for the server's reattach
-    /// window, can be reattached to and is never started twice. Absent: the run ends with its connection.
+    /// Extension (named runs: docs/exec-server.md, "Runs"): names the run, which then survives a dropped connection for
+    /// the server's reattach window, can be reattached to and is never started twice. Absent: the run ends with its
+    /// connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<crate::RunId>,
     /// Extension: seconds without a byte of output (stdout or stderr) after which the command is stopped as timed
@@ -40,14 +41,14 @@ pub struct ExecRequest {
     /// today's frames and replies byte for byte. Never sent when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub b64_only: bool,
-    /// Extension (issue 22): the command's stdin is a pipe the client feeds while it runs, through
-    /// `POST /runs/{id}/stdin` (so it needs a `run_id`); `stdin` and `stdin_b64` are then ignored. A server that
-    /// took it says so with [`STDIN_STREAM_HEADER`]. Never sent when false.
+    /// Extension (docs/exec-server.md, "Streamed stdin"): the command's stdin is a pipe the client feeds while it runs,
+    /// through `POST /runs/{id}/stdin` (so it needs a `run_id`); `stdin` and `stdin_b64` are then ignored. A server
+    /// that took it says so with [`STDIN_STREAM_HEADER`]. Never sent when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub stdin_stream: bool,
-    /// Extension (issue 23): run the command on a pseudo-terminal of this size (needs a `run_id`; its input then
-    /// comes through `POST /runs/{id}/stdin` as for [`ExecRequest::stdin_stream`]). A server that took it says so
-    /// with [`crate::TTY_HEADER`].
+    /// Extension (docs/exec-server.md, "TTY runs"): run the command on a pseudo-terminal of this size (needs a
+    /// `run_id`; its input then comes through `POST /runs/{id}/stdin` as for [`ExecRequest::stdin_stream`]). A server
+    /// that took it says so with [`crate::TTY_HEADER`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tty: Option<crate::TtyRequest>,
     /// Extension: what becomes of the daemons the command leaves behind. It can only narrow the server's own
@@ -64,9 +65,10 @@ pub enum DaemonsRequest {
     End,
 }
 
-/// The `Accept` of a client that takes a stream when the server can give one (issue 22): an exec-server that
-/// knows the preference answers `POST /exec` as `POST /exec/stream` does; one that does not (the contract's, an
-/// older exec-server) answers its JSON reply, and the client tells them apart by the reply's `content-type`.
+/// The `Accept` of a client that takes a stream when the server can give one (docs/exec-server.md, "Content
+/// negotiation"): an exec-server that knows the preference answers `POST /exec` as `POST /exec/stream` does; one that
+/// does not (the contract's, an older exec-server) answers its JSON reply, and the client tells them apart by the
+/// reply's `content-type`.
 pub const STREAM_ACCEPT: &str = "text/event-stream, application/json;q=0.5";
 
 /// The reply header of a stream whose request asked for [`ExecRequest::stdin_stream`] (or `tty`) and got it (value
@@ -88,7 +90,7 @@ pub const RUN_KEPT_HEADER: &str = "x-run-kept";
 /// cut stdout (head, marker, tail): its value N says the reply's first N bytes of stdout are the command's first N,
 /// and the marker follows them. A client that writes stdout as it arrives stops there and holds the rest until the
 /// reply is complete, so what it has written is always a prefix of the command's stdout: after a lost reply, a
-/// named run's stream resumes exactly from there (issue 12), with nothing doubled.
+/// named run's stream resumes exactly from there (docs/client.md, "Resume"), with nothing doubled.
 pub const OUTPUT_HEAD_HEADER: &str = "x-output-head";
 
 /// The header of every exec-server reply to a caller with the token (not `/health`'s) that names this start of the
@@ -160,8 +162,9 @@ pub struct ExecReply<Text = String> {
     pub output_b64: Option<Text>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_b64: Option<Text>,
-    /// Extension (issue 22): why a command that never started did not (with exit code -1), for a client to
-    /// answer as a shell does (127 for `not_found`, 126 for `permission_denied`) without reading `error`.
+    /// Extension (docs/exec-server.md, "Which commands exist"): why a command that never started did not (with exit
+    /// code -1), for a client to answer as a shell does (127 for `not_found`, 126 for `permission_denied`) without
+    /// reading `error`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_error: Option<crate::StartErrorKind>,
 }
@@ -179,8 +182,8 @@ pub enum ReplyPart {
 }
 
 impl ExecReply {
-    /// The same JSON as `serde_json::to_vec`, faster for large output (serde_json is 60% slower on text, `bench/ab-json.sh`): the reply
-    /// of a blocking call can carry megabytes, and escaping them dominated its cost.
+    /// The same JSON as `serde_json::to_vec`, faster for large output (serde_json is 60% slower on text,
+    /// `bench/ab-json.sh`): the reply of a blocking call can carry megabytes, and escaping them dominated its cost.
     pub fn to_json(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.output.len() + self.stderr.len() + 256);
         for part in self.parts() {
@@ -270,8 +273,9 @@ pub struct Info {
     /// Extension: how many commands run right now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<usize>,
-    /// Extension (issue 22): which of its runtime's commands ([`crate::commands_for`]) are on the server's PATH,
-    /// in the table's order. Absent from a server that does not say (then assume all of them).
+    /// Extension (docs/exec-server.md, "Which commands exist"): which of its runtime's commands
+    /// ([`crate::commands_for`]) are on the server's PATH, in the table's order. Absent from a server that does not say
+    /// (then assume all of them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<Vec<String>>,
     /// Extension: how many daemons (sessions left behind by commands that ended by themselves) the server keeps.

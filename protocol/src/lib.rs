@@ -7,7 +7,8 @@
 //! - how bytes travel in them: [`text`] (UTF-8 as text, anything else with an exact base64 twin), [`reply_text`]
 //!   (that text escaped for a reply) and [`json`] (the hand-written JSON writer, kept on its A/B);
 //! - what both ends read alike: [`runtimes`] (the one runtime → commands table), [`token`] (how the bearer token is
-//!   trimmed and read), [`vars`] (the contract's variable names).
+//!   trimmed and read), [`vars`] (the contract's variable names), [`random_id`] (the ids the clients and sidecarctl
+//!   make up).
 //!
 //! What only one side does with the wire stays on that side (the client's readers of a reply and of an event stream
 //! are sidecar-exec's `sidecar::reply_reader` and `sidecar::sse`). [`shell`] (POSIX quoting) is the one part that is
@@ -21,6 +22,7 @@ pub mod codes;
 pub mod exec;
 pub mod frames;
 pub mod json;
+pub mod random_id;
 pub mod reply_text;
 pub mod runs;
 pub mod runtimes;
@@ -38,6 +40,7 @@ pub use exec::{
     OUTPUT_HEAD_HEADER, RUN_KEPT_HEADER, STDIN_STREAM_HEADER, STREAM_ACCEPT,
 };
 pub use frames::{Chunk, Frame, FrameEncoder, StreamKind};
+pub use random_id::random_hex;
 pub use runs::{RunId, RunIdError, RunInfo, RunList, RunState, SignalRequest};
 pub use runtimes::{commands_for, RUNTIMES};
 pub use stdin::StdinReply;

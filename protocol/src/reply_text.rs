@@ -35,9 +35,10 @@ fn incomplete(invalid: &[u8]) -> bool {
 ///
 /// The cost is counted once the bytes come near the budget, each byte once: a run of valid text costs its escaped
 /// length, an invalid sequence the three bytes of U+FFFD, and once any invalid sequence is kept, every kept byte
-/// also costs its share of the base64. A sequence split across two pushes waits for its end. When the next piece does not fit, the kept
-/// bytes end before it and everything after is dropped, so what is kept is always an exact prefix: the first invalid
-/// sequence that would not fit with the base64 it brings leaves the prefix before it, valid text without base64.
+/// also costs its share of the base64. A sequence split across two pushes waits for its end. When the next piece does
+/// not fit, the kept bytes end before it and everything after is dropped, so what is kept is always an exact prefix:
+/// the first invalid sequence that would not fit with the base64 it brings leaves the prefix before it, valid text
+/// without base64.
 #[derive(Debug, Clone)]
 pub struct BudgetedBytes {
     bytes: Vec<u8>,

@@ -1,5 +1,5 @@
-//! Durable runs (issue 12): the run id a request may carry, and the bodies of `GET /runs`, `GET /runs/{id}` and
-//! `POST /runs/{id}/signal`.
+//! Durable runs (docs/exec-server.md, "Runs"): the run id a request may carry, and the bodies of `GET /runs`, `GET
+//! /runs/{id}` and `POST /runs/{id}/signal`.
 
 use std::fmt;
 
@@ -128,7 +128,8 @@ pub struct RunInfo {
     /// Why it was stopped, once something stopped it (absent while running and when it ended by itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<crate::StoppedBy>,
-    /// Extension (issue 23): the run's command is on a pseudo-terminal. Absent (false) otherwise.
+    /// Extension (docs/exec-server.md, "TTY runs"): the run's command is on a pseudo-terminal. Absent (false)
+    /// otherwise.
     #[serde(default, skip_serializing_if = "is_false")]
     pub tty: bool,
 }

@@ -1,5 +1,5 @@
-//! Streamed stdin (issue 22): the reply of `POST /runs/{id}/stdin?offset=N[&eof=true]`, whose body is the raw bytes
-//! of the command's stdin from offset N.
+//! Streamed stdin (docs/exec-server.md, "Streamed stdin"): the reply of `POST /runs/{id}/stdin?offset=N[&eof=true]`,
+//! whose body is the raw bytes of the command's stdin from offset N.
 
 use serde::{Deserialize, Serialize};
 

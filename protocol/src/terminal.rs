@@ -1,5 +1,5 @@
-//! The terminal of a TTY run (issue 23): the request's `tty`, the body of `POST /runs/{id}/resize`, and the reply
-//! header that says a server gave the command a terminal.
+//! The terminal of a TTY run (docs/exec-server.md, "TTY runs"): the request's `tty`, the body of `POST
+//! /runs/{id}/resize`, and the reply header that says a server gave the command a terminal.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,6 @@
-//! `TtyRequest.modes` (issue 23): the client's terminal modes by name, as OpenSSH's `pty-req` carries them (RFC 4254
-//! §8 encoded terminal modes, and RFC 8160's IUTF8), read from the local terminal and laid over the remote pty's.
+//! `TtyRequest.modes` (docs/exec-server.md, "Terminal modes"): the client's terminal modes by name, as OpenSSH's
+//! `pty-req` carries them (RFC 4254 §8 encoded terminal modes, and RFC 8160's IUTF8), read from the local terminal and
+//! laid over the remote pty's.
 //!
 //! *Names, not bitmasks:* a flag's bit and a control character's slot differ between systems (Linux and the BSDs
 //! disagree on both), so the wire names them as `stty` does (`erase`, `icrnl`), as RFC 4254 gives each an opcode.

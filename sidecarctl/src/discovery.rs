@@ -6,23 +6,16 @@ use std::path::{Path, PathBuf};
 
 /// One place an engine may be.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
+pub struct EnginePlace {
     pub url: String,
     /// Why it is tried (`DOCKER_HOST`, `docker context ci`, `rootless Docker`, …).
     pub from: String,
 }
 
-/// A place tried, and why it did not do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tried {
-    pub place: Place,
-    pub problem: String,
-}
-
 /// The places to try, in order. An explicit choice (`--engine`, `DOCKER_HOST`) is the only place: a typo there
 /// must not quietly fall back to another engine. `env` reads a variable (the process's, or a test's).
-pub fn places(flag: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Vec<Place> {
-    let place = |url: String, from: &str| Place { url, from: from.to_owned() };
+pub fn places(flag: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Vec<EnginePlace> {
+    let place = |url: String, from: &str| EnginePlace { url, from: from.to_owned() };
     if let Some(url) = flag {
         return vec![place(url.to_owned(), "--engine")];
     }
@@ -69,10 +62,9 @@ fn docker_context(env: &dyn Fn(&str) -> Option<String>) -> Option<(String, Strin
     })
 }
 
-/// Whether a place can be tried at all: a UNIX socket that is not there is skipped with this reason.
-pub fn absent(place: &Place) -> Option<String> {
-    let path = place.url.strip_prefix("unix://")?;
-    (!Path::new(path).exists()).then(|| "no such socket".to_owned())
+/// Whether a place cannot be tried at all: a UNIX socket that is not there (skipped, and said so).
+pub fn absent(place: &EnginePlace) -> bool {
+    place.url.strip_prefix("unix://").is_some_and(|path| !Path::new(path).exists())
 }
 
 #[cfg(test)]
@@ -90,7 +82,7 @@ mod tests {
     fn explicit_choices_stand_alone_then_the_tools_own_order() {
         assert_eq!(places(Some("tcp://h:2375"), &with(&[("DOCKER_HOST", "unix:///x")]))[0].from, "--engine");
         let only = places(None, &with(&[("DOCKER_HOST", "unix:///x")]));
-        assert_eq!(only, [Place { url: "unix:///x".into(), from: "DOCKER_HOST".into() }]);
+        assert_eq!(only, [EnginePlace { url: "unix:///x".into(), from: "DOCKER_HOST".into() }]);
 
         let config = tempfile::tempdir().unwrap();
         let meta = config.path().join("contexts/meta/0123abcd");

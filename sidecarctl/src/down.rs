@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 
 use crate::engine::{run_filter, ContainerEngine, EngineError};
-use crate::names::{Held, Origin, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_TOKEN_DIR, ROLE_AGENT};
+use crate::names::{Held, RunOwner, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, LABEL_TOKEN_DIR, ROLE_AGENT};
 use crate::token;
 
 /// What a teardown removed, for the progress line and the tests.
@@ -39,12 +39,12 @@ pub async fn held(engine: &ContainerEngine, run: &str) -> Result<Vec<Held>, Engi
         .await?
         .into_iter()
         .map(|c| Held {
-            origin: c.labels.as_ref().and_then(Origin::of_labels),
+            owner: c.labels.as_ref().and_then(RunOwner::of_labels),
             running: c.state.is_some_and(|s| s.to_string() == "running"),
         })
         .collect();
     for (_, labels) in engine.labelled_networks(&filter).await? {
-        held.push(Held { origin: Origin::of_labels(&labels), running: false });
+        held.push(Held { owner: RunOwner::of_labels(&labels), running: false });
     }
     Ok(held)
 }
@@ -111,14 +111,14 @@ pub enum Scope {
     /// `--all`: every run on the engine, whoever started it.
     All,
     /// The runs this user started from this workspace (as `docker compose down` removes only its project).
-    Origin(Origin),
+    Owner(RunOwner),
 }
 
 /// The names of the runs in `scope` that have a container or a network on this engine.
 pub async fn runs(engine: &ContainerEngine, scope: &Scope) -> Result<Vec<String>, EngineError> {
     let mut filters = vec![format!("{LABEL_MANAGED}=true")];
-    if let Scope::Origin(origin) = scope {
-        filters.extend(origin.filters());
+    if let Scope::Owner(owner) = scope {
+        filters.extend(owner.filters());
     }
     let mut runs: BTreeSet<String> = engine
         .containers(&filters)

@@ -16,44 +16,60 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use futures_util::StreamExt;
 
-use crate::discovery::{self, Place, Tried};
+use crate::discovery::{self, EnginePlace};
 use crate::names::LABEL_RUN;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// No socket to talk to, or it did not answer.
-    Connect { url: String, error: String },
+    /// The one place asked for (`--engine`, `DOCKER_HOST`) did not answer.
+    #[error("cannot reach the container engine at {url}: {}", api_message(.error))]
+    Connect { url: String, error: ApiError },
     /// No place answered (each with its reason).
+    #[error(
+        "no container engine answered; tried:{}\nstart one (dockerd, or `podman system service --time=0 unix:///…`), \
+         or name it with DOCKER_HOST or --engine",
+        .tried.iter().map(|t| format!("\n  {} ({}): {}", t.place.url, t.place.from, t.problem)).collect::<String>()
+    )]
     NotFound { tried: Vec<Tried> },
     /// An API call failed: `what` names the operation and the object.
+    #[error("{what}: {}", api_message(.error))]
     Api { what: String, error: ApiError },
     /// An image is neither present nor pullable.
-    Pull { image: String, error: String },
+    #[error("image {image} is not present and could not be pulled: {error}")]
+    Pull { image: String, error: PullProblem },
 }
 
-impl std::fmt::Display for EngineError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EngineError::Connect { url, error } => write!(f, "cannot reach the container engine at {url}: {error}"),
-            EngineError::NotFound { tried } => {
-                f.write_str("no container engine answered; tried:")?;
-                for t in tried {
-                    write!(f, "\n  {} ({}): {}", t.place.url, t.place.from, t.problem)?;
-                }
-                f.write_str(
-                    "\nstart one (dockerd, or `podman system service --time=0 unix:///…`), or name it with DOCKER_HOST \
-                     or --engine",
-                )
-            }
-            EngineError::Api { what, error } => write!(f, "{what}: {}", api_message(error)),
-            EngineError::Pull { image, error } => {
-                write!(f, "image {image} is not present and could not be pulled: {error}")
-            }
-        }
-    }
+/// A place tried, and why it did not do.
+#[derive(Debug)]
+pub struct Tried {
+    pub place: EnginePlace,
+    pub problem: Unanswered,
 }
 
-impl std::error::Error for EngineError {}
+/// Why a place did not do.
+#[derive(Debug, thiserror::Error)]
+pub enum Unanswered {
+    /// A UNIX socket that is not there: not tried.
+    #[error("no such socket")]
+    NoSocket,
+    /// Connecting, negotiating the API version or the ping failed.
+    #[error("{}", api_message(.0))]
+    Api(ApiError),
+}
+
+/// Why a pull did not make the image present.
+#[derive(Debug, thiserror::Error)]
+pub enum PullProblem {
+    /// The API call failed.
+    #[error("{}", api_message(.0))]
+    Api(ApiError),
+    /// The engine's own words, in the pull's progress stream (an unknown image, a registry's refusal).
+    #[error("{0}")]
+    Engine(String),
+    /// The engine reported success, but the image is not there.
+    #[error("the engine reported success but the image is absent")]
+    Absent,
+}
 
 impl EngineError {
     /// The engine's words when it failed because the OCI runtime may not raise a resource limit
@@ -137,27 +153,27 @@ impl ContainerEngine {
     }
 
     /// The first of `places` that answers.
-    pub async fn connect_from(places: Vec<Place>) -> Result<ContainerEngine, EngineError> {
+    pub async fn connect_from(places: Vec<EnginePlace>) -> Result<ContainerEngine, EngineError> {
         let explicit = places.len() == 1 && matches!(places[0].from.as_str(), "--engine" | "DOCKER_HOST");
         let mut tried = Vec::new();
         for place in places {
-            let problem = match discovery::absent(&place) {
-                Some(problem) => problem,
-                None => match ContainerEngine::answer(&place.url).await {
+            let problem = if discovery::absent(&place) {
+                Unanswered::NoSocket
+            } else {
+                match ContainerEngine::answer(&place.url).await {
                     Ok(docker) => return Ok(ContainerEngine { docker, url: place.url }),
                     Err(error) if explicit => return Err(EngineError::Connect { url: place.url, error }),
-                    Err(error) => error,
-                },
+                    Err(error) => Unanswered::Api(error),
+                }
             };
             tried.push(Tried { place, problem });
         }
         Err(EngineError::NotFound { tried })
     }
 
-    async fn answer(url: &str) -> Result<Docker, String> {
-        let docker = Docker::connect_with_host(url).map_err(|e| api_message(&e))?;
-        let docker = docker.negotiate_version().await.map_err(|e| api_message(&e))?;
-        docker.ping().await.map_err(|e| api_message(&e))?;
+    async fn answer(url: &str) -> Result<Docker, ApiError> {
+        let docker = Docker::connect_with_host(url)?.negotiate_version().await?;
+        docker.ping().await?;
         Ok(docker)
     }
 
@@ -191,9 +207,9 @@ impl ContainerEngine {
         let options = CreateImageOptionsBuilder::default().from_image(image).build();
         let mut stream = self.docker.create_image(Some(options), None, None);
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|e| EngineError::Pull { image: image.to_owned(), error: api_message(&e) })?;
+            let info = item.map_err(|e| EngineError::Pull { image: image.to_owned(), error: PullProblem::Api(e) })?;
             if let Some(detail) = info.error_detail.and_then(|d| d.message) {
-                return Err(EngineError::Pull { image: image.to_owned(), error: detail });
+                return Err(EngineError::Pull { image: image.to_owned(), error: PullProblem::Engine(detail) });
             }
             if let Some(status) = info.status {
                 progress(&format!("{}{status}", info.id.map(|id| format!("{id}: ")).unwrap_or_default()));
@@ -346,14 +362,14 @@ pub fn run_filter(run: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Every place is tried, and the error says what each one said (issue 25): a missing socket, a stale one
+    /// Every place is tried, and the error says what each one said: a missing socket, a stale one
     /// nobody listens on.
     #[tokio::test]
     async fn a_failure_lists_every_place_tried() {
         let dir = tempfile::tempdir().unwrap();
         let stale = dir.path().join("stale.sock");
         drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
-        let place = |url: String, from: &str| Place { url, from: from.to_owned() };
+        let place = |url: String, from: &str| EnginePlace { url, from: from.to_owned() };
         let places = vec![
             place(format!("unix://{}/none.sock", dir.path().display()), "Docker"),
             place(format!("unix://{}", stale.display()), "Podman"),

@@ -11,7 +11,7 @@ use bollard::models::{ContainerState, HealthConfig, HealthStatusEnum};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{ContainerEngine, EngineError};
-use crate::plan::{Health, HEALTH_INTERVAL, HEALTH_TIMEOUT, IMAGE_HEALTH_TEST};
+use crate::plan::{BuilderHealth, HEALTH_INTERVAL, HEALTH_TIMEOUT, IMAGE_HEALTH_TEST};
 use crate::progress::Progress;
 use crate::runtime::Runtime;
 
@@ -125,7 +125,7 @@ pub async fn wait_healthy(
     engine: &ContainerEngine,
     container: &str,
     runtime: Runtime,
-    health: &Health,
+    health: &BuilderHealth,
     command: &[String],
     progress: &Progress,
     cancel: &CancellationToken,

@@ -10,7 +10,7 @@ use sidecarctl::engine::{ContainerEngine, EngineError};
 use sidecarctl::exit::{Cause, EXIT_FAILED};
 use sidecarctl::image::base::BaseOptions;
 use sidecarctl::image::{self, BuildOptions};
-use sidecarctl::names::{NotRemovable, Origin, Ownership};
+use sidecarctl::names::{NotRemovable, Ownership, RunOwner};
 use sidecarctl::render::emit::{self, EmitOptions};
 use sidecarctl::render::kube::KubeOptions;
 use sidecarctl::render::{compose, kube};
@@ -91,19 +91,18 @@ fn main() -> ExitCode {
 }
 
 /// Why `ps`, `logs` or `down` failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum CommandError {
-    Engine(EngineError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
     /// `logs RUN [RT]` found nothing to print.
-    NoContainer {
-        run: String,
-        runtime: Option<String>,
-    },
+    #[error("no container of run '{run}'{}", .runtime.as_ref().map(|rt| format!(" for {rt}")).unwrap_or_default())]
+    NoContainer { run: String, runtime: Option<String> },
     /// `down` needs the current folder (its runs are this folder's).
-    CurrentFolder {
-        error: std::io::Error,
-    },
+    #[error("the current folder: {error}")]
+    CurrentFolder { error: std::io::Error },
     /// `down RUN` of a run that is not there, or not the caller's.
+    #[error(transparent)]
     NotRemovable(NotRemovable),
 }
 
@@ -117,24 +116,6 @@ impl CommandError {
                 Cause::Failed
             }
         }
-    }
-}
-
-impl std::fmt::Display for CommandError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CommandError::Engine(e) => e.fmt(f),
-            CommandError::NoContainer { run, runtime: None } => write!(f, "no container of run '{run}'"),
-            CommandError::NoContainer { run, runtime: Some(rt) } => write!(f, "no container of run '{run}' for {rt}"),
-            CommandError::CurrentFolder { error } => write!(f, "the current folder: {error}"),
-            CommandError::NotRemovable(e) => e.fmt(f),
-        }
-    }
-}
-
-impl From<EngineError> for CommandError {
-    fn from(e: EngineError) -> Self {
-        CommandError::Engine(e)
     }
 }
 
@@ -187,7 +168,7 @@ async fn run(command: Command) -> i32 {
                 let here = std::env::current_dir()
                     .and_then(|d| d.canonicalize())
                     .map_err(|error| CommandError::CurrentFolder { error })?;
-                let caller = Origin::caller(&here);
+                let caller = RunOwner::caller(&here);
                 let grace = Duration::from_secs(stop_grace);
                 if let Some(run) = run {
                     let ownership = Ownership::of(&caller, &down::held(&engine, &run).await?);
@@ -196,7 +177,7 @@ async fn run(command: Command) -> i32 {
                     eprintln!("sidecarctl: removed run {run}: {removed}");
                     return Ok(());
                 }
-                let scope = if all { Scope::All } else { Scope::Origin(caller.clone()) };
+                let scope = if all { Scope::All } else { Scope::Owner(caller.clone()) };
                 let runs = down::runs(&engine, &scope).await?;
                 if !all {
                     if runs.is_empty() {

@@ -3,7 +3,6 @@
 //! API call and its bookkeeping cannot leak an object).
 
 use std::collections::HashMap;
-use std::io::Read;
 
 use crate::runtime::Runtime;
 
@@ -28,18 +27,13 @@ pub const ROLE_AGENT: &str = "agent";
 pub struct RunName(String);
 
 /// `--name` must make valid container and network names: letters, digits, `-`, `_`, `.`, starting alphanumeric.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("run name '{0}' must be letters, digits, '-', '_' or '.', starting with a letter or digit")]
 pub struct BadRunName(pub String);
-
-impl std::fmt::Display for BadRunName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "run name '{}' must be letters, digits, '-', '_' or '.', starting with a letter or digit", self.0)
-    }
-}
 
 impl RunName {
     pub fn random() -> RunName {
-        RunName(random_hex(4))
+        RunName(protocol::random_hex(4).expect("/dev/urandom is readable"))
     }
 
     pub fn named(name: &str) -> Result<RunName, BadRunName> {
@@ -74,15 +68,15 @@ impl RunName {
         self.container("agent")
     }
 
-    /// The labels of one object of this run, started by `origin`.
-    pub fn labels(&self, role: &str, runtime: Option<Runtime>, origin: &Origin) -> HashMap<String, String> {
+    /// The labels of one object of this run, started by `owner`.
+    pub fn labels(&self, role: &str, runtime: Option<Runtime>, owner: &RunOwner) -> HashMap<String, String> {
         let mut labels = HashMap::from([
             (LABEL_MANAGED.to_owned(), "true".to_owned()),
             (LABEL_RUN.to_owned(), self.0.clone()),
             (LABEL_ROLE.to_owned(), role.to_owned()),
             (LABEL_NETWORK.to_owned(), self.network()),
-            (LABEL_OWNER.to_owned(), origin.uid.to_string()),
-            (LABEL_WORKSPACE.to_owned(), origin.workspace.clone()),
+            (LABEL_OWNER.to_owned(), owner.uid.to_string()),
+            (LABEL_WORKSPACE.to_owned(), owner.workspace.clone()),
         ]);
         if let Some(runtime) = runtime {
             labels.insert(LABEL_RUNTIME.to_owned(), runtime.to_string());
@@ -93,35 +87,54 @@ impl RunName {
 
 /// Who starts a run, and from which workspace folder (canonical).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
+pub struct RunOwner {
     pub uid: u32,
     pub workspace: String,
 }
 
-impl Origin {
+impl RunOwner {
     /// The caller, in `workspace`.
-    pub fn caller(workspace: &std::path::Path) -> Origin {
-        Origin { uid: nix::unistd::getuid().as_raw(), workspace: workspace.display().to_string() }
+    pub fn caller(workspace: &std::path::Path) -> RunOwner {
+        RunOwner { uid: nix::unistd::getuid().as_raw(), workspace: workspace.display().to_string() }
     }
 
-    /// The label filters that select this origin's objects.
+    /// The label filters that select this owner's objects.
     pub fn filters(&self) -> Vec<String> {
         vec![format!("{LABEL_OWNER}={}", self.uid), format!("{LABEL_WORKSPACE}={}", self.workspace)]
     }
 
-    /// The origin an object's labels name; `None` for an object without them (made before they existed).
-    pub fn of_labels(labels: &HashMap<String, String>) -> Option<Origin> {
+    /// The owner an object's labels name; `None` for an object without them (made before they existed).
+    pub fn of_labels(labels: &HashMap<String, String>) -> Option<RunOwner> {
         let uid = labels.get(LABEL_OWNER)?.parse().ok()?;
-        Some(Origin { uid, workspace: labels.get(LABEL_WORKSPACE)?.clone() })
+        Some(RunOwner { uid, workspace: labels.get(LABEL_WORKSPACE)?.clone() })
     }
 
-    /// "from /src/app", or "by uid 1000 from /src/app" when `caller` is another user: the other run, as the
-    /// messages name it.
-    fn described_for(&self, caller: &Origin) -> String {
+    /// Who this other run's maker is to `caller`: the same user (from another folder), or another user.
+    fn started_by(&self, caller: &RunOwner) -> StartedBy {
+        let workspace = self.workspace.clone();
         if self.uid == caller.uid {
-            format!("from {}", self.workspace)
+            StartedBy::Folder(workspace)
         } else {
-            format!("by uid {} from {}", self.uid, self.workspace)
+            StartedBy::User { uid: self.uid, workspace }
+        }
+    }
+}
+
+/// The maker of another run, as the caller's messages name it: "from /src/app" (the caller, from another folder),
+/// or "by uid 1000 from /src/app" (another user).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartedBy {
+    /// The caller, from this folder (canonical).
+    Folder(String),
+    /// Another user (`uid`), from `workspace`.
+    User { uid: u32, workspace: String },
+}
+
+impl std::fmt::Display for StartedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartedBy::Folder(workspace) => write!(f, "from {workspace}"),
+            StartedBy::User { uid, workspace } => write!(f, "by uid {uid} from {workspace}"),
         }
     }
 }
@@ -129,7 +142,7 @@ impl Origin {
 /// One object the engine has under a run's name: who made it (its labels), and whether it is a running container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
-    pub origin: Option<Origin>,
+    pub owner: Option<RunOwner>,
     pub running: bool,
 }
 
@@ -144,16 +157,16 @@ pub enum Ownership {
     Ours { running: bool },
     /// An object was made by another user or from another folder (the first such); `None` when it has no owner
     /// labels (an older sidecarctl made it), so whose it is cannot be told.
-    Theirs(Option<Origin>),
+    Theirs(Option<RunOwner>),
 }
 
 impl Ownership {
-    pub fn of(caller: &Origin, held: &[Held]) -> Ownership {
+    pub fn of(caller: &RunOwner, held: &[Held]) -> Ownership {
         if held.is_empty() {
             return Ownership::Absent;
         }
-        if let Some(other) = held.iter().find(|h| h.origin.as_ref() != Some(caller)) {
-            return Ownership::Theirs(other.origin.clone());
+        if let Some(other) = held.iter().find(|h| h.owner.as_ref() != Some(caller)) {
+            return Ownership::Theirs(other.owner.clone());
         }
         Ownership::Ours { running: held.iter().any(|h| h.running) }
     }
@@ -161,24 +174,25 @@ impl Ownership {
     /// What `up --name NAME` does: `Ok(false)` when the name is free, `Ok(true)` when leftovers of the caller's own
     /// earlier run (nothing running: a run that crashed or was killed) are to be removed first, or why it is
     /// refused: a run of the caller's that still runs (a second `up` would end it unasked), or another's.
-    pub fn for_up(self, name: &str, caller: &Origin) -> Result<bool, NameTaken> {
+    pub fn for_up(self, name: &str, caller: &RunOwner) -> Result<bool, NameTaken> {
         match self {
             Ownership::Absent => Ok(false),
             Ownership::Ours { running: false } => Ok(true),
             Ownership::Ours { running: true } => Err(NameTaken::Running { name: name.to_owned() }),
-            Ownership::Theirs(origin) => {
-                Err(NameTaken::Theirs { name: name.to_owned(), by: origin.map(|o| o.described_for(caller)) })
+            Ownership::Theirs(Some(owner)) => {
+                Err(NameTaken::Theirs { name: name.to_owned(), by: owner.started_by(caller) })
             }
+            Ownership::Theirs(None) => Err(NameTaken::Unlabelled { name: name.to_owned() }),
         }
     }
 
     /// What `down NAME` does (`everyone`: `--all`): `Ok(())` removes the run; a run that is not there, or another
     /// user's or folder's without `--all`, is refused. A run without owner labels is anyone's to remove.
-    pub fn for_down(self, name: &str, caller: &Origin, everyone: bool) -> Result<(), NotRemovable> {
+    pub fn for_down(self, name: &str, caller: &RunOwner, everyone: bool) -> Result<(), NotRemovable> {
         match self {
             Ownership::Absent => Err(NotRemovable::NoSuchRun { name: name.to_owned() }),
-            Ownership::Theirs(Some(origin)) if !everyone => {
-                Err(NotRemovable::Theirs { name: name.to_owned(), by: origin.described_for(caller) })
+            Ownership::Theirs(Some(owner)) if !everyone => {
+                Err(NotRemovable::Theirs { name: name.to_owned(), by: owner.started_by(caller) })
             }
             _ => Ok(()),
         }
@@ -186,75 +200,45 @@ impl Ownership {
 }
 
 /// Why `up --name NAME` is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameTaken {
     /// The caller's own run of this folder still runs.
+    #[error(
+        "run '{name}' is already running from this folder: `sidecarctl down {name}` ends it first, or choose another \
+         --name"
+    )]
     Running { name: String },
-    /// Another user's or folder's run (`by`: "from /src/a", "by uid 1000 from /src/a"; `None`: no owner labels).
-    Theirs { name: String, by: Option<String> },
-}
-
-impl std::fmt::Display for NameTaken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NameTaken::Running { name } => write!(
-                f,
-                "run '{name}' is already running from this folder: `sidecarctl down {name}` ends it first, or choose \
-                 another --name"
-            ),
-            NameTaken::Theirs { name, by: Some(by) } => write!(
-                f,
-                "run name '{name}' is taken by a run started {by}: choose another --name (`sidecarctl down {name}` \
-                 there removes that run)"
-            ),
-            NameTaken::Theirs { name, by: None } => write!(
-                f,
-                "run name '{name}' is taken by a run without owner labels (an older sidecarctl's): choose another \
-                 --name, or remove it with `sidecarctl down {name}`"
-            ),
-        }
-    }
+    /// Another user's or folder's run.
+    #[error(
+        "run name '{name}' is taken by a run started {by}: choose another --name (`sidecarctl down {name}` there \
+         removes that run)"
+    )]
+    Theirs { name: String, by: StartedBy },
+    /// A run without owner labels (an older sidecarctl made it): whose it is cannot be told.
+    #[error(
+        "run name '{name}' is taken by a run without owner labels (an older sidecarctl's): choose another --name, or \
+         remove it with `sidecarctl down {name}`"
+    )]
+    Unlabelled { name: String },
 }
 
 /// Why `down NAME` removes nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotRemovable {
-    NoSuchRun {
-        name: String,
-    },
+    #[error("no run '{name}' on this engine (`sidecarctl ps` lists the runs)")]
+    NoSuchRun { name: String },
     /// Another user's or folder's run, and no `--all`.
-    Theirs {
-        name: String,
-        by: String,
-    },
-}
-
-impl std::fmt::Display for NotRemovable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NotRemovable::NoSuchRun { name } => {
-                write!(f, "no run '{name}' on this engine (`sidecarctl ps` lists the runs)")
-            }
-            NotRemovable::Theirs { name, by } => write!(
-                f,
-                "run '{name}' was started {by}, not from here: `sidecarctl down {name}` there removes it, or \
-                 `sidecarctl down --all {name}` from anywhere"
-            ),
-        }
-    }
+    #[error(
+        "run '{name}' was started {by}, not from here: `sidecarctl down {name}` there removes it, or `sidecarctl down \
+         --all {name}` from anywhere"
+    )]
+    Theirs { name: String, by: StartedBy },
 }
 
 impl std::fmt::Display for RunName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-/// `bytes` random bytes from the kernel, as hex.
-pub fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).expect("/dev/urandom is readable");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -267,10 +251,10 @@ mod tests {
         assert_eq!(id.network(), "sidecarctl-ci-1");
         assert_eq!(id.builder(Runtime::Node), "sidecarctl-ci-1-builder-node");
         assert_eq!(id.agent(), "sidecarctl-ci-1-agent");
-        let origin = Origin { uid: 2345, workspace: "/src/app".into() };
-        let labels = id.labels(ROLE_BUILDER, Some(Runtime::Go), &origin);
+        let owner = RunOwner { uid: 2345, workspace: "/src/app".into() };
+        let labels = id.labels(ROLE_BUILDER, Some(Runtime::Go), &owner);
         assert_eq!((labels[LABEL_OWNER].as_str(), labels[LABEL_WORKSPACE].as_str()), ("2345", "/src/app"));
-        assert_eq!(origin.filters(), ["sidecarctl.owner=2345", "sidecarctl.workspace=/src/app"]);
+        assert_eq!(owner.filters(), ["sidecarctl.owner=2345", "sidecarctl.workspace=/src/app"]);
         assert_eq!(labels[LABEL_RUN], "ci-1");
         assert_eq!(labels[LABEL_RUNTIME], "go");
         assert_eq!(labels[LABEL_ROLE], "build-sidecar");
@@ -286,10 +270,10 @@ mod tests {
     /// replaces only leftovers, `down` removes only its own without `--all`, a missing run is said to be missing.
     #[test]
     fn a_run_name_belongs_to_its_user_and_folder() {
-        let me = Origin { uid: 1000, workspace: "/src/b".into() };
-        let other_folder = Origin { uid: 1000, workspace: "/src/a".into() };
-        let other_user = Origin { uid: 0, workspace: "/src/b".into() };
-        let held = |origin: &Origin, running: bool| Held { origin: Some(origin.clone()), running };
+        let me = RunOwner { uid: 1000, workspace: "/src/b".into() };
+        let other_folder = RunOwner { uid: 1000, workspace: "/src/a".into() };
+        let other_user = RunOwner { uid: 0, workspace: "/src/b".into() };
+        let held = |owner: &RunOwner, running: bool| Held { owner: Some(owner.clone()), running };
         let of = |held: &[Held]| Ownership::of(&me, held);
 
         assert_eq!(of(&[]), Ownership::Absent);
@@ -298,7 +282,7 @@ mod tests {
         // One foreign object is enough (a network of A's under B's containers: the state the bug left).
         assert_eq!(of(&[held(&me, true), held(&other_folder, false)]), Ownership::Theirs(Some(other_folder.clone())));
         assert_eq!(of(&[held(&other_user, true)]), Ownership::Theirs(Some(other_user.clone())));
-        assert_eq!(of(&[Held { origin: None, running: false }]), Ownership::Theirs(None));
+        assert_eq!(of(&[Held { owner: None, running: false }]), Ownership::Theirs(None));
 
         assert_eq!(of(&[]).for_up("dev", &me), Ok(false));
         assert_eq!(of(&[held(&me, false)]).for_up("dev", &me), Ok(true), "leftovers of this folder are replaced");
@@ -314,13 +298,22 @@ mod tests {
              there removes that run)"
         );
         assert!(refused(&[held(&other_user, true)]).contains("started by uid 0 from /src/b:"));
-        assert!(refused(&[Held { origin: None, running: true }]).contains("without owner labels"));
+        assert_eq!(
+            of(&[held(&other_user, true)]).for_up("dev", &me),
+            Err(NameTaken::Theirs { name: "dev".into(), by: StartedBy::User { uid: 0, workspace: "/src/b".into() } }),
+            "the refusal says whose the run is as data, not only as text"
+        );
+        assert_eq!(
+            of(&[held(&other_folder, true)]).for_down("dev", &me, false),
+            Err(NotRemovable::Theirs { name: "dev".into(), by: StartedBy::Folder("/src/a".into()) })
+        );
+        assert!(refused(&[Held { owner: None, running: true }]).contains("without owner labels"));
         for text in [refused(&[held(&me, true)]), refused(&[held(&other_folder, true)])] {
             assert_eq!(text.lines().count(), 1, "{text}");
         }
 
         assert_eq!(of(&[held(&me, true)]).for_down("dev", &me, false), Ok(()));
-        assert_eq!(of(&[Held { origin: None, running: true }]).for_down("dev", &me, false), Ok(()));
+        assert_eq!(of(&[Held { owner: None, running: true }]).for_down("dev", &me, false), Ok(()));
         assert_eq!(of(&[held(&other_folder, true)]).for_down("dev", &me, true), Ok(()), "--all");
         assert_eq!(
             of(&[held(&other_folder, true)]).for_down("dev", &me, false).unwrap_err().to_string(),

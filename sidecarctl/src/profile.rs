@@ -22,7 +22,7 @@ pub struct Profile {
     #[serde(default)]
     pub tool_backends: ToolBackends,
     /// The SSH backend's block (`host:`, `port:`, `key_path:`, …): its variables for the agent, read by
-    /// `model::SshBackend`, which names a mistake by its key.
+    /// `model::AgentSsh`, which names a mistake by its key.
     pub ssh: Option<Value>,
     /// Resource limits for every container of the run, `NAME=SOFT[:HARD]` (see `--ulimit`).
     #[serde(default)]
@@ -89,29 +89,20 @@ pub const MAX_BYTES: u64 = 1024 * 1024;
 pub const MAX_FLOW_OPENERS: usize = 1000;
 
 /// Why a profile could not be read: the file, its size, or its YAML.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
+    #[error("cannot read profile {path}: {error}")]
     Read { path: String, error: std::io::Error },
+    #[error("profile {path} is larger than {} KiB: is it the right file?", MAX_BYTES / 1024)]
     TooLarge { path: String },
+    #[error(
+        "profile {path} has {openers} '[' and '{{' (at most {max}): write long lists and mappings in block style \
+         (`- item` lines, `key: value` lines)",
+        max = MAX_FLOW_OPENERS
+    )]
     FlowNesting { path: String, openers: usize },
+    #[error("profile {path}: {error}")]
     Yaml { path: String, error: serde_norway::Error },
-}
-
-impl std::fmt::Display for ProfileError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ProfileError::Read { path, error } => write!(f, "cannot read profile {path}: {error}"),
-            ProfileError::TooLarge { path } => {
-                write!(f, "profile {path} is larger than {} KiB: is it the right file?", MAX_BYTES / 1024)
-            }
-            ProfileError::FlowNesting { path, openers } => write!(
-                f,
-                "profile {path} has {openers} '[' and '{{' (at most {MAX_FLOW_OPENERS}): write long lists and \
-                 mappings in block style (`- item` lines, `key: value` lines)"
-            ),
-            ProfileError::Yaml { path, error } => write!(f, "profile {path}: {error}"),
-        }
-    }
 }
 
 impl Profile {

@@ -12,43 +12,24 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::names::{random_hex, RunName};
+use protocol::random_hex;
 
-#[derive(Debug)]
-pub enum TokenError {
-    Io {
-        path: PathBuf,
-        error: std::io::Error,
-    },
+use crate::names::RunName;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunTokenError {
+    #[error("token file {}: {error}", .path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     /// The state folder's parent is not ours alone (someone else made it, or it is group/world accessible).
-    Unsafe {
-        path: PathBuf,
-    },
+    #[error("{} is not a folder only this user can access: refusing to keep a token there", .path.display())]
+    Unsafe { path: PathBuf },
     /// A container runs as `user`, which cannot read the caller's file and cannot be given a copy.
-    Unreadable {
-        container: String,
-        user: String,
-        caller: u32,
-    },
+    #[error(
+        "{container} runs as user '{user}', which cannot read the run's token file (uid {caller}, mode 0600): build \
+         its image for uid {caller}, set its user (--agent-user UID:GID, or run_as_caller_uid), or pass --no-token"
+    )]
+    Unreadable { container: String, user: String, caller: u32 },
 }
-
-impl std::fmt::Display for TokenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TokenError::Io { path, error } => write!(f, "token file {}: {error}", path.display()),
-            TokenError::Unsafe { path } => {
-                write!(f, "{} is not a folder only this user can access: refusing to keep a token there", path.display())
-            }
-            TokenError::Unreadable { container, user, caller } => write!(
-                f,
-                "{container} runs as user '{user}', which cannot read the run's token file (uid {caller}, mode 0600): \
-                 build its image for uid {caller}, set its user (--agent-user UID:GID, or run_as_caller_uid), or pass --no-token"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for TokenError {}
 
 /// The run's token files; removed by `remove` (teardown) or by `down` through the folder's label.
 #[derive(Debug, Clone)]
@@ -60,7 +41,7 @@ pub struct RunToken {
 
 /// The folder that holds the token folders of the caller's runs: `$XDG_RUNTIME_DIR/sidecarctl`, or
 /// `/tmp/sidecarctl-<uid>`, created 0700 and checked to be ours alone (a folder in /tmp could be planted).
-pub fn state_root() -> Result<PathBuf, TokenError> {
+pub fn state_root() -> Result<PathBuf, RunTokenError> {
     let uid = nix::unistd::getuid().as_raw();
     let root = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir).join("sidecarctl"),
@@ -69,29 +50,33 @@ pub fn state_root() -> Result<PathBuf, TokenError> {
     match DirBuilder::new().mode(0o700).create(&root) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(error) => return Err(TokenError::Io { path: root, error }),
+        Err(error) => return Err(RunTokenError::Io { path: root, error }),
     }
-    let meta = std::fs::symlink_metadata(&root).map_err(|error| TokenError::Io { path: root.clone(), error })?;
+    let meta = std::fs::symlink_metadata(&root).map_err(|error| RunTokenError::Io { path: root.clone(), error })?;
     if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
-        return Err(TokenError::Unsafe { path: root });
+        return Err(RunTokenError::Unsafe { path: root });
     }
     Ok(root)
 }
 
 impl RunToken {
     /// Creates `<state_root>/<run>/token` with a fresh 256-bit secret.
-    pub fn create(run: &RunName) -> Result<RunToken, TokenError> {
+    pub fn create(run: &RunName) -> Result<RunToken, RunTokenError> {
         let dir = state_root()?.join(run.as_str());
         // A stale folder of a crashed run of the same name: its token is not reused.
         let _ = std::fs::remove_dir_all(&dir);
-        DirBuilder::new().mode(0o700).create(&dir).map_err(|error| TokenError::Io { path: dir.clone(), error })?;
-        let token = RunToken { dir, secret: random_hex(32), caller: nix::unistd::getuid().as_raw() };
+        DirBuilder::new().mode(0o700).create(&dir).map_err(|error| RunTokenError::Io { path: dir.clone(), error })?;
+        let token = RunToken {
+            dir,
+            secret: random_hex(32).expect("/dev/urandom is readable"),
+            caller: nix::unistd::getuid().as_raw(),
+        };
         token.write(&token.dir.join("token"))?;
         Ok(token)
     }
 
-    fn write(&self, path: &Path) -> Result<(), TokenError> {
-        let io = |error| TokenError::Io { path: path.to_path_buf(), error };
+    fn write(&self, path: &Path) -> Result<(), RunTokenError> {
+        let io = |error| RunTokenError::Io { path: path.to_path_buf(), error };
         let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(io)?;
         file.write_all(self.secret.as_bytes()).map_err(io)
     }
@@ -99,11 +84,11 @@ impl RunToken {
     /// The host file to bind for a container that runs as `user` (the engine's `User`: "", "uid", "uid:gid" or a
     /// name). Same uid as the caller (or root in the container, which the caller's file serves as well when the
     /// caller is root): the shared file. Another numeric uid: a copy chowned to it, when we are root.
-    pub fn file_for(&self, container: &str, user: &str) -> Result<PathBuf, TokenError> {
+    pub fn file_for(&self, container: &str, user: &str) -> Result<PathBuf, RunTokenError> {
         let shared = self.dir.join("token");
         let (uid_text, gid_text) = user.split_once(':').unwrap_or((user, ""));
         let uid = if uid_text.is_empty() { Some(0) } else { uid_text.parse::<u32>().ok() };
-        let unreadable = || TokenError::Unreadable {
+        let unreadable = || RunTokenError::Unreadable {
             container: container.to_owned(),
             user: if user.is_empty() { "root".to_owned() } else { user.to_owned() },
             caller: self.caller,
@@ -116,7 +101,7 @@ impl RunToken {
                 if !copy.exists() {
                     self.write(&copy)?;
                     std::os::unix::fs::chown(&copy, Some(uid), Some(gid))
-                        .map_err(|error| TokenError::Io { path: copy.clone(), error })?;
+                        .map_err(|error| RunTokenError::Io { path: copy.clone(), error })?;
                 }
                 Ok(copy)
             }
@@ -139,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_fresh_secret_in_a_private_file() {
-        let run = RunName::named(&format!("unit-{}", random_hex(4))).unwrap();
+        let run = RunName::named(&format!("unit-{}", random_hex(4).unwrap())).unwrap();
         let token = RunToken::create(&run).unwrap();
         let file = token.dir.join("token");
         let meta = std::fs::metadata(&file).unwrap();

@@ -9,29 +9,33 @@
 //! or folder's run holds, or that a run of this folder still running holds, and removes the leftovers of this
 //! folder's own earlier run (nothing of it running). Where the engine may not raise resource limits, the run is
 //! retried once with explicit ones ([`crate::limits`]).
+//!
+//! The policy is in small pure deciders, unit-tested without an engine: `next_step` (what follows an attempt),
+//! `agent_request`, `container_user` and `attach_mode`; [`up`] and `start` are the I/O around them.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use bollard::models::ImageConfig;
 use clap::Args;
 use futures_util::future::try_join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{run_attached, AgentEnd};
 use crate::down::{remove_objects, remove_run};
-use crate::engine::{ContainerEngine, EngineError};
+use crate::engine::{ContainerEngine, EngineError, PullProblem};
 use crate::exit::{Cause, EXIT_FAILED};
 use crate::gate::{health_command, wait_healthy, GateError, HealthSource};
 use crate::limits::{self, Refused};
 use crate::model::Ulimit;
-use crate::model::{ModelError, RunConfig, WorkspaceLookup};
-use crate::names::{BadRunName, NameTaken, Origin, Ownership, RunName, ROLE_NETWORK};
+use crate::model::{AgentSsh, ModelError, RunConfig, WorkspaceLookup};
+use crate::names::{BadRunName, NameTaken, Ownership, RunName, RunOwner, ROLE_NETWORK};
 use crate::options::RunOptions;
-use crate::plan::{AgentRequest, Plan, Target, User, AGENT_WRAPPERS, STATE_FOLDER};
+use crate::plan::{AgentRequest, Deployment, Plan, User, AGENT_WRAPPERS, STATE_FOLDER};
 use crate::progress::Progress;
 use crate::render::api::{self, Attach, Context};
 use crate::signals::{unless_stopped, StopLevels};
-use crate::token::{RunToken, TokenError};
+use crate::token::{RunToken, RunTokenError};
 
 #[derive(Args, Debug, Clone)]
 pub struct UpOptions {
@@ -75,41 +79,31 @@ pub struct UpOptions {
 }
 
 /// Why `up` did not get to the agent.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum UpError {
+    #[error(transparent)]
     Model(ModelError),
+    #[error(transparent)]
     Name(BadRunName),
     /// The name is another run's (see [`Ownership::for_up`]).
+    #[error(transparent)]
     Taken(NameTaken),
-    Engine(EngineError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
     /// A default image (one `sidecarctl image build` makes) is missing and could not be pulled: `build` is the
     /// command that builds it.
-    Unbuilt {
-        error: EngineError,
-        build: String,
-    },
+    #[error("{error}; it is built, not pulled: `{build}` builds it")]
+    Unbuilt { error: EngineError, build: String },
     /// The engine may not raise resource limits, and the run cannot be retried with limits it may set.
+    #[error("{0}")]
     Limits(Refused),
-    Token(TokenError),
+    #[error(transparent)]
+    Token(#[from] RunTokenError),
+    #[error("{0}")]
     Gate(GateError),
     /// A signal arrived before the agent started.
+    #[error("interrupted")]
     Interrupted,
-}
-
-impl std::fmt::Display for UpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            UpError::Model(e) => e.fmt(f),
-            UpError::Name(e) => e.fmt(f),
-            UpError::Taken(e) => e.fmt(f),
-            UpError::Engine(e) => e.fmt(f),
-            UpError::Unbuilt { error, build } => write!(f, "{error}; it is built, not pulled: `{build}` builds it"),
-            UpError::Limits(e) => e.fmt(f),
-            UpError::Token(e) => e.fmt(f),
-            UpError::Gate(e) => e.fmt(f),
-            UpError::Interrupted => f.write_str("interrupted"),
-        }
-    }
 }
 
 impl UpError {
@@ -122,16 +116,7 @@ impl UpError {
     }
 }
 
-impl From<EngineError> for UpError {
-    fn from(e: EngineError) -> Self {
-        UpError::Engine(e)
-    }
-}
-impl From<TokenError> for UpError {
-    fn from(e: TokenError) -> Self {
-        UpError::Token(e)
-    }
-}
+/// The gate's own end at a signal is `up`'s.
 impl From<GateError> for UpError {
     fn from(e: GateError) -> Self {
         match e {
@@ -163,8 +148,8 @@ pub async fn up(options: UpOptions) -> i32 {
         None => return signals.code(),
     };
     // The name before anything is made (the token folder is named after it too).
-    let origin = Origin::caller(&run.workspace);
-    match unless_stopped(&signals.stop, claim(&engine, &id, &origin, &progress)).await {
+    let owner = RunOwner::caller(&run.workspace);
+    match unless_stopped(&signals.stop, claim(&engine, &id, &owner, &progress)).await {
         Some(Ok(())) => {}
         Some(Err(e)) => return fail(&progress, &e),
         None => return signals.code(),
@@ -186,57 +171,76 @@ pub async fn up(options: UpOptions) -> i32 {
 
     let mut run = run;
     let mut retried_limits = false;
+    let attempt = start(&engine, &run, &id, &options, &progress, &signals.stop, token.as_ref()).await;
+    let mut step = next_step(attempt, options.detach, retried_limits);
     loop {
-        let outcome = start(&engine, &run, &id, &options, &progress, &signals.stop, token.as_ref()).await;
-        // The engine's refusal to raise a resource limit, at a container's start (a builder's, or the agent's).
-        let refusal = match outcome {
-            Err(UpError::Engine(e)) if e.limits_refusal().is_some() => e,
-            Err(e) => {
-                let interrupted = matches!(e, UpError::Interrupted);
-                if !interrupted {
-                    progress.step(&format!("error: {e}"));
-                }
-                down.run(None).await;
-                if interrupted {
-                    return signals.code();
-                }
-                return e.cause().code();
-            }
-            Ok(agent) if !options.detach => {
+        step = match step {
+            Step::Attach(attach) => {
                 progress.step(&format!("agent starting ({:.1}s after up)", started.elapsed().as_secs_f64()));
-                match attached(agent, &down).await {
+                match attached(attach, &down).await {
                     Ok(code) => return code,
-                    Err(refusal) => refusal,
+                    Err(refusal) => next_step(Err(UpError::Engine(refusal)), options.detach, retried_limits),
                 }
             }
-            Ok(_) => {
+            Step::Detached => {
                 println!("{id}");
-                progress.step(&format!("run {id} is up; {} removes it", down_command(&id, &run.workspace)));
+                progress.step(&format!("run {id} is up; {} removes it", down.down_command));
                 return 0;
             }
+            Step::Fail(UpError::Interrupted) => {
+                down.run(None).await;
+                return signals.code();
+            }
+            Step::Fail(e) => return fail_after(&down, &progress, &e).await,
+            Step::RetryWithLimits(refusal) => {
+                let limits = match retry_limits(&engine, &run, &refusal, &progress) {
+                    Ok(limits) => limits,
+                    Err(refused) => return fail_after(&down, &progress, &UpError::Limits(refused)).await,
+                };
+                // The run is retried whole: what this attempt made goes (the token folder stays: the retry binds
+                // it).
+                if let Err(e) = remove_objects(&engine, id.as_str(), Duration::ZERO).await {
+                    return fail_after(&down, &progress, &UpError::Engine(e)).await;
+                }
+                run.ulimits.extend(limits);
+                retried_limits = true;
+                let attempt = start(&engine, &run, &id, &options, &progress, &signals.stop, token.as_ref()).await;
+                next_step(attempt, options.detach, retried_limits)
+            }
         };
-        // Once: the retry's own refusal is the engine's last word.
-        let limits = if retried_limits {
-            Err(UpError::Engine(refusal))
-        } else {
-            retry_limits(&engine, &run, &refusal, &progress).map_err(UpError::Limits)
-        };
-        let limits = match limits {
-            Ok(limits) => limits,
-            Err(e) => return fail_after(&down, &progress, &e).await,
-        };
-        // The run is retried whole: what this attempt made goes (the token folder stays: the retry binds it).
-        if let Err(e) = remove_objects(&engine, id.as_str(), Duration::ZERO).await {
-            return fail_after(&down, &progress, &UpError::Engine(e)).await;
+    }
+}
+
+/// What `up` does once an attempt to start the run has ended (or its attached agent failed to start).
+#[derive(Debug)]
+enum Step {
+    /// The agent is created: run it attached, then remove the run.
+    Attach(Attach),
+    /// The agent is started (`--detach`): print the run's id and leave it going.
+    Detached,
+    /// The engine refused to raise a resource limit at a container's start (a builder's or the agent's): retry
+    /// the run whole with limits it may set.
+    RetryWithLimits(EngineError),
+    /// Remove the run and end with the error's code (a signal's own code for [`UpError::Interrupted`]).
+    Fail(UpError),
+}
+
+/// The step after an attempt (`retried`: it was the retry with explicit limits). The retry is made once: the
+/// retry's own refusal is the engine's last word.
+fn next_step(attempt: Result<Attach, UpError>, detach: bool, retried: bool) -> Step {
+    match attempt {
+        Err(UpError::Engine(refusal)) if refusal.limits_refusal().is_some() && !retried => {
+            Step::RetryWithLimits(refusal)
         }
-        run.ulimits.extend(limits);
-        retried_limits = true;
+        Err(e) => Step::Fail(e),
+        Ok(_) if detach => Step::Detached,
+        Ok(attach) => Step::Attach(attach),
     }
 }
 
 /// Runs the started agent attached, then removes the run: the agent's code (or the stop signal's), or the
 /// engine's refusal to raise a resource limit at the agent's start, for the caller to retry the run with them.
-async fn attached(Started { tty, stdin }: Started, down: &Teardown<'_>) -> Result<i32, EngineError> {
+async fn attached(Attach { tty, stdin }: Attach, down: &Teardown<'_>) -> Result<i32, EngineError> {
     let end = run_attached(down.engine, &down.id.agent(), tty, stdin, down.grace, down.signals, down.progress).await;
     let (code, stopped) = match end {
         Err(e) if e.limits_refusal().is_some() => return Err(e),
@@ -264,9 +268,9 @@ fn down_command(id: &RunName, workspace: &std::path::Path) -> String {
 
 /// Takes the run's name for the caller (see [`Ownership::for_up`]): refused when another run holds it, and the
 /// leftovers of the caller's own earlier run of this folder removed first.
-async fn claim(engine: &ContainerEngine, id: &RunName, origin: &Origin, progress: &Progress) -> Result<(), UpError> {
+async fn claim(engine: &ContainerEngine, id: &RunName, owner: &RunOwner, progress: &Progress) -> Result<(), UpError> {
     let held = crate::down::held(engine, id.as_str()).await?;
-    if Ownership::of(origin, &held).for_up(id.as_str(), origin).map_err(UpError::Taken)? {
+    if Ownership::of(owner, &held).for_up(id.as_str(), owner).map_err(UpError::Taken)? {
         progress.step(&format!("removing the leftovers of this folder's earlier run {id} (nothing of it running)"));
         remove_run(engine, id.as_str(), Duration::ZERO).await?;
     }
@@ -359,12 +363,9 @@ impl Teardown<'_> {
     }
 }
 
-/// The agent is created and ready to be attached (or started, detached).
-struct Started {
-    tty: bool,
-    stdin: bool,
-}
-
+/// Creates the run up to its agent (created, not started): images, network, builders and their health gate, then
+/// the agent's container; returns how the agent meets the terminal. Every step is I/O; what each one does is
+/// decided by the pure functions below it ([`agent_request`], [`container_user`], [`attach_mode`]).
 async fn start(
     engine: &ContainerEngine,
     run: &RunConfig,
@@ -373,31 +374,66 @@ async fn start(
     progress: &Progress,
     cancel: &CancellationToken,
     token: Option<&RunToken>,
-) -> Result<Started, UpError> {
+) -> Result<Attach, UpError> {
     let checkpoint = || if cancel.is_cancelled() { Err(UpError::Interrupted) } else { Ok(()) };
-    // The engine calls that can take long (inspect and pull: a registry may be slow or silent) end at a signal.
-    let interruptible = |work| async move { unless_stopped(cancel, work).await.ok_or(UpError::Interrupted) };
-    let (agent_image, agent_cmd) = options.agent.split_first().expect("clap requires AGENT_IMAGE");
-
-    // The agent's variables: the SSH backend's (the profile's `ssh:` block) unless `-e` names them too, then `-e`'s.
-    let flag_env: Vec<(String, String)> = options.env.iter().filter_map(|e| agent_env(e)).collect();
-    let flag_names: Vec<&str> = flag_env.iter().map(|(name, _)| name.as_str()).collect();
-    let ssh = run.ssh.as_ref().map(|ssh| ssh.without(&flag_names));
-    let request = AgentRequest {
-        image: agent_image.clone(),
-        command: agent_cmd.to_vec(),
-        user: options.agent_user.clone(),
-        env: ssh.iter().flat_map(|ssh| ssh.env.clone()).chain(flag_env).collect(),
-        mounts: ssh.iter().flat_map(|ssh| ssh.mounts()).collect(),
-        tmpfs: options.agent_user.iter().map(|_| AGENT_WRAPPERS.to_owned()).collect(),
-    };
-    let plan = Plan::new(run, request, Target::Up);
-    let origin = Origin::caller(&run.workspace);
+    let (request, ssh) = agent_request(options, run.ssh.as_ref(), &|name| std::env::var(name).ok());
+    let plan = Plan::new(run, request, Deployment::Up);
+    let owner = RunOwner::caller(&run.workspace);
 
     // Images first: nothing is created for a run whose images are missing.
+    let images = ensure_images(engine, &plan, progress, cancel).await?;
+    let (agent_config, builder_configs) = images.split_last().expect("the agent image is in the list");
+
+    let caller = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
+    let agent_user = container_user(&plan.agent.user, agent_config.user.as_deref(), &caller);
+    // The agent must be able to read the files the block binds; nothing is created for a run where it cannot.
+    if let Some(error) = ssh.as_ref().and_then(|ssh| ssh.unreadable_by(&agent_user)) {
+        return Err(UpError::Model(error.into()));
+    }
+    // The agent's token file and what it can do in the workspace, before any builder is started and waited for.
+    let agent_token = token.map(|t| t.file_for(&id.agent(), &agent_user)).transpose()?;
+    if let Some(warning) = workspace_warning(run, &agent_user) {
+        progress.step(&format!("warning: {warning}"));
+    }
+
+    let ctx = Context {
+        engine: engine.kind().await?,
+        plan: &plan,
+        name: id,
+        owner: &owner,
+        workspace: &run.workspace,
+        caller: caller.clone(),
+        token_dir: token.map(|t| t.dir.display().to_string()),
+    };
+    checkpoint()?;
+    progress.step(&format!("network {}", id.network()));
+    engine.ensure_network(&id.network(), id.labels(ROLE_NETWORK, None, &owner)).await?;
+    let commands = create_builders(engine, &ctx, builder_configs, token, progress, cancel).await?;
+    gate(engine, &plan, id, &commands, progress, cancel).await?;
+
+    checkpoint()?;
+    let on_terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let attach = attach_mode(options.detach, options.interactive, on_terminal);
+    let body = api::body(&ctx, &plan.agent, agent_token.as_deref(), Some(attach));
+    engine.create(&id.agent(), body, options.detach).await?;
+    Ok(attach)
+}
+
+/// The plan's images, inspected (each image's config, in the plan's order: the builders', then the agent's); a
+/// missing image is pulled, and one that `sidecarctl image build` makes names that command when it cannot be.
+async fn ensure_images(
+    engine: &ContainerEngine,
+    plan: &Plan,
+    progress: &Progress,
+    cancel: &CancellationToken,
+) -> Result<Vec<ImageConfig>, UpError> {
+    // The engine calls that can take long (inspect and pull: a registry may be slow or silent) end at a signal.
+    let interruptible = |work| async move { unless_stopped(cancel, work).await.ok_or(UpError::Interrupted) };
     let mut images = Vec::new();
     for image in plan.containers().map(|c| c.image.as_str()) {
-        checkpoint()?;
+        if cancel.is_cancelled() {
+            return Err(UpError::Interrupted);
+        }
         let inspected = match interruptible(engine.image(image)).await?? {
             Some(found) => found,
             None => {
@@ -409,59 +445,38 @@ async fn start(
                     Some(build) => UpError::Unbuilt { error, build },
                     None => UpError::Engine(error),
                 })?;
-                interruptible(engine.image(image)).await??.ok_or_else(|| EngineError::Pull {
-                    image: image.to_owned(),
-                    error: "the engine reported success but the image is absent".into(),
-                })?
+                interruptible(engine.image(image))
+                    .await??
+                    .ok_or_else(|| EngineError::Pull { image: image.to_owned(), error: PullProblem::Absent })?
             }
         };
         images.push(inspected.config.unwrap_or_default());
     }
-    let (agent_config, builder_configs) = images.split_last().expect("the agent image is in the list");
+    Ok(images)
+}
 
-    let caller = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
-    // The user each container runs as, for its token file: the plan's, or the image's.
-    let user_of = |user: &User, image_user: &Option<String>| match user {
-        User::Caller => caller.clone(),
-        User::Given(user) => user.clone(),
-        User::Image => image_user.clone().unwrap_or_default(),
-    };
-    let agent_user = user_of(&plan.agent.user, &agent_config.user);
-    // The agent must be able to read the files the block binds; nothing is created for a run where it cannot.
-    if let Some(error) = ssh.as_ref().and_then(|ssh| ssh.unreadable_by(&agent_user)) {
-        return Err(UpError::Model(error.into()));
-    }
-    // The agent's token file and what it can do in the workspace, before any builder is started and waited for.
-    let agent_token = token.as_ref().map(|t| t.file_for(&id.agent(), &agent_user)).transpose()?;
-    if let Some(warning) = workspace_warning(run, &agent_user) {
-        progress.step(&format!("warning: {warning}"));
-    }
-
-    let kind = engine.kind().await?;
-    let ctx = Context {
-        engine: kind,
-        plan: &plan,
-        name: id,
-        origin: &origin,
-        workspace: &run.workspace,
-        caller: caller.clone(),
-        token_dir: token.as_ref().map(|t| t.dir.display().to_string()),
-    };
-
-    checkpoint()?;
-    progress.step(&format!("network {}", id.network()));
-    engine.ensure_network(&id.network(), id.labels(ROLE_NETWORK, None, &origin)).await?;
-
+/// Creates and starts the plan's builders (each with its token file, as its user), and returns the health command
+/// of each, in order, for the gate.
+async fn create_builders(
+    engine: &ContainerEngine,
+    ctx: &Context<'_>,
+    configs: &[ImageConfig],
+    token: Option<&RunToken>,
+    progress: &Progress,
+    cancel: &CancellationToken,
+) -> Result<Vec<Vec<String>>, UpError> {
     let mut commands = Vec::new();
-    for (builder, config) in plan.builders.iter().zip(builder_configs) {
-        checkpoint()?;
-        let name = id.container(&builder.name);
-        let user = user_of(&builder.user, &config.user);
-        let token_file = token.as_ref().map(|t| t.file_for(&name, &user)).transpose()?;
-        if let Some(home) = builder.home.as_ref().and_then(|home| home.source.host_path(&run.workspace)) {
+    for (builder, config) in ctx.plan.builders.iter().zip(configs) {
+        if cancel.is_cancelled() {
+            return Err(UpError::Interrupted);
+        }
+        let name = ctx.name.container(&builder.name);
+        let user = container_user(&builder.user, config.user.as_deref(), &ctx.caller);
+        let token_file = token.map(|t| t.file_for(&name, &user)).transpose()?;
+        if let Some(home) = builder.home.as_ref().and_then(|home| home.source.host_path(ctx.workspace)) {
             make_caller_home(&home);
         }
-        let body = api::body(&ctx, builder, token_file.as_deref(), None);
+        let body = api::body(ctx, builder, token_file.as_deref(), None);
         progress.step(&format!(
             "builder {name} ({}) as {}",
             builder.image,
@@ -471,9 +486,19 @@ async fn start(
         let test = builder.health.as_ref().and_then(|h| h.test.as_deref());
         commands.push(health_command(test, config.healthcheck.as_ref()));
     }
+    Ok(commands)
+}
 
-    // The gate: all builders at once, so the slowest one sets the wait.
-    try_join_all(plan.builders.iter().zip(&commands).filter_map(|(builder, command)| {
+/// The gate: all builders at once, so the slowest one sets the wait (`commands`: each builder's health command).
+async fn gate(
+    engine: &ContainerEngine,
+    plan: &Plan,
+    id: &RunName,
+    commands: &[Vec<String>],
+    progress: &Progress,
+    cancel: &CancellationToken,
+) -> Result<(), UpError> {
+    try_join_all(plan.builders.iter().zip(commands).filter_map(|(builder, command)| {
         let (runtime, health) = (builder.runtime()?, builder.health.as_ref()?);
         Some(async move {
             let name = id.container(&builder.name);
@@ -487,13 +512,47 @@ async fn start(
         })
     }))
     .await?;
+    Ok(())
+}
 
-    checkpoint()?;
-    let tty = !options.detach && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    let stdin = !options.detach && (tty || options.interactive);
-    let body = api::body(&ctx, &plan.agent, agent_token.as_deref(), Some(Attach { tty, stdin }));
-    engine.create(&id.agent(), body, options.detach).await?;
-    Ok(Started { tty, stdin })
+/// The agent the options ask for, and the profile's `ssh:` block as it applies to it: the agent's variables are
+/// the block's unless `-e` names them too, then `-e`'s (`env` reads ours, for `-e NAME`); an agent run as another
+/// user (`--agent-user`) gets its own wrapper folder.
+fn agent_request(
+    options: &UpOptions,
+    ssh: Option<&AgentSsh>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (AgentRequest, Option<AgentSsh>) {
+    let (agent_image, agent_cmd) = options.agent.split_first().expect("clap requires AGENT_IMAGE");
+    let flag_env: Vec<(String, String)> = options.env.iter().filter_map(|e| agent_env(e, env)).collect();
+    let flag_names: Vec<&str> = flag_env.iter().map(|(name, _)| name.as_str()).collect();
+    let ssh = ssh.map(|ssh| ssh.without(&flag_names));
+    let request = AgentRequest {
+        image: agent_image.clone(),
+        command: agent_cmd.to_vec(),
+        user: options.agent_user.clone(),
+        env: ssh.iter().flat_map(|ssh| ssh.env.clone()).chain(flag_env).collect(),
+        mounts: ssh.iter().flat_map(|ssh| ssh.mounts()).collect(),
+        tmpfs: options.agent_user.iter().map(|_| AGENT_WRAPPERS.to_owned()).collect(),
+    };
+    (request, ssh)
+}
+
+/// The user a container runs as, for its token file: the plan's (`caller`: `uid:gid`), or the image's (`""`, the
+/// engine's root, when the image names none).
+fn container_user(user: &User, image_user: Option<&str>, caller: &str) -> String {
+    match user {
+        User::Caller => caller.to_owned(),
+        User::Given(user) => user.clone(),
+        User::Image => image_user.unwrap_or_default().to_owned(),
+    }
+}
+
+/// How the agent meets our terminal: a detached agent is not attached at all; otherwise it gets a TTY when both
+/// our stdin and stdout are a terminal (`on_terminal`), and stdin with the TTY or with `-i`.
+fn attach_mode(detach: bool, interactive: bool, on_terminal: bool) -> Attach {
+    let tty = !detach && on_terminal;
+    Attach { tty, stdin: !detach && (tty || interactive) }
 }
 
 /// The `sidecarctl image build` command that makes `image` when it is one of the names that command gives
@@ -512,11 +571,11 @@ fn build_command(image: &str) -> Option<String> {
     Some(format!("sidecarctl image build{tag} {target}"))
 }
 
-/// `NAME=VALUE` as is; `NAME` takes our value, and is dropped when we have none (as `docker run -e NAME`).
-fn agent_env(entry: &str) -> Option<(String, String)> {
+/// `NAME=VALUE` as is; `NAME` takes our value (`env`), and is dropped when we have none (as `docker run -e NAME`).
+fn agent_env(entry: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
     match entry.split_once('=') {
         Some((name, value)) => Some((name.to_owned(), value.to_owned())),
-        None => std::env::var(entry).ok().map(|value| (entry.to_owned(), value)),
+        None => env(entry).map(|value| (entry.to_owned(), value)),
     }
 }
 
@@ -563,10 +622,126 @@ fn make_caller_home(home: &std::path::Path) {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::model::{Volume, VolumeSource};
+
+    #[derive(Parser)]
+    struct Up {
+        #[command(flatten)]
+        up: UpOptions,
+    }
+
+    fn options(args: &[&str]) -> UpOptions {
+        Up::try_parse_from(std::iter::once("up").chain(args.iter().copied())).unwrap().up
+    }
+
+    /// The agent's variables: the `ssh:` block's, less those `-e` names (their files too), then `-e`'s in order;
+    /// `-e NAME` takes our value, and is dropped when we have none. A wrapper folder only for `--agent-user`.
+    #[test]
+    fn the_agent_request_lets_e_win_over_the_ssh_block() {
+        let key = Volume {
+            source: VolumeSource::Host("/home/me/.ssh/id".into()),
+            target: "/run/secrets/ssh-key".into(),
+            read_only: true,
+        };
+        let ssh = AgentSsh {
+            env: BTreeMap::from([
+                ("SSH_HOST".into(), "build.example".into()),
+                ("SSH_KEY_PATH".into(), "/run/secrets/ssh-key".into()),
+                ("SSH_PORT".into(), "22".into()),
+            ]),
+            files: BTreeMap::from([("SSH_KEY_PATH".to_owned(), key.clone())]),
+        };
+        let ours = |name: &str| (name == "FROM_US").then(|| "ours".to_owned());
+        let pairs = |env: &[(&str, &str)]| env.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>();
+
+        let asked = options(&["-e", "SSH_PORT=2222", "-e", "FROM_US", "-e", "NOT_OURS", "agent:1", "run", "--fast"]);
+        let (request, applied) = agent_request(&asked, Some(&ssh), &ours);
+        assert_eq!(
+            (request.image.as_str(), request.command.clone()),
+            ("agent:1", vec!["run".to_owned(), "--fast".to_owned()])
+        );
+        assert_eq!(
+            request.env,
+            pairs(&[
+                ("SSH_HOST", "build.example"),
+                ("SSH_KEY_PATH", "/run/secrets/ssh-key"),
+                ("SSH_PORT", "2222"),
+                ("FROM_US", "ours")
+            ])
+        );
+        assert_eq!(request.mounts, [key]);
+        assert_eq!(applied.unwrap().env.get("SSH_PORT"), None, "the block as applied has -e's variables out");
+        assert_eq!((request.user, request.tmpfs), (None, vec![]));
+
+        let asked = options(&["-e", "SSH_KEY_PATH=/mine", "--agent-user", "1000:1000", "agent:1"]);
+        let (request, _) = agent_request(&asked, Some(&ssh), &ours);
+        assert!(request.mounts.is_empty(), "a key file -e replaced is not bound");
+        assert_eq!(request.env.last(), Some(&("SSH_KEY_PATH".to_owned(), "/mine".to_owned())));
+        assert_eq!((request.user.as_deref(), request.tmpfs), (Some("1000:1000"), vec![AGENT_WRAPPERS.to_owned()]));
+
+        let (request, applied) = agent_request(&options(&["agent:1"]), None, &ours);
+        assert!(request.env.is_empty() && request.mounts.is_empty() && applied.is_none());
+    }
+
+    /// The user each container's token file is made for: the caller, the given user, or the image's (root's ""
+    /// when it names none).
+    #[test]
+    fn a_containers_user_is_the_plans_else_the_images() {
+        assert_eq!(container_user(&User::Caller, Some("node"), "1000:1000"), "1000:1000");
+        assert_eq!(container_user(&User::Given("0:0".into()), Some("node"), "1000:1000"), "0:0");
+        assert_eq!(container_user(&User::Image, Some("node"), "1000:1000"), "node");
+        assert_eq!(container_user(&User::Image, None, "1000:1000"), "");
+    }
+
+    /// After an attempt: the agent attached, or left going with `--detach`; the engine's refusal to raise a
+    /// resource limit retried once, and its second refusal a failure like any other error.
+    #[test]
+    fn a_limits_refusal_is_retried_once_and_everything_else_ends_the_run() {
+        let api = |message: &str| {
+            Err(UpError::Engine(EngineError::Api {
+                what: "starting container sidecarctl-x-builder-node".into(),
+                error: bollard::errors::Error::DockerResponseServerError { status_code: 500, message: message.into() },
+            }))
+        };
+        let refusal = "crun: setrlimit `RLIMIT_NOFILE`: Operation not permitted: OCI permission denied";
+        let attach = Attach { tty: true, stdin: true };
+        assert!(matches!(next_step(Ok(attach), false, false), Step::Attach(Attach { tty: true, stdin: true })));
+        assert!(matches!(next_step(Ok(attach), false, true), Step::Attach(_)), "the retry's agent is attached too");
+        assert!(matches!(next_step(Ok(Attach::default()), true, false), Step::Detached));
+        assert!(
+            matches!(next_step(api(refusal), false, false), Step::RetryWithLimits(e) if e.limits_refusal().is_some())
+        );
+        assert!(matches!(next_step(api(refusal), true, false), Step::RetryWithLimits(_)), "detached too");
+        assert!(matches!(next_step(api(refusal), false, true), Step::Fail(UpError::Engine(_))), "only once");
+        assert!(matches!(next_step(api("no such image"), false, false), Step::Fail(UpError::Engine(_))));
+        assert!(matches!(next_step(Err(UpError::Interrupted), false, false), Step::Fail(UpError::Interrupted)));
+    }
+
+    /// A TTY only on a terminal and never detached; stdin with the TTY or with `-i`, never detached.
+    #[test]
+    fn the_agent_is_attached_by_the_terminal_and_the_flags() {
+        let mode = |detach, interactive, on_terminal| {
+            let Attach { tty, stdin } = attach_mode(detach, interactive, on_terminal);
+            (tty, stdin)
+        };
+        assert_eq!(mode(false, false, true), (true, true));
+        assert_eq!(mode(false, false, false), (false, false));
+        assert_eq!(mode(false, true, false), (false, true));
+        assert_eq!(mode(false, true, true), (true, true));
+        for (interactive, on_terminal) in [(false, false), (false, true), (true, false), (true, true)] {
+            assert_eq!(mode(true, interactive, on_terminal), (false, false), "detached");
+        }
+    }
+
     /// A missing image that `image build` makes gets the command that builds it; another image gets none.
     #[test]
     fn a_missing_default_image_names_its_build() {
-        let build = super::build_command;
+        let build = build_command;
         assert_eq!(build("sidecar-builder-python:latest").as_deref(), Some("sidecarctl image build python"));
         assert_eq!(build("localhost/sidecar-builder-node").as_deref(), Some("sidecarctl image build node"));
         assert_eq!(build("sidecar-agent").as_deref(), Some("sidecarctl image build agent"));
@@ -580,7 +755,7 @@ mod tests {
         assert_eq!(build("registry.example/sidecar-agent:latest"), None);
     }
 
-    /// `git status` in a workspace that is a git checkout does not show the builders' HOME folder (issue 25).
+    /// `git status` in a workspace that is a git checkout does not show the builders' HOME folder.
     #[test]
     fn the_state_folder_ignores_itself() {
         let workspace = tempfile::tempdir().unwrap();
@@ -588,7 +763,7 @@ mod tests {
             std::process::Command::new("git").args(args).current_dir(workspace.path()).output().expect("git runs")
         };
         git(&["init", "-q"]);
-        super::make_caller_home(&workspace.path().join(".sidecarctl/home/node"));
+        make_caller_home(&workspace.path().join(".sidecarctl/home/node"));
         std::fs::write(workspace.path().join(".sidecarctl/home/node/.npmrc"), "x").unwrap();
         assert!(workspace.path().join(".sidecarctl/home/node").is_dir());
         let status = git(&["status", "--porcelain", "--untracked-files=all"]);

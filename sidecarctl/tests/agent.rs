@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sidecarctl::names::random_hex;
+use protocol::random_hex;
 
 use crate::engines::{on_both_engines, TestEngine};
 
@@ -16,7 +16,7 @@ on_both_engines!(
 );
 
 /// A builder that exits before it is healthy is removed with its logs: the error now carries its last lines
-/// (issue 25, item 4), where before it gave only the exit code.
+/// where before it gave only the exit code.
 fn a_builder_that_exits_early_shows_its_last_log_lines(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let profile = workspace.path().join("profile.yaml");
@@ -26,7 +26,7 @@ fn a_builder_that_exits_early_shows_its_last_log_lines(engine: &TestEngine) {
          command: [sh, -c, 'echo first-marker; echo second-marker >&2; exit 3']}\n",
     )
     .unwrap();
-    let run = format!("early-{}", random_hex(4));
+    let run = format!("early-{}", random_hex(4).unwrap());
     let (profile, folder) = (profile.display().to_string(), workspace.path().display().to_string());
     let args = engine.up_args(&run, &["-p", &profile, "--workspace", &folder, "--", "sidecar-agent", "true"]);
     let output = engine.sidecarctl(&args).stdin(Stdio::null()).output().unwrap();
@@ -41,13 +41,13 @@ fn a_builder_that_exits_early_shows_its_last_log_lines(engine: &TestEngine) {
 
 /// `up` of a fresh run on `engine`, `rest` after its name; the exit code, stdout and stderr.
 fn up(engine: &TestEngine, rest: &[&str]) -> (Option<i32>, String, String) {
-    let run = format!("agent-user-{}", random_hex(4));
+    let run = format!("agent-user-{}", random_hex(4).unwrap());
     let output = engine.sidecarctl(&engine.up_args(&run, rest)).stdin(Stdio::null()).output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (output.status.code(), text(&output.stdout), text(&output.stderr))
 }
 
-/// The agent's user against the workspace (issue 25, item 4): a workspace the image's uid cannot write is named
+/// The agent's user against the workspace: a workspace the image's uid cannot write is named
 /// before anything starts, with the fix; following it (`--agent-user`) works, the wrappers included (before, the
 /// entrypoint failed with "could not install the sidecar wrappers" unless SIDECAR_WRAPPERS_DIR was set too).
 fn the_agent_user_is_checked_first_and_agent_user_works(engine: &TestEngine) {
@@ -93,7 +93,7 @@ fn the_agent_user_is_checked_first_and_agent_user_works(engine: &TestEngine) {
     assert_eq!(std::fs::metadata(workspace.path().join("made")).unwrap().uid(), uid);
 }
 
-/// The attached agent's TTY follows the window (issue 23): run under a real pty of 30×100 (its controlling
+/// The attached agent's TTY follows the window: run under a real pty of 30×100 (its controlling
 /// terminal, through `setsid -c`), the agent's `stty size` says `30 100`; after the window becomes 40×120 (the
 /// kernel's SIGWINCH to sidecarctl), the agent's own SIGWINCH trap says `40 120`. Before, the agent saw the
 /// engine's default size and never a change.
@@ -107,7 +107,7 @@ fn the_agents_tty_follows_the_window_size(engine: &TestEngine) {
     // first line); it ends once it has seen the new size.
     let script = "trap 's=$(stty size); echo \"size $s\"; [ \"$s\" = \"40 120\" ] && exit 0' WINCH; \
                   echo \"size $(stty size)\"; while :; do sleep 600 & wait $!; done";
-    let run = format!("winsize-{}", random_hex(4));
+    let run = format!("winsize-{}", random_hex(4).unwrap());
     let tty = || Stdio::from(pty.slave.try_clone().unwrap());
     let folder = workspace.path().display().to_string();
     let rest = ["--no-token", "--disable-sidecars", "--workspace", &folder, "--", "sidecar-agent", "sh", "-c", script];

@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sidecarctl::names::random_hex;
+use protocol::random_hex;
 
 use crate::engines::{on_both_engines, TestEngine};
 
@@ -65,7 +65,7 @@ const INSTALL_TWICE: &str = "pip cache dir 2>&1; for n in 1 2; do echo \"== inst
      pip install --no-index --find-links /workspace/dist --no-deps --target /tmp/probe-$n sidecar_cache_probe 2>&1 \
      || echo \"pip failed: $?\"; done";
 
-/// pip's cache in the builders (issue 25, item 4): as root, pip refuses a cache folder that root does not own, and
+/// pip's cache in the builders: as root, pip refuses a cache folder that root does not own, and
 /// the images' `/cache/pip` belongs to their builder uid, so pip warned "The directory '/cache/pip' … is not owned
 /// … The cache has been disabled" on every call, and built everything again. Now root's pip gets a folder of its own
 /// in the volume (the builders' entrypoint), and the same volume serves the image's uid too: for each, the second
@@ -78,7 +78,7 @@ fn pips_cache_works_for_root_and_for_the_images_uid(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     std::fs::set_permissions(workspace.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     write_sdist(workspace.path());
-    let volume = format!("it-pip-{}", random_hex(4));
+    let volume = format!("it-pip-{}", random_hex(4).unwrap());
     let image = "sidecar-builder-python:latest";
     let image_user = engine.image(image).and_then(|i| i.config).and_then(|c| c.user).unwrap_or_default();
     let image_uid = image_user.split(':').next().unwrap_or_default();
@@ -94,7 +94,7 @@ fn pips_cache_works_for_root_and_for_the_images_uid(engine: &TestEngine) {
             ),
         )
         .unwrap();
-        let run = format!("it-pip-{}", random_hex(4));
+        let run = format!("it-pip-{}", random_hex(4).unwrap());
         let (profile, folder) = (profile.display().to_string(), workspace.path().display().to_string());
         let args = engine
             .up_args(&run, &["-p", &profile, "--workspace", &folder, "--", "sidecar-agent", "sh", "-c", INSTALL_TWICE]);
@@ -126,7 +126,7 @@ fn pips_cache_works_for_root_and_for_the_images_uid(engine: &TestEngine) {
 /// project name of its own, reads it back; and no `<project>_<name>` volume exists afterwards.
 fn up_and_its_compose_file_share_the_cache_volume(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
-    let volume = format!("it-shared-{}", random_hex(4));
+    let volume = format!("it-shared-{}", random_hex(4).unwrap());
     let profile = workspace.path().join("profile.yaml");
     std::fs::write(
         &profile,
@@ -137,9 +137,9 @@ fn up_and_its_compose_file_share_the_cache_volume(engine: &TestEngine) {
     )
     .unwrap();
     let (profile, folder) = (profile.display().to_string(), workspace.path().display().to_string());
-    let marker = random_hex(8);
+    let marker = random_hex(8).unwrap();
     let script = format!("python3 -c \"open('/cache/pip/from-up', 'w').write('{marker}')\"");
-    let run = format!("it-shared-{}", random_hex(4));
+    let run = format!("it-shared-{}", random_hex(4).unwrap());
     let args =
         engine.up_args(&run, &["-p", &profile, "--workspace", &folder, "--", "sidecar-agent", "sh", "-c", &script]);
     let output = engine.sidecarctl(&args).stdin(Stdio::null()).output().unwrap();
@@ -156,8 +156,8 @@ fn up_and_its_compose_file_share_the_cache_volume(engine: &TestEngine) {
     let project = tempfile::tempdir().unwrap();
     std::fs::write(project.path().join("compose.yaml"), &emitted.stdout).unwrap();
     std::fs::write(project.path().join(".env"), "SIDECAR_UID=0\nSIDECAR_GID=0\n").unwrap();
-    std::fs::write(project.path().join("sidecar-token"), random_hex(32)).unwrap();
-    let name = format!("it-compose-{}", random_hex(4));
+    std::fs::write(project.path().join("sidecar-token"), random_hex(32).unwrap()).unwrap();
+    let name = format!("it-compose-{}", random_hex(4).unwrap());
     let compose = |args: &[&str]| {
         Command::new("docker-compose")
             .args(["-p", &name, "-f", "compose.yaml"])

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sidecarctl::names::random_hex;
+use protocol::random_hex;
 
 use crate::engines::{on_both_engines, TestEngine};
 
@@ -43,10 +43,10 @@ fn the_current_docker_context_finds_the_engine(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
     let runtime_dir = tempfile::tempdir().unwrap();
-    let context = format!("it-{}", random_hex(4));
+    let context = format!("it-{}", random_hex(4).unwrap());
     docker_config(config.path(), &context, engine.host());
 
-    let run = format!("it-context-{}", random_hex(4));
+    let run = format!("it-context-{}", random_hex(4).unwrap());
     let folder = workspace.path().display().to_string();
     let args = engine.up_args(
         &run,

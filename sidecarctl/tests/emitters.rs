@@ -225,7 +225,7 @@ fn config_value(value: &Value) -> String {
     value.as_str().unwrap_or_else(|| panic!("not a string: {value:?}")).replace("$$", "$")
 }
 
-/// What compose makes of the file is the run `up` starts (issue 24, item 1): `docker-compose config` under a hostile
+/// What compose makes of the file is the run `up` starts: `docker-compose config` under a hostile
 /// environment (HOME, USER and SECRET set to markers) gives every command, variable, image and path exactly as
 /// written, the header's `mkdir` makes the folder compose binds, and the variables the file means (SIDECAR_UID)
 /// still work. Before the fix compose read `$HOME` as `/sentinel` and `$$5` as `$5`.

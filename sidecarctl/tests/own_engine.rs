@@ -7,8 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use protocol::random_hex;
 use sidecarctl::engine::ContainerEngine;
-use sidecarctl::names::{random_hex, Origin, RunName, ROLE_NETWORK};
+use sidecarctl::names::{RunName, RunOwner, ROLE_NETWORK};
 
 /// A `podman system service` on its own socket, stopped by its pid on drop.
 struct Service {
@@ -68,12 +69,12 @@ fn a_bare_down_removes_only_this_users_runs_of_this_folder() {
     let service = Service::start();
     let here = tempfile::tempdir().unwrap();
     let here_path = here.path().canonicalize().unwrap();
-    let mine = RunName::named(&format!("mine-{}", random_hex(4))).unwrap();
-    let other_folder = RunName::named(&format!("folder-{}", random_hex(4))).unwrap();
-    let other_user = RunName::named(&format!("user-{}", random_hex(4))).unwrap();
-    let me = Origin::caller(&here_path);
-    let elsewhere = Origin { uid: me.uid, workspace: "/somewhere/else".into() };
-    let someone = Origin { uid: me.uid + 1, workspace: me.workspace.clone() };
+    let mine = RunName::named(&format!("mine-{}", random_hex(4).unwrap())).unwrap();
+    let other_folder = RunName::named(&format!("folder-{}", random_hex(4).unwrap())).unwrap();
+    let other_user = RunName::named(&format!("user-{}", random_hex(4).unwrap())).unwrap();
+    let me = RunOwner::caller(&here_path);
+    let elsewhere = RunOwner { uid: me.uid, workspace: "/somewhere/else".into() };
+    let someone = RunOwner { uid: me.uid + 1, workspace: me.workspace.clone() };
     let networks = |engine: &ContainerEngine| {
         runtime().block_on(async {
             let mut names = engine.networks(&["sidecarctl.managed=true".into()]).await.unwrap();
@@ -83,8 +84,8 @@ fn a_bare_down_removes_only_this_users_runs_of_this_folder() {
     };
     let engine = runtime().block_on(async {
         let engine = ContainerEngine::connect(Some(&service.url())).await.unwrap();
-        for (run, origin) in [(&mine, &me), (&other_folder, &elsewhere), (&other_user, &someone)] {
-            engine.ensure_network(&run.network(), run.labels(ROLE_NETWORK, None, origin)).await.unwrap();
+        for (run, owner) in [(&mine, &me), (&other_folder, &elsewhere), (&other_user, &someone)] {
+            engine.ensure_network(&run.network(), run.labels(ROLE_NETWORK, None, owner)).await.unwrap();
         }
         engine
     });

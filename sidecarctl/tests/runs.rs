@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use sidecarctl::engine::{run_filter, ContainerEngine};
-use sidecarctl::names::{Origin, RunName, ROLE_NETWORK};
+use sidecarctl::names::{RunName, RunOwner, ROLE_NETWORK};
 
 use crate::engines::{on_both_engines, runtime, Kind, TestEngine};
 use crate::up::{read_until, text, unique};
@@ -98,7 +98,7 @@ fn a_run_name_belongs_to_its_folder(engine: &TestEngine) {
     // Leftovers of A's earlier run (its network alone, as a run killed between the two leaves it).
     let name = RunName::named(&run).unwrap();
     let client = engine.connect().unwrap();
-    let labels = name.labels(ROLE_NETWORK, None, &Origin::caller(&a_folder));
+    let labels = name.labels(ROLE_NETWORK, None, &RunOwner::caller(&a_folder));
     runtime().block_on(client.ensure_network(&name.network(), labels)).unwrap();
     let replaced = in_folder(a.path(), &engine.up_args(&run, &["--disable-sidecars", "--", "sidecar-agent", "true"]));
     let stderr = text(&replaced.stderr);
@@ -128,7 +128,7 @@ fn down_of_a_missing_run_is_exit_1_and_one_line(engine: &TestEngine) {
 fn a_missing_default_image_names_its_build(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();
     let run = unique("it-unbuilt");
-    let tag = format!("missing-{}", sidecarctl::names::random_hex(4));
+    let tag = format!("missing-{}", protocol::random_hex(4).unwrap());
     let image = format!("python=localhost/sidecar-builder-python:{tag}");
     let folder = workspace.path().display().to_string();
     let args = engine.up_args(
@@ -290,8 +290,8 @@ fn where_limits_may_not_be_raised_the_run_is_retried_with_them(engine: &TestEngi
     engine.assert_nothing_left(&run);
 }
 
-/// One cause, one exit code, whichever command met it: with no engine answering at the named socket, `up`, `ps`, `logs` and
-/// `down` all exit 125 with the same line (before: `up` 125, the others 1); a wrong command line is clap's 2.
+/// One cause, one exit code, whichever command met it: with no engine answering at the named socket, `up`, `ps`, `logs`
+/// and `down` all exit 125 with the same line (before: `up` 125, the others 1); a wrong command line is clap's 2.
 #[test]
 fn no_engine_is_the_same_exit_code_for_every_command() {
     let dir = tempfile::tempdir().unwrap();

@@ -23,7 +23,7 @@ on_both_engines!(
 );
 
 pub fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", sidecarctl::names::random_hex(4))
+    format!("{prefix}-{}", protocol::random_hex(4).unwrap())
 }
 
 /// `up`'s progress lines up to the first that holds `needle` (the step the test waits for).
@@ -165,7 +165,7 @@ fn ctrl_c_during_the_gate_leaves_nothing(engine: &TestEngine) {
     engine.assert_nothing_left(&run);
 }
 
-/// A profile's health command decides on both engines (issue 25): `up` writes it into the container's health
+/// A profile's health command decides on both engines: `up` writes it into the container's health
 /// check, as compose does, so a builder whose profile says `[CMD, "false"]` is never healthy, on Docker as on
 /// Podman. Before, it went only to the exec probe: Docker's own status came from the image's HEALTHCHECK (every
 /// 5 s), which passed, and the gate said "healthy after 6.3s (the engine's HEALTHCHECK)" where Podman timed out.
@@ -246,7 +246,7 @@ fn detach_then_ps_then_down(engine: &TestEngine) {
     engine.assert_nothing_left(&run);
 }
 
-/// `ps` reports a builder's health and says where it came from (issue 25, item 1): `healthy (engine)` from the
+/// `ps` reports a builder's health and says where it came from: `healthy (engine)` from the
 /// engine's own HEALTHCHECK where the engine runs it (Docker: its status turns healthy once its first check passed,
 /// after the image's interval), `healthy (probe)` from the health command through exec where it has not spoken
 /// (Docker before its first check; Podman without systemd always, its status staying `starting`). `up`'s progress

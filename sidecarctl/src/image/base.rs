@@ -332,7 +332,8 @@ pub async fn base(options: BaseOptions) -> Result<(), BaseError> {
         .map_err(|error| BaseError::Folder { path: options.cache_dir.clone(), error })?;
     // A new folder of our own (create_dir fails on an existing one), removed below: never while something is
     // mounted in it.
-    let rootfs = PathBuf::from(format!("/var/tmp/sidecar-base.{}", crate::names::random_hex(6)));
+    let suffix = protocol::random_hex(6).map_err(|error| BaseError::Folder { path: "/dev/urandom".into(), error })?;
+    let rootfs = PathBuf::from(format!("/var/tmp/sidecar-base.{suffix}"));
     std::fs::create_dir(&rootfs).map_err(|error| BaseError::Folder { path: rootfs.clone(), error })?;
     // It becomes the image's `/`: 0755 whatever the caller's umask (a 0700 `/` locks every other uid out).
     std::fs::set_permissions(&rootfs, std::os::unix::fs::PermissionsExt::from_mode(0o755))

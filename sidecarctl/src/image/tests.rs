@@ -251,7 +251,10 @@ fn with_a_base_every_stage_is_built_from_it_with_the_prebuilt_binaries() {
 /// note; a real build still needs the engine.
 #[test]
 fn a_dry_run_without_an_engine_prints_dockers_commands_with_a_note() {
-    let refused = || EngineError::Connect { url: "unix:///nowhere.sock".into(), error: "no such socket".into() };
+    let refused = || EngineError::Connect {
+        url: "unix:///nowhere.sock".into(),
+        error: bollard::errors::Error::IOError { err: std::io::Error::other("no such socket") },
+    };
     let choice = choose_engine(Err(refused()), true, Some("unix:///nowhere.sock")).unwrap();
     assert_eq!((choice.kind, choice.url.as_str()), (EngineKind::Docker, "unix:///nowhere.sock"));
     let note = choice.note.unwrap();

@@ -16,7 +16,7 @@ mod volume;
 
 pub use error::ModelError;
 pub use sidecar::{Sidecar, DEFAULT_PORT, DEFAULT_READY_TIMEOUT_SECS, DEFAULT_WORKSPACE_TARGET};
-pub use ssh::{FileProblem, SshBackend, SshError};
+pub use ssh::{AgentSsh, FileProblem, SshError};
 pub use ulimit::{Ulimit, UlimitProblem};
 pub use volume::{Volume, VolumeSource};
 
@@ -34,7 +34,7 @@ pub struct RunConfig {
     pub token: bool,
     pub ulimits: Vec<Ulimit>,
     /// The SSH backend's settings for the agent (the profile's `ssh:` block).
-    pub ssh: Option<SshBackend>,
+    pub ssh: Option<AgentSsh>,
     /// Things a person should know that do not stop the run (printed on stderr).
     pub warnings: Vec<String>,
 }
@@ -166,7 +166,7 @@ impl RunConfig {
             ssh: None,
             warnings: Vec::new(),
         };
-        run.ssh = SshBackend::from_profile(profile.ssh.as_ref(), cwd, &run.workspace, run.agent_workdir().as_deref())?;
+        run.ssh = AgentSsh::from_profile(profile.ssh.as_ref(), cwd, &run.workspace, run.agent_workdir().as_deref())?;
         if !run.sidecars.is_empty() && run.ssh.is_some() {
             warnings.push(
                 "both tool_backends.sidecars and ssh are configured: a single build would then span two filesystems"

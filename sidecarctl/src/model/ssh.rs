@@ -60,7 +60,7 @@ const KEYS: &[(&str, &str, Kind)] = &[
 
 /// The SSH backend of a run: the agent's `SSH_*` variables and the host files it reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SshBackend {
+pub struct AgentSsh {
     /// Variable → value, for the agent's environment.
     pub env: BTreeMap<String, String>,
     /// Variable → the file `key_path` or `known_hosts` names, bound read-only (source: the canonical host path;
@@ -68,53 +68,34 @@ pub struct SshBackend {
     pub files: BTreeMap<String, Volume>,
 }
 
+/// The keys of the block, for the messages that list them.
+fn key_list() -> String {
+    KEYS.iter().map(|(key, ..)| *key).collect::<Vec<_>>().join(", ")
+}
+
 /// Why the `ssh:` block is invalid. The message names the key as written (`ssh.port`).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SshError {
+    #[error("ssh must be a mapping of the SSH backend's settings ({})", key_list())]
     NotAMapping,
-    UnknownKey {
-        key: String,
-    },
+    #[error("ssh.{key} is not a setting of the SSH backend (one of: {})", key_list())]
+    UnknownKey { key: String },
+    #[error("ssh.host is required: the host that runs the commands")]
     NoHost,
-    BadValue {
-        key: String,
-        expected: String,
-    },
-    File {
-        key: String,
-        path: String,
-        problem: FileProblem,
-    },
+    #[error("ssh.{key} must be {expected}")]
+    BadValue { key: String, expected: String },
+    #[error("ssh.{key} {path}: {problem}")]
+    File { key: String, path: String, problem: FileProblem },
     /// A file the agent's user could not read (checked by `up` once it knows that user).
-    Unreadable {
-        key: String,
-        path: PathBuf,
-        user: String,
-        owner: u32,
-        mode: u32,
-    },
+    #[error(
+        "ssh.{key} {} (uid {owner}, mode {mode:o}) cannot be read by the agent's user '{user}': run the agent as uid \
+         {owner} (--agent-user {owner}:GID, or an agent image built with AGENT_UID={owner})",
+        .path.display()
+    )]
+    Unreadable { key: String, path: PathBuf, user: String, owner: u32, mode: u32 },
 }
 
-impl std::fmt::Display for SshError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let keys = KEYS.iter().map(|(key, ..)| *key).collect::<Vec<_>>().join(", ");
-        match self {
-            SshError::NotAMapping => write!(f, "ssh must be a mapping of the SSH backend's settings ({keys})"),
-            SshError::UnknownKey { key } => write!(f, "ssh.{key} is not a setting of the SSH backend (one of: {keys})"),
-            SshError::NoHost => write!(f, "ssh.host is required: the host that runs the commands"),
-            SshError::BadValue { key, expected } => write!(f, "ssh.{key} must be {expected}"),
-            SshError::File { key, path, problem } => write!(f, "ssh.{key} {path}: {problem}"),
-            SshError::Unreadable { key, path, user, owner, mode } => write!(
-                f,
-                "ssh.{key} {} (uid {owner}, mode {mode:o}) cannot be read by the agent's user '{user}': run the \
-                 agent as uid {owner} (--agent-user {owner}:GID, or an agent image built with AGENT_UID={owner})",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl SshBackend {
+impl AgentSsh {
     /// The block as written (`None`: no block, or `ssh: null`). `cwd` resolves relative file paths, `workspace`
     /// stands for `${CWD}`, and `agent_workspace` is `SSH_WORKSPACE` when the block does not say.
     pub fn from_profile(
@@ -122,13 +103,13 @@ impl SshBackend {
         cwd: &Path,
         workspace: &Path,
         agent_workspace: Option<&str>,
-    ) -> Result<Option<SshBackend>, SshError> {
+    ) -> Result<Option<AgentSsh>, SshError> {
         let block = match block {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::Mapping(block)) => block,
             Some(_) => return Err(SshError::NotAMapping),
         };
-        let mut backend = SshBackend { env: BTreeMap::new(), files: BTreeMap::new() };
+        let mut backend = AgentSsh { env: BTreeMap::new(), files: BTreeMap::new() };
         for (key, value) in block {
             let key = scalar_string(key).unwrap_or_default();
             let (_, variable, kind) =
@@ -183,9 +164,9 @@ impl SshBackend {
 
     /// The backend without the variables named in `overridden` (given with `-e`, which wins) and without the
     /// files of those variables.
-    pub fn without(&self, overridden: &[&str]) -> SshBackend {
+    pub fn without(&self, overridden: &[&str]) -> AgentSsh {
         let kept = |name: &String| !overridden.contains(&name.as_str());
-        SshBackend {
+        AgentSsh {
             env: self.env.iter().filter(|(name, _)| kept(name)).map(|(k, v)| (k.clone(), v.clone())).collect(),
             files: self.files.iter().filter(|(name, _)| kept(name)).map(|(k, v)| (k.clone(), v.clone())).collect(),
         }
@@ -244,20 +225,13 @@ fn host_file(key: &str, written: &str, cwd: &Path, workspace: &Path) -> Result<P
 }
 
 /// Why a file the block names cannot be used.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum FileProblem {
+    #[error(transparent)]
     Io(std::io::Error),
     /// `~/…` with no `HOME` to expand it.
+    #[error("HOME is not set")]
     NoHome,
+    #[error("not a file")]
     NotAFile,
-}
-
-impl std::fmt::Display for FileProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FileProblem::Io(e) => e.fmt(f),
-            FileProblem::NoHome => f.write_str("HOME is not set"),
-            FileProblem::NotAFile => f.write_str("not a file"),
-        }
-    }
 }

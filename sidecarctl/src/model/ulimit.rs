@@ -55,26 +55,17 @@ impl Ulimit {
 }
 
 /// What is wrong with a `--ulimit` value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum UlimitProblem {
     /// Not `NAME=SOFT[:HARD]` with numbers.
+    #[error("is not NAME=SOFT[:HARD] with numbers (e.g. nofile=4096:4096)")]
     Shape,
+    #[error("names no limit the engines know (one of: {})", NAMES.join(", "))]
     UnknownName,
     /// Below -1, or soft above hard.
+    #[error("needs whole numbers or -1 (unlimited), the soft limit at most the hard")]
     Range,
     /// `nofile` or `nproc` of 0.
+    #[error("would let no container start: nofile and nproc must be at least 1")]
     Zero,
-}
-
-impl std::fmt::Display for UlimitProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            UlimitProblem::Shape => f.write_str("is not NAME=SOFT[:HARD] with numbers (e.g. nofile=4096:4096)"),
-            UlimitProblem::UnknownName => write!(f, "names no limit the engines know (one of: {})", NAMES.join(", ")),
-            UlimitProblem::Range => {
-                f.write_str("needs whole numbers or -1 (unlimited), the soft limit at most the hard")
-            }
-            UlimitProblem::Zero => f.write_str("would let no container start: nofile and nproc must be at least 1"),
-        }
-    }
 }

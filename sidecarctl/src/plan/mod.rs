@@ -1,6 +1,6 @@
 //! The one container plan of a run: for each container (the builders, then the agent) its image, command, user,
 //! groups, working folder, environment, mounts, token, port and health, decided here once for where it will run
-//! ([`Target`]). `up` renders it as Engine API bodies, `compose` and `kube` as files; none of them decides any of
+//! ([`Deployment`]). `up` renders it as Engine API bodies, `compose` and `kube` as files; none of them decides any of
 //! these again, so the three cannot disagree (`render/tests.rs` reads each rendering back and compares).
 
 use std::collections::BTreeSet;
@@ -29,7 +29,7 @@ pub const IMAGE_HEALTH_TEST: [&str; 3] = ["CMD", "exec-server", "-healthcheck"];
 
 /// Where the run will run: the facts that differ between the three, and only those.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub enum Deployment {
     /// `up`: containers on the run's private network, each builder at its alias; the caller is `uid:gid`.
     Up,
     /// A compose project: the same network shape; the caller is the one `.env` names.
@@ -39,19 +39,19 @@ pub enum Target {
     Pod,
 }
 
-impl Target {
+impl Deployment {
     /// Where every container sees the run's token file: `up` binds a host file there, compose mounts its secret
     /// (under `/run/secrets/`, named as a compose identifier), a Pod mounts its Secret as a folder.
     pub fn token_path(self) -> &'static str {
         match self {
-            Target::Up => "/run/secrets/sidecar-token",
-            Target::Compose => "/run/secrets/sidecar_token",
-            Target::Pod => "/run/secrets/sidecar/token",
+            Deployment::Up => "/run/secrets/sidecar-token",
+            Deployment::Compose => "/run/secrets/sidecar_token",
+            Deployment::Pod => "/run/secrets/sidecar/token",
         }
     }
 
     fn has_caller(self) -> bool {
-        self != Target::Pod
+        self != Deployment::Pod
     }
 
     /// The builders' ports: each its own on a network. In a Pod the configured ones when they are distinct, else
@@ -60,7 +60,7 @@ impl Target {
     fn ports(self, sidecars: &[Sidecar]) -> Vec<u16> {
         let configured: Vec<u16> = sidecars.iter().map(|s| s.port).collect();
         let distinct = configured.iter().collect::<BTreeSet<_>>().len() == configured.len();
-        if self != Target::Pod || distinct {
+        if self != Deployment::Pod || distinct {
             return configured;
         }
         let fixed: BTreeSet<u16> = sidecars.iter().filter(|s| s.command.is_some()).map(|s| s.port).collect();
@@ -71,8 +71,8 @@ impl Target {
     /// The URL the agent reaches a builder at (the contract's `internal_url`).
     fn url(self, runtime: Runtime, port: u16) -> String {
         match self {
-            Target::Pod => format!("http://127.0.0.1:{port}"),
-            Target::Up | Target::Compose => format!("http://{}:{port}", runtime.alias()),
+            Deployment::Pod => format!("http://127.0.0.1:{port}"),
+            Deployment::Up | Deployment::Compose => format!("http://{}:{port}", runtime.alias()),
         }
     }
 }
@@ -97,14 +97,14 @@ pub enum User {
 
 /// A builder's health: the profile's probe or the image's, and how long the gate waits.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Health {
+pub struct BuilderHealth {
     /// The profile's `healthcheck.test` (compose form); `None`: the image's HEALTHCHECK.
     pub test: Option<Vec<String>>,
     /// Seconds, > 0, as written (messages quote it).
     pub ready_timeout: f64,
 }
 
-impl Health {
+impl BuilderHealth {
     pub fn ready_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.ready_timeout)
     }
@@ -142,7 +142,7 @@ pub struct Container {
     pub token: Option<&'static str>,
     /// A builder's exec-server port.
     pub port: Option<u16>,
-    pub health: Option<Health>,
+    pub health: Option<BuilderHealth>,
     /// Memory-backed folders owned by the container's user.
     pub tmpfs: Vec<String>,
     /// A folder that must exist, owned by the caller, before the container starts (a builder's `HOME` in the
@@ -187,7 +187,7 @@ pub const AGENT_WRAPPERS: &str = "/opt/sidecar/wrappers";
 /// The plan: every container of the run as it will be created.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    pub target: Target,
+    pub deployment: Deployment,
     /// In the run's order.
     pub builders: Vec<Container>,
     pub agent: Container,
@@ -196,14 +196,14 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn new(run: &RunConfig, agent: AgentRequest, target: Target) -> Plan {
-        let token = run.token.then(|| target.token_path());
-        let ports = target.ports(&run.sidecars);
+    pub fn new(run: &RunConfig, agent: AgentRequest, deployment: Deployment) -> Plan {
+        let token = run.token.then(|| deployment.token_path());
+        let ports = deployment.ports(&run.sidecars);
         let builders: Vec<Container> = run
             .sidecars
             .iter()
             .zip(&ports)
-            .map(|(sidecar, port)| builder(run, sidecar, *port, target, token))
+            .map(|(sidecar, port)| builder(run, sidecar, *port, deployment, token))
             .collect();
 
         let mut contract = Vec::new();
@@ -213,7 +213,7 @@ impl Plan {
                 .iter()
                 .zip(&ports)
                 .map(|(s, port)| {
-                    (s.runtime.to_string(), serde_json::json!({ "internal_url": target.url(s.runtime, *port) }))
+                    (s.runtime.to_string(), serde_json::json!({ "internal_url": deployment.url(s.runtime, *port) }))
                 })
                 .collect();
             contract.push((vars::BUILD_SIDECARS, serde_json::Value::Object(map).to_string()));
@@ -247,7 +247,7 @@ impl Plan {
             health: None,
             home: None,
         };
-        Plan { target, builders, agent, ulimits: run.ulimits.clone() }
+        Plan { deployment, builders, agent, ulimits: run.ulimits.clone() }
     }
 
     /// The builders, then the agent.
@@ -274,8 +274,14 @@ fn default_command(port: u16, cwd: &str) -> Vec<String> {
     ["exec-server", "-port", &port.to_string(), "-cwd", cwd].map(str::to_owned).to_vec()
 }
 
-fn builder(run: &RunConfig, sidecar: &Sidecar, port: u16, target: Target, token: Option<&'static str>) -> Container {
-    let as_caller = sidecar.run_as_caller_uid && target.has_caller();
+fn builder(
+    run: &RunConfig,
+    sidecar: &Sidecar,
+    port: u16,
+    deployment: Deployment,
+    token: Option<&'static str>,
+) -> Container {
+    let as_caller = sidecar.run_as_caller_uid && deployment.has_caller();
     let workspace = run.workspace_volume(sidecar).cloned();
     let mut env: Vec<(String, String)> = sidecar.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     env.push((vars::EXEC_SERVER_PORT.to_owned(), port.to_string()));
@@ -307,7 +313,7 @@ fn builder(run: &RunConfig, sidecar: &Sidecar, port: u16, target: Target, token:
         tmpfs: Vec::new(),
         token,
         port: Some(port),
-        health: Some(Health { test: sidecar.healthcheck.clone(), ready_timeout: sidecar.ready_timeout }),
+        health: Some(BuilderHealth { test: sidecar.healthcheck.clone(), ready_timeout: sidecar.ready_timeout }),
         home: home.flatten(),
     }
 }

@@ -15,7 +15,7 @@ const TWO: &str =
 
 #[test]
 fn a_builder_gets_exec_server_on_its_port_the_callers_home_and_the_token() {
-    let plan = Plan::new(&run(TWO), AgentRequest::default(), Target::Up);
+    let plan = Plan::new(&run(TWO), AgentRequest::default(), Deployment::Up);
     let node = &plan.builders[0];
     assert_eq!((node.role, node.name.as_str()), (Role::Builder(Runtime::Node), "builder-node"));
     assert_eq!(node.command, ["exec-server", "-port", "9000", "-cwd", "/workspace"]);
@@ -47,7 +47,7 @@ fn the_agent_gets_the_contract_unless_the_operator_sets_a_variable_itself() {
         env: vec![("A".into(), "1".into()), ("SIDECAR_ENV_PASSTHROUGH".into(), "MINE".into())],
         ..Default::default()
     };
-    let plan = Plan::new(&run(TWO), request, Target::Up);
+    let plan = Plan::new(&run(TWO), request, Deployment::Up);
     let agent = &plan.agent;
     assert_eq!(agent.user, User::Given("1000:1000".into()));
     let names: Vec<&str> = agent.env.iter().map(|(n, _)| n.as_str()).collect();
@@ -65,10 +65,10 @@ fn the_agent_gets_the_contract_unless_the_operator_sets_a_variable_itself() {
 #[test]
 fn each_target_has_its_token_path_addresses_and_caller() {
     let r = run(TWO);
-    let compose = Plan::new(&r, AgentRequest::default(), Target::Compose);
+    let compose = Plan::new(&r, AgentRequest::default(), Deployment::Compose);
     assert_eq!(compose.agent.token, Some("/run/secrets/sidecar_token"));
     assert_eq!(compose.builders[0].user, User::Caller);
-    let pod = Plan::new(&r, AgentRequest::default(), Target::Pod);
+    let pod = Plan::new(&r, AgentRequest::default(), Deployment::Pod);
     assert_eq!(pod.agent.env_value("SIDECAR_TOKEN_FILE"), Some("/run/secrets/sidecar/token"));
     assert_eq!(
         pod.agent.env_value("BUILD_SIDECARS"),
@@ -85,7 +85,7 @@ fn each_target_has_its_token_path_addresses_and_caller() {
 fn no_token_no_builders_no_contract_variables() {
     let options = RunOptions { no_token: true, ..Default::default() };
     let r = RunConfig::build(&options, Profile::default(), &std::env::temp_dir(), WorkspaceLookup::Resolve).unwrap();
-    let plan = Plan::new(&r, AgentRequest { image: "a".into(), ..Default::default() }, Target::Up);
+    let plan = Plan::new(&r, AgentRequest { image: "a".into(), ..Default::default() }, Deployment::Up);
     assert!(plan.builders.is_empty());
     assert!(plan.agent.env.is_empty() && plan.agent.token.is_none());
     assert_eq!(plan.agent.working_dir.as_deref(), Some(DEFAULT_WORKSPACE));

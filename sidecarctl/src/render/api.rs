@@ -11,8 +11,8 @@ use bollard::models::{
 
 use crate::engine::EngineKind;
 use crate::model::{Volume, VolumeSource};
-use crate::names::{Origin, RunName, LABEL_TOKEN_DIR, ROLE_AGENT, ROLE_BUILDER};
-use crate::plan::{Container, Health, Plan, Role, User, HEALTH_INTERVAL, HEALTH_TIMEOUT};
+use crate::names::{RunName, RunOwner, LABEL_TOKEN_DIR, ROLE_AGENT, ROLE_BUILDER};
+use crate::plan::{BuilderHealth, Container, Plan, Role, User, HEALTH_INTERVAL, HEALTH_TIMEOUT};
 
 /// What a body needs beyond the plan.
 #[derive(Debug, Clone)]
@@ -22,7 +22,7 @@ pub struct Context<'a> {
     pub plan: &'a Plan,
     pub name: &'a RunName,
     /// Who starts the run, from where (labels).
-    pub origin: &'a Origin,
+    pub owner: &'a RunOwner,
     /// The workspace folder on this machine.
     pub workspace: &'a Path,
     /// `uid:gid` of the caller.
@@ -56,7 +56,7 @@ pub fn body(
         Role::Builder(_) => (ROLE_BUILDER, Some(container.name.clone())),
         Role::Agent => (ROLE_AGENT, None),
     };
-    let mut labels = ctx.name.labels(role, container.runtime(), ctx.origin);
+    let mut labels = ctx.name.labels(role, container.runtime(), ctx.owner);
     if let Some(dir) = &ctx.token_dir {
         labels.insert(LABEL_TOKEN_DIR.to_owned(), dir.clone());
     }
@@ -94,7 +94,7 @@ pub fn body(
 /// `healthcheck:`): Docker runs it and reports its status, which the gate and `ps` read before any exec probe, so
 /// an engine's verdict and the probe's come from the same command. Without an override the image's HEALTHCHECK
 /// stays as the image declares it (the gate's probe runs that one too).
-fn health_check(health: &Health) -> Option<HealthConfig> {
+fn health_check(health: &BuilderHealth) -> Option<HealthConfig> {
     let nanos = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
     Some(HealthConfig {
         test: Some(health.test.clone()?),
@@ -163,7 +163,7 @@ mod tests {
     use super::*;
     use crate::model::{RunConfig, Ulimit, WorkspaceLookup};
     use crate::options::RunOptions;
-    use crate::plan::{AgentRequest, Target};
+    use crate::plan::{AgentRequest, Deployment};
     use crate::profile::Profile;
 
     fn run(yaml: &str) -> RunConfig {
@@ -186,14 +186,14 @@ tool_backends:
       command: [exec-server, -port, "8080", -cwd, /workspace, --verbose]
 "#;
 
-    const ORIGIN: &Origin = &Origin { uid: 2345, workspace: String::new() };
+    const OWNER: &RunOwner = &RunOwner { uid: 2345, workspace: String::new() };
 
     fn context<'a>(plan: &'a Plan, name: &'a RunName, workspace: &'a Path) -> Context<'a> {
         Context {
             engine: EngineKind::Docker,
             plan,
             name,
-            origin: ORIGIN,
+            owner: OWNER,
             workspace,
             caller: "2345:2346".into(),
             token_dir: Some("/run/user/2345/sidecarctl/r1".into()),
@@ -204,7 +204,7 @@ tool_backends:
     fn a_builder_is_hardened_private_and_labelled() {
         let mut r = run(PROFILE);
         r.ulimits = vec![Ulimit { name: "nofile".into(), soft: 4096, hard: 4096 }];
-        let plan = Plan::new(&r, AgentRequest::default(), Target::Up);
+        let plan = Plan::new(&r, AgentRequest::default(), Deployment::Up);
         let name = RunName::named("r1").unwrap();
         let ctx = context(&plan, &name, &r.workspace);
         let body = body(&ctx, &plan.builders[0], Some(Path::new("/host/token")), None);
@@ -255,13 +255,13 @@ tool_backends:
     }
 
     /// A profile's health command is the container's health check, at the gate's pace, so Docker's own status
-    /// follows it; without one the image's HEALTHCHECK stays (issue 25: Docker's image check passed a builder whose
+    /// follows it; without one the image's HEALTHCHECK stays (before, Docker's image check passed a builder whose
     /// profile said `[CMD, "false"]`, while Podman, probed through exec, timed out).
     #[test]
     fn a_profiles_health_command_is_the_containers_health_check() {
         let r = run("tool_backends:\n  sidecars:\n    - {runtime: node, image: n, ready_timeout: 7, \
                      healthcheck: {test: [CMD, 'false'], interval: 30s}}\n    - {runtime: python, image: p}\n");
-        let plan = Plan::new(&r, AgentRequest::default(), Target::Up);
+        let plan = Plan::new(&r, AgentRequest::default(), Deployment::Up);
         let name = RunName::named("r1").unwrap();
         let ctx = context(&plan, &name, &r.workspace);
         let check = body(&ctx, &plan.builders[0], None, None).healthcheck.expect("the override is the container's");
@@ -283,7 +283,7 @@ tool_backends:
             env: vec![("A".into(), "1".into())],
             ..Default::default()
         };
-        let plan = Plan::new(&r, request, Target::Up);
+        let plan = Plan::new(&r, request, Deployment::Up);
         let name = RunName::named("r1").unwrap();
         let ctx = context(&plan, &name, &r.workspace);
         let attach = Attach { tty: false, stdin: true };

@@ -15,13 +15,13 @@ use super::emit::{self, list, map, opt, s, strings, EmitOptions};
 use super::yaml::{self, NotRoundTrip};
 use crate::model::{RunConfig, Volume, VolumeSource};
 use crate::names::{LABEL_ROLE, LABEL_RUNTIME, ROLE_AGENT, ROLE_BUILDER};
-use crate::plan::{Container, Plan, Role, Target, User, HEALTH_INTERVAL, HEALTH_TIMEOUT};
+use crate::plan::{Container, Deployment, Plan, Role, User, HEALTH_INTERVAL, HEALTH_TIMEOUT};
 
 const SECRET: &str = "sidecar_token";
 const USER: &str = "${SIDECAR_UID:-1000}:${SIDECAR_GID:-1000}";
 
 pub fn emit(run: &RunConfig, options: &EmitOptions) -> Result<String, NotRoundTrip> {
-    let plan = Plan::new(run, options.agent_request(), Target::Compose);
+    let plan = Plan::new(run, options.agent_request(), Deployment::Compose);
     let workspace_text = emit::workspace_text(&options.run);
     let workspace = workspace_source(&workspace_text);
     let ulimits = if plan.ulimits.is_empty() {

@@ -1,4 +1,4 @@
-//! `sidecarctl kube`: the run's plan for a Pod ([`Target::Pod`]: each builder on its own port, reached at
+//! `sidecarctl kube`: the run's plan for a Pod ([`Deployment::Pod`]: each builder on its own port, reached at
 //! `http://127.0.0.1:PORT`) as one Pod, the builders as native sidecars (init containers with
 //! `restartPolicy: Always`, Kubernetes 1.29+), plus a NetworkPolicy that admits no other pod. Probes on `/health`
 //! (the startup probe allows `ready_timeout`); the token from the Secret `sidecar-token` (key `token`); the
@@ -14,7 +14,7 @@ use serde_norway::Value;
 use super::emit::{self, list, map, opt, s, EmitOptions};
 use super::yaml::{self, NotRoundTrip};
 use crate::model::{RunConfig, Volume, VolumeSource};
-use crate::plan::{Container, Plan, Role, Target, BUILDER_GROUP, HEALTH_INTERVAL, HEALTH_TIMEOUT};
+use crate::plan::{Container, Deployment, Plan, Role, BUILDER_GROUP, HEALTH_INTERVAL, HEALTH_TIMEOUT};
 
 const POD_LABEL: &str = "sidecar-exec-agent";
 /// The Secret's volume; the plan's token path is its file `token`.
@@ -109,7 +109,7 @@ pub fn emit_kind(
     kind: KubeKind,
     replicas: u32,
 ) -> Result<String, NotRoundTrip> {
-    let plan = Plan::new(run, options.agent_request(), Target::Pod);
+    let plan = Plan::new(run, options.agent_request(), Deployment::Pod);
     if kind == KubeKind::Pod {
         return emit_pod(&plan, options);
     }

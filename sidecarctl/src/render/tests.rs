@@ -13,7 +13,7 @@ use super::{compose, kube};
 use crate::model::{RunConfig, WorkspaceLookup};
 use crate::names::RunName;
 use crate::options::RunOptions;
-use crate::plan::{Container, Plan, Target};
+use crate::plan::{Container, Deployment, Plan};
 use crate::profile::Profile;
 
 /// What a container gets, as far as a rendering says it.
@@ -45,10 +45,10 @@ fn seen_plan(plan: &Plan) -> Vec<Seen> {
             token: c.token.map(str::to_owned),
             // Declared per target: `up` writes only a profile's override (the image's HEALTHCHECK stays), compose
             // writes one always (an OCI-format image has none), a Pod probes over HTTP.
-            health: c.health.as_ref().and_then(|h| match plan.target {
-                Target::Up => h.test.clone(),
-                Target::Compose => Some(h.test_or_images()),
-                Target::Pod => None,
+            health: c.health.as_ref().and_then(|h| match plan.deployment {
+                Deployment::Up => h.test.clone(),
+                Deployment::Compose => Some(h.test_or_images()),
+                Deployment::Pod => None,
             }),
         })
         .collect()
@@ -118,12 +118,12 @@ const TOKEN_FILE: &str = "/host/sidecarctl/run/token";
 
 fn seen_api(run: &RunConfig, plan: &Plan) -> Vec<Seen> {
     let name = RunName::named("three-ways").unwrap();
-    let origin = crate::names::Origin::caller(&run.workspace);
+    let owner = crate::names::RunOwner::caller(&run.workspace);
     let ctx = Context {
         engine: crate::engine::EngineKind::Podman,
         plan,
         name: &name,
-        origin: &origin,
+        owner: &owner,
         workspace: &run.workspace,
         caller: "2345:2346".into(),
         token_dir: None,
@@ -235,13 +235,13 @@ fn three_ways(profile: &str, options: RunOptions, agent: &[&str]) -> [Vec<Seen>;
     let up_run = RunConfig::build(&emit.run, parse(), &cwd, WorkspaceLookup::Resolve).unwrap();
     let file_run = RunConfig::build(&emit.run, parse(), &cwd, WorkspaceLookup::AsWritten).unwrap();
 
-    let up_plan = Plan::new(&up_run, emit.agent_request(), Target::Up);
+    let up_plan = Plan::new(&up_run, emit.agent_request(), Deployment::Up);
     let up = seen_api(&up_run, &up_plan);
     assert_eq!(up, seen_plan(&up_plan), "up's bodies are its plan");
     let compose = seen_compose(&compose::emit(&file_run, &emit).unwrap());
-    assert_eq!(compose, seen_plan(&Plan::new(&file_run, emit.agent_request(), Target::Compose)), "compose's plan");
+    assert_eq!(compose, seen_plan(&Plan::new(&file_run, emit.agent_request(), Deployment::Compose)), "compose's plan");
     let pod = seen_kube(&kube::emit(&file_run, &emit).unwrap());
-    assert_eq!(pod, seen_plan(&Plan::new(&file_run, emit.agent_request(), Target::Pod)), "the Pod's plan");
+    assert_eq!(pod, seen_plan(&Plan::new(&file_run, emit.agent_request(), Deployment::Pod)), "the Pod's plan");
 
     // The three agree but for the declared differences.
     for (other, what) in [(&compose, "compose"), (&pod, "the Pod")] {
@@ -337,7 +337,7 @@ fn every_kind_of_volume_and_override_is_one_plan_three_ways() {
 }
 
 /// Every `$` is the container's: compose's `${VAR}`/`$VAR` and Kubernetes' `$(VAR)` are escaped in everything the
-/// plan holds, so each file means the very values `up` passes (issue 24, item 1).
+/// plan holds, so each file means the very values `up` passes.
 #[test]
 fn dollars_mean_the_same_three_ways() {
     let profile = "volumes:\n  - {source: '${CWD}', target: /workspace}\n  - {source: '/tmp/$HOME/x', target: '/m/$(X)'}\n\
