@@ -73,7 +73,7 @@ pub struct BuildOptions {
 
 /// One image to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub enum ImageKind {
     Builder(Runtime),
     Agent,
 }
@@ -276,11 +276,11 @@ impl From<EngineError> for ImageError {
 }
 
 /// `agent` or a runtime.
-pub fn parse_target(name: &str) -> Result<Target, ImageError> {
+pub fn parse_target(name: &str) -> Result<ImageKind, ImageError> {
     if name == "agent" {
-        return Ok(Target::Agent);
+        return Ok(ImageKind::Agent);
     }
-    name.parse::<Runtime>().map(Target::Builder).map_err(|_| ImageError::UnknownName { name: name.to_owned() })
+    name.parse::<Runtime>().map(ImageKind::Builder).map_err(|_| ImageError::UnknownName { name: name.to_owned() })
 }
 
 /// Every `NAME` on `path` (a `PATH` value) that is an executable file, in order, each real file once.
@@ -336,10 +336,10 @@ fn major_version(text: &str) -> Option<u32> {
 }
 
 /// The image's name: `[REGISTRY/]sidecar-builder-RT:TAG` or `[REGISTRY/]sidecar-agent:TAG`.
-pub fn image_name(target: Target, options: &BuildOptions) -> String {
+pub fn image_name(target: ImageKind, options: &BuildOptions) -> String {
     let base = match target {
-        Target::Builder(rt) => format!("sidecar-builder-{rt}"),
-        Target::Agent => "sidecar-agent".to_owned(),
+        ImageKind::Builder(rt) => format!("sidecar-builder-{rt}"),
+        ImageKind::Agent => "sidecar-agent".to_owned(),
     };
     let tag = options.tag.clone().or_else(|| options.runtime_version.clone()).unwrap_or_else(|| "latest".to_owned());
     let registry = options.registry.as_deref().map(|r| format!("{}/", r.trim_end_matches('/'))).unwrap_or_default();
@@ -371,11 +371,11 @@ pub fn base_image(runtime: Runtime, version: &str) -> (&'static str, String) {
 
 /// The build arguments naming an image that `target` is built from, as `command` passes them: the binaries'
 /// stage (`RUST_IMAGE`, unless `BINARIES=prebuilt`) and the target's own bases.
-fn image_args_of(target: Target, binaries_prebuilt: bool) -> Vec<&'static str> {
+fn image_args_of(target: ImageKind, binaries_prebuilt: bool) -> Vec<&'static str> {
     let mut args = if binaries_prebuilt { Vec::new() } else { vec!["RUST_IMAGE"] };
     match target {
-        Target::Builder(rt) => args.push(image_arg(rt)),
-        Target::Agent => args.extend(["AGENT_IMAGE", "INIT_IMAGE"]),
+        ImageKind::Builder(rt) => args.push(image_arg(rt)),
+        ImageKind::Agent => args.extend(["AGENT_IMAGE", "INIT_IMAGE"]),
     }
     args
 }
@@ -398,7 +398,7 @@ pub fn check(options: &BuildOptions) -> Result<(), ImageError> {
 pub fn command(
     builder: &Builder,
     url: &str,
-    target: Target,
+    target: ImageKind,
     options: &BuildOptions,
 ) -> Result<BuildCommand, ImageError> {
     let image = image_name(target, options);
@@ -429,7 +429,7 @@ pub fn command(
         build_args.push("BINARIES=compiled".to_owned());
     }
     match target {
-        Target::Builder(rt) => {
+        ImageKind::Builder(rt) => {
             args.extend(["--target".into(), "builder".into()]);
             build_args.push(format!("RUNTIME={rt}"));
             if let Some(version) = &options.runtime_version {
@@ -437,7 +437,7 @@ pub fn command(
                 build_args.push(format!("{name}={value}"));
             }
         }
-        Target::Agent => {
+        ImageKind::Agent => {
             args.extend(["--target".into(), "agent".into()]);
             build_args.push(format!("AGENT_UID={}", nix::unistd::getuid()));
             build_args.push(format!("AGENT_GID={}", nix::unistd::getgid()));
@@ -448,7 +448,7 @@ pub fn command(
     if let Some(base) = &options.base {
         build_args.push("BINARIES=prebuilt".to_owned());
         build_args.extend(image_args_of(target, true).into_iter().map(|name| format!("{name}={base}")));
-        if target == Target::Builder(Runtime::Java) {
+        if target == ImageKind::Builder(Runtime::Java) {
             build_args.extend(["MAVEN_VERSION=".to_owned(), "GRADLE_VERSION=".to_owned()]);
         }
     }

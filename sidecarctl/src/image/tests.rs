@@ -33,8 +33,8 @@ fn options(names: &[&str]) -> BuildOptions {
     }
 }
 
-/// The machine's case (issue 25): a v28 CLI without buildx first on PATH, Debian's 20.10 after it. The first is
-/// passed over, the second used with DOCKER_BUILDKIT=1; with the first alone, the error says what to install.
+/// These machines' case: a v28 CLI without buildx first on PATH, Debian's 20.10 after it. The first is passed over,
+/// the second used with DOCKER_BUILDKIT=1; with the first alone, the error says what to install.
 #[test]
 fn a_legacy_only_docker_is_refused_up_front_and_a_buildkit_one_is_found() {
     let root = tempfile::tempdir().unwrap();
@@ -71,7 +71,7 @@ fn the_commands_name_the_version_tag_registry_and_the_callers_uid() {
     o.runtime_version = Some("20".into());
     o.registry = Some("ghcr.io/me/".into());
     o.build_args = vec!["APT_PINS=".into()];
-    let line = command(&docker, "unix:///run/d.sock", Target::Builder(Runtime::Node), &o).unwrap().shell_line();
+    let line = command(&docker, "unix:///run/d.sock", ImageKind::Builder(Runtime::Node), &o).unwrap().shell_line();
     assert_eq!(
         line,
         "DOCKER_HOST=unix:///run/d.sock DOCKER_BUILDKIT=1 /usr/bin/docker build -f /src/sidecar-exec/images/Dockerfile \
@@ -81,7 +81,7 @@ fn the_commands_name_the_version_tag_registry_and_the_callers_uid() {
     let podman = Builder { program: "/usr/bin/podman".into(), style: Style::Podman };
     let mut o = options(&["agent"]);
     o.tag = Some("v1".into());
-    let built = command(&podman, "unix:///tmp/p.sock", Target::Agent, &o).unwrap();
+    let built = command(&podman, "unix:///tmp/p.sock", ImageKind::Agent, &o).unwrap();
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     assert_eq!(
         built.shell_line(),
@@ -92,13 +92,13 @@ fn the_commands_name_the_version_tag_registry_and_the_callers_uid() {
         )
     );
     let buildx = Builder { program: "/usr/local/bin/docker".into(), style: Style::Buildx };
-    let line = command(&buildx, "unix:///d", Target::Builder(Runtime::Go), &options(&["go"])).unwrap().shell_line();
+    let line = command(&buildx, "unix:///d", ImageKind::Builder(Runtime::Go), &options(&["go"])).unwrap().shell_line();
     assert!(line.starts_with("DOCKER_HOST=unix:///d /usr/local/bin/docker buildx build --load -f "), "{line}");
     assert!(line.ends_with("-t sidecar-builder-go:latest /src/sidecar-exec"), "{line}");
     // Mistakes are named.
     let mut o = options(&["go"]);
     o.build_args = vec!["=x".into()];
-    assert!(command(&buildx, "u", Target::Builder(Runtime::Go), &o).unwrap_err().to_string().contains("NAME=VALUE"));
+    assert!(command(&buildx, "u", ImageKind::Builder(Runtime::Go), &o).unwrap_err().to_string().contains("NAME=VALUE"));
     assert_eq!(
         parse_target("ruby").unwrap_err().to_string(),
         "image 'ruby' is not one of: node, python, java, go, rust, agent"
@@ -180,7 +180,7 @@ fn a_failed_pull_is_read_from_buildkits_and_podmans_text() {
 #[test]
 fn a_failed_pull_is_one_line_naming_the_image_its_argument_and_the_ways_out() {
     let docker = Builder { program: "/usr/bin/docker".into(), style: Style::BuiltinBuildKit };
-    let target = Target::Builder(Runtime::Python);
+    let target = ImageKind::Builder(Runtime::Python);
     let built = command(&docker, "unix:///d", target, &options(&["python"])).unwrap();
     let args = effective_args(&dockerfile_image_args(&dockerfile()), &built.args);
     let relevant = image_args_of(target, false);
@@ -205,7 +205,7 @@ fn a_failed_pull_is_one_line_naming_the_image_its_argument_and_the_ways_out() {
     assert!(error.ends_with("`--build-arg RUST_IMAGE=MIRROR/rust:1-bookworm`"), "{error}");
     // The agent's bases share a default: both are named. An image no argument names gets the general form.
     let agent_args = effective_args(&dockerfile_image_args(&dockerfile()), &[]);
-    let agent = image_args_of(Target::Agent, true);
+    let agent = image_args_of(ImageKind::Agent, true);
     assert_eq!(
         args_naming(&agent_args, "docker.io/library/debian:bookworm-slim", &agent),
         ["AGENT_IMAGE", "INIT_IMAGE"]
@@ -224,16 +224,16 @@ fn with_a_base_every_stage_is_built_from_it_with_the_prebuilt_binaries() {
     let line = |target| command(&podman, "unix:///p", target, &o).unwrap().shell_line();
     let base = "localhost/sidecar-base:bookworm";
     assert!(
-        line(Target::Builder(Runtime::Python)).contains(&format!(
+        line(ImageKind::Builder(Runtime::Python)).contains(&format!(
             "--build-arg RUNTIME=python --build-arg BINARIES=prebuilt --build-arg PYTHON_IMAGE={base} \
              --build-arg NODE_IMAGE=elsewhere:1 -t sidecar-builder-python:latest"
         )),
         "{}",
-        line(Target::Builder(Runtime::Python))
+        line(ImageKind::Builder(Runtime::Python))
     );
-    assert!(line(Target::Builder(Runtime::Java))
+    assert!(line(ImageKind::Builder(Runtime::Java))
         .contains(&format!("--build-arg JAVA_IMAGE={base} --build-arg MAVEN_VERSION= --build-arg GRADLE_VERSION= ")));
-    assert!(line(Target::Agent).contains(&format!(
+    assert!(line(ImageKind::Agent).contains(&format!(
         "--build-arg BINARIES=prebuilt --build-arg AGENT_IMAGE={base} --build-arg INIT_IMAGE={base} "
     )));
     // --runtime-version names an official image's tag: refused with --base, in one line saying why.
@@ -244,7 +244,7 @@ fn with_a_base_every_stage_is_built_from_it_with_the_prebuilt_binaries() {
         "--runtime-version 3.12 picks an official base image by its tag, and --base localhost/sidecar-base:bookworm \
          builds every image on that one base with Debian's own runtime versions: drop one of the two"
     );
-    assert!(command(&podman, "u", Target::Agent, &o).is_err());
+    assert!(command(&podman, "u", ImageKind::Agent, &o).is_err());
 }
 
 /// A dry run needs no engine: without one, Docker's lines (at the place asked for, else Docker's socket) and a
@@ -274,7 +274,7 @@ fn a_dry_run_without_an_engine_prints_dockers_commands_with_a_note() {
     let docker = Builder { program: "docker".into(), style: Style::Buildx };
     let mut o = options(&["agent"]);
     o.base = Some("b".into());
-    let agent = command(&docker, "unix:///d", Target::Agent, &o).unwrap();
+    let agent = command(&docker, "unix:///d", ImageKind::Agent, &o).unwrap();
     let lines = dry_run_lines(Some(&binaries_command(&o.context)), &[agent]);
     assert_eq!(lines[0], "/src/sidecar-exec/images/binaries.sh --dist");
     assert!(lines[1].starts_with("DOCKER_HOST=unix:///d docker buildx build --load -f "), "{}", lines[1]);
