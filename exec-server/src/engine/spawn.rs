@@ -184,6 +184,12 @@ fn start_error(job: &Job, program: &str, spawn: Option<&std::io::Error>) -> Star
         Some(err) => match err.kind() {
             std::io::ErrorKind::NotFound => StartError::NotFound { program },
             std::io::ErrorKind::PermissionDenied => StartError::PermissionDenied { program },
+            _ if matches!(err.raw_os_error(), Some(nix::libc::EMFILE | nix::libc::ENFILE)) => {
+                StartError::Other(format!(
+                "{program}: cannot start: the server is out of file descriptors ({err}); retry once fewer commands \
+                 run, or raise the server's open-file limit (ulimit -n)"
+            ))
+            }
             _ => StartError::Other(format!("{program}: {err}")),
         },
     }

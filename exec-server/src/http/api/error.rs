@@ -21,6 +21,11 @@ impl AppError {
         AppError { status, message: message.into(), code: None, received: None }
     }
 
+    /// `status` with `code`.
+    pub fn coded(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+        AppError { code: Some(code), ..AppError::new(status, message) }
+    }
+
     /// `409` with `code`: a refusal a client acts on by its code.
     pub fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
         AppError { code: Some(code), ..AppError::new(StatusCode::CONFLICT, message) }

@@ -14,6 +14,7 @@
 //! - compression and CORS: an SSE stream must not be buffered by a compressor, and no browser calls this server.
 
 mod auth;
+mod body;
 mod commands;
 mod cut_cost;
 mod error;
@@ -51,6 +52,7 @@ use crate::engine::ProcessEngine;
 use crate::metrics::Metrics;
 use crate::runs::Runs;
 pub use error::AppError;
+pub use request::{check_request, CheckedRequest, MAX_TERM_BYTES};
 
 /// What the API's handlers are configured with.
 #[derive(Debug)]
