@@ -352,7 +352,7 @@ async fn a_server_out_of_file_descriptors_says_so_not_that_the_cwd_cannot_be_ope
         if let Some(protocol::Frame::Error { data, .. }) = frames.next().await {
             outcomes.push((status, None, data));
             // Out of descriptors for a spawn: one more idle connection takes one of those left.
-            idle.push(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap());
+            idle.push(TcpStream::connect(("127.0.0.1", port)).unwrap());
         }
     }
     let _ = child.kill();
