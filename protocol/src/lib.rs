@@ -21,6 +21,7 @@ pub mod codes;
 pub mod exec;
 pub mod frames;
 pub mod json;
+mod objects;
 pub mod reply_text;
 pub mod runs;
 pub mod runtimes;

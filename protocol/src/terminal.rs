@@ -1,13 +1,11 @@
 //! The terminal of a TTY run (issue 23): the request's `tty`, the body of `POST /runs/{id}/resize`, and the reply
 //! header that says a server gave the command a terminal.
 
-use std::marker::PhantomData;
-
-use serde::de::{self, MapAccess, Unexpected, Visitor};
+use serde::de::Unexpected;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// `ExecRequest.tty`: run the command on a pseudo-terminal of `rows` × `cols` as its controlling terminal, with
-/// `TERM` set to `term`. Read from a JSON object only (see [`from_object`]).
+/// `TERM` set to `term`. Read from a JSON object only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self")]
 pub struct TtyRequest {
@@ -26,7 +24,7 @@ pub struct TtyRequest {
 }
 
 /// `POST /runs/{id}/resize` body: the terminal's new size. The command gets SIGWINCH from the kernel (none when the
-/// size did not change). Read from a JSON object only (see [`from_object`]).
+/// size did not change). Read from a JSON object only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self")]
 pub struct ResizeRequest {
@@ -36,55 +34,8 @@ pub struct ResizeRequest {
     pub cols: u16,
 }
 
-/// Each body above: written by serde's derived writer, read by its derived reader through [`ObjectOnly`].
-macro_rules! object_only {
-    ($type:ty, $expecting:literal) => {
-        impl Serialize for $type {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                <$type>::serialize(self, serializer)
-            }
-        }
-
-        impl<'de> Fields<'de> for $type {
-            const EXPECTING: &'static str = $expecting;
-
-            fn fields<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                <$type>::deserialize(deserializer)
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $type {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                deserializer.deserialize_map(ObjectOnly(PhantomData))
-            }
-        }
-    };
-}
-
-object_only!(TtyRequest, "a JSON object like {\"rows\": 30, \"cols\": 100}");
-object_only!(ResizeRequest, "a JSON object like {\"rows\": 30, \"cols\": 100}");
-
-/// A struct serde's derived reader reads (and what it is, for the error).
-trait Fields<'de>: Sized {
-    const EXPECTING: &'static str;
-    fn fields<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error>;
-}
-
-/// Reads a struct from a JSON object only: serde's derived reader also takes the fields in order as a JSON array
-/// (`[30, 100]`), which the schema does not allow and no client means.
-struct ObjectOnly<T>(PhantomData<T>);
-
-impl<'de, T: Fields<'de>> Visitor<'de> for ObjectOnly<T> {
-    type Value = T;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(T::EXPECTING)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-        T::fields(de::value::MapAccessDeserializer::new(map))
-    }
-}
+crate::objects::object_only!(TtyRequest, "a JSON object like {\"rows\": 30, \"cols\": 100}");
+crate::objects::object_only!(ResizeRequest, "a JSON object like {\"rows\": 30, \"cols\": 100}");
 
 /// A row or column count as JSON has it: JSON Schema's `integer` (the OpenAPI document's) counts `30.0` as 30, so a
 /// number with no fractional part within 0..=65535 is taken (as the request's `timeout` is).
@@ -92,17 +43,9 @@ fn whole_u16<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u16, D::Error
     use serde::de::Error;
     const EXPECTED: &str = "a whole number from 0 to 65535";
     let number = serde_json::Number::deserialize(deserializer)?;
-    if let Some(whole) = number.as_u64() {
-        return u16::try_from(whole).map_err(|_| D::Error::invalid_value(Unexpected::Unsigned(whole), &EXPECTED));
-    }
-    if let Some(negative) = number.as_i64() {
-        return Err(D::Error::invalid_value(Unexpected::Signed(negative), &EXPECTED));
-    }
-    match number.as_f64() {
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole and within u16: exact
-        Some(float) if float.fract() == 0.0 && (0.0..=65535.0).contains(&float) => Ok(float as u16),
-        Some(float) => Err(D::Error::invalid_value(Unexpected::Float(float), &EXPECTED)),
-        None => Err(D::Error::invalid_type(Unexpected::Other("a number"), &EXPECTED)),
+    match crate::objects::whole(&number).map(u16::try_from) {
+        Some(Ok(whole)) => Ok(whole),
+        _ => Err(D::Error::invalid_value(Unexpected::Other(&number.to_string()), &EXPECTED)),
     }
 }
 
@@ -149,5 +92,10 @@ mod tests {
         assert!(serde_json::from_str::<TtyRequest>("[30, 100]").is_err());
         let nested = serde_json::from_str::<crate::ExecRequest>(r#"{"cmd":["sh"],"tty":[30,100]}"#);
         assert!(nested.unwrap_err().to_string().contains("expected a JSON object"));
+        let modes = r#"{"rows":1,"cols":2,"modes":[null,null]}"#;
+        assert!(serde_json::from_str::<TtyRequest>(modes).unwrap_err().to_string().contains("expected a JSON object"));
+        let whole = r#"{"rows":1,"cols":2,"modes":{"chars":{"erase":8.0},"ispeed":38400.0}}"#;
+        let modes = serde_json::from_str::<TtyRequest>(whole).unwrap().modes.unwrap();
+        assert_eq!((modes.chars["erase"], modes.ispeed), (Some(8), Some(38400)));
     }
 }
