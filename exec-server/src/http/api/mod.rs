@@ -23,6 +23,7 @@ mod metrics;
 mod named;
 mod negotiate;
 mod openapi;
+mod preparers;
 mod query;
 mod reply;
 mod reply_budget;

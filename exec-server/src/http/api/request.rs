@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use protocol::{ErrorCode, ExecRequest, RunId};
 
 use super::body::Body;
+use super::preparers;
 use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::stdin::{stdin_stream, StdinFeed};
@@ -61,18 +62,18 @@ impl FromRequest<AppState> for RequestedJob {
         if body.len() <= INLINE_BODY_BYTES {
             return prepare(state, &body, traceparent.as_deref());
         }
-        // A large body is parsed and checked on the blocking pool, never on a runtime worker: up to 1 MiB of JSON
+        // A large body is parsed and checked on a preparer thread, never on a runtime worker: up to 1 MiB of JSON
         // (tens of thousands of variables) takes milliseconds in a release build and far more in a debug one, and
         // the workers serve `/health` (a liveness probe) and every other connection meanwhile.
         let state = state.clone();
-        tokio::task::spawn_blocking(move || prepare(&state, &body, traceparent.as_deref())).await.map_err(|err| {
-            AppError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("preparing the request failed: {err}"))
-        })?
+        preparers::off_the_workers(move || prepare(&state, &body, traceparent.as_deref())).await.unwrap_or_else(|| {
+            Err(AppError::new(StatusCode::INTERNAL_SERVER_ERROR, "preparing the request failed (a bug: see the log)"))
+        })
     }
 }
 
 /// The largest body prepared on the runtime's worker itself: a few microseconds of parsing, less than the hand-off
-/// to the blocking pool costs.
+/// to a preparer thread costs.
 const INLINE_BODY_BYTES: usize = 16 * 1024;
 
 /// What a body asks for, once it passed every check that needs the body alone: the request, the command's
