@@ -38,6 +38,9 @@ fi
 # P8: keystroke -> echo in TTY mode against ssh -tt in the same run (prints its table; BENCHMARKS.md's P8 section
 # quotes it).
 bench/p8.sh
+# /health while 8 clients send the largest requests, against idle in the same run (prints its table; BENCHMARKS.md's
+# "A few large requests" section quotes it).
+bench/health_under_load.sh
 # P6: real builds (cargo, pytest, npm, go) through generated wrappers against the same builds natively (replaces its
 # own section; installs pytest into target/p6-venv and, as root, golang-go/npm when missing).
 bench/p6.sh

@@ -16,7 +16,7 @@ cd "$(dirname "$0")"
 seconds="${1:-60}"
 # At least 1: libFuzzer reads -max_total_time=0 as "no limit".
 case "$seconds" in '' | *[!0-9]* | 0) echo "usage: fuzz/run.sh [SECONDS per target, at least 1]" >&2; exit 2 ;; esac
-targets=(sse json_string reply_reader frames reply_head)
+targets=(sse json_string reply_reader frames reply_head request)
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz (crates.io)"

@@ -61,6 +61,9 @@ pub enum CwdError {
     Invalid(String),
     /// The directory does not exist or is not a directory (the contract's start failure: exit -1).
     Missing { path: PathBuf, problem: DirProblem },
+    /// The server is out of file descriptors (EMFILE, or ENFILE for the whole system): nothing about the
+    /// directory is known, and no command could start now (the server's fault, not the request's: 503).
+    OutOfDescriptors(nix::errno::Errno),
 }
 
 /// What is wrong with a working directory a command cannot start in.
@@ -108,6 +111,12 @@ impl std::fmt::Display for CwdError {
             ),
             CwdError::Invalid(requested) => write!(f, "cwd {requested:?} contains a NUL byte"),
             CwdError::Missing { path, problem } => write!(f, "working directory {} {problem}", path.display()),
+            CwdError::OutOfDescriptors(err) => write!(
+                f,
+                "the server is out of file descriptors ({}): nothing can start now; retry once fewer commands \
+                 run, or raise the server's open-file limit (ulimit -n)",
+                err.desc()
+            ),
         }
     }
 }
@@ -142,6 +151,9 @@ pub fn resolve_cwd(root: &Path, requested: Option<&str>, allow_any: bool) -> Res
         Ok(dir) => dir,
         Err(err) => {
             let problem = match err.raw_os_error() {
+                Some(code @ (nix::libc::EMFILE | nix::libc::ENFILE)) => {
+                    return Err(CwdError::OutOfDescriptors(nix::errno::Errno::from_raw(code)))
+                }
                 Some(nix::libc::ENOTDIR) => DirProblem::NotADirectory,
                 Some(nix::libc::ENOENT) => DirProblem::DoesNotExist,
                 _ => DirProblem::CannotOpen,

@@ -316,3 +316,51 @@ async fn commands_inherit_only_the_open_file_limit_the_server_needs() {
     assert_eq!(soft, expected, "the server's soft limit (hard limit {hard})");
     assert_eq!(reply.output.trim(), expected, "a command's soft limit (hard limit {hard})");
 }
+
+/// A server out of file descriptors says so: named runs that keep their pipes use up a low open-file limit, then
+/// idle connections take what is left one by one; each request meanwhile either fails to spawn, with a start error
+/// that names the descriptors, or, once its own connection took the last descriptor, cannot open its working
+/// directory: 503 `out_of_file_descriptors`, never "working directory … cannot be opened", which sent users looking
+/// at their cwd.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_out_of_file_descriptors_says_so_not_that_the_cwd_cannot_be_opened() {
+    let workspace = tempfile::tempdir().unwrap();
+    let args = ["--max-concurrent", "64", "--max-runs", "64", "--reattach-window", "120"];
+    let (mut child, port) = start_under_limits("ulimit -Sn 48 && ulimit -Hn 48", &args, workspace.path());
+    let client = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut outcomes = Vec::new();
+    let mut idle = Vec::new();
+    for i in 0..64 {
+        let body =
+            json!({"cmd": ["sh", "-c", "echo up; exec sleep 100"], "run_id": format!("fd-{i}"), "stdin_stream": true});
+        let sent = client.post(format!("{url}/exec/stream")).timeout(Duration::from_secs(5)).body(body.to_string());
+        // No descriptor left even for this connection: take one back.
+        let Ok(response) = sent.send().await else {
+            idle.pop();
+            continue;
+        };
+        let status = response.status().as_u16();
+        if status == 503 {
+            let error: protocol::ErrorBody = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+            outcomes.push((status, error.code, error.error));
+            break;
+        }
+        assert_eq!(status, 200);
+        // The first frame: the run started (it is kept once this connection goes), or it never did.
+        let mut frames = crate::runs::Frames::new(response);
+        if let Some(protocol::Frame::Error { data, .. }) = frames.next().await {
+            outcomes.push((status, None, data));
+            // Out of descriptors for a spawn: one more idle connection takes one of those left.
+            idle.push(TcpStream::connect(("127.0.0.1", port)).unwrap());
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    for (_, _, message) in &outcomes {
+        assert!(!message.contains("working directory"), "{message}");
+        assert!(message.contains("out of file descriptors"), "{message}");
+    }
+    let last = outcomes.last().expect("64 runs fitted in 48 descriptors");
+    assert_eq!((last.0, last.1), (503, Some(protocol::ErrorCode::OutOfFileDescriptors)), "{outcomes:?}");
+}

@@ -11,6 +11,7 @@ mod metrics;
 mod output;
 mod privacy;
 mod process;
+mod requests;
 mod runs;
 mod signals;
 mod socket;

@@ -31,6 +31,22 @@ pub enum ErrorCode {
     StdinIsATerminal,
     /// `409` from `POST /runs/{id}/resize`: the run has no terminal.
     NotATerminal,
+    /// `409` from `POST /runs/{id}/stdin`: the request was held (its bytes did not fit yet) and a newer request to
+    /// the same run's stdin took its place; nothing of it was taken. A run holds one waiting request at most, so a
+    /// client that resends after a lost connection is never blocked by the request it lost.
+    StdinSuperseded,
+    /// `400` from `POST /exec` and `/exec/stream`: the request's `env` names more than [`crate::MAX_ENV_VARS`]
+    /// variables.
+    TooManyEnvVars,
+    /// `413` from any endpoint with a body: it is over [`crate::MAX_BODY_BYTES`].
+    BodyTooLarge,
+    /// `408` from any endpoint with a body: it did not arrive within the server's `--header-timeout`.
+    BodyTimeout,
+    /// `400` from any endpoint with a body: it could not be read (broken chunked framing, the connection cut).
+    BodyUnreadable,
+    /// `503` from `POST /exec` and `/exec/stream`: the server is out of file descriptors (its open-file limit is
+    /// reached), so nothing can start now; retry once fewer commands run, or raise the server's limit.
+    OutOfFileDescriptors,
     /// A code this version does not know.
     #[serde(other)]
     Other,
@@ -98,6 +114,12 @@ mod tests {
             (ErrorCode::StdinNotOpen, "stdin_not_open"),
             (ErrorCode::StdinIsATerminal, "stdin_is_a_terminal"),
             (ErrorCode::NotATerminal, "not_a_terminal"),
+            (ErrorCode::StdinSuperseded, "stdin_superseded"),
+            (ErrorCode::TooManyEnvVars, "too_many_env_vars"),
+            (ErrorCode::BodyTooLarge, "body_too_large"),
+            (ErrorCode::BodyTimeout, "body_timeout"),
+            (ErrorCode::BodyUnreadable, "body_unreadable"),
+            (ErrorCode::OutOfFileDescriptors, "out_of_file_descriptors"),
         ];
         for (code, name) in codes {
             assert_eq!(serde_json::to_string(&code).unwrap(), format!("\"{name}\""));

@@ -23,6 +23,7 @@ pub mod exec;
 pub mod frames;
 pub mod json;
 pub mod random_id;
+mod objects;
 pub mod reply_text;
 pub mod runs;
 pub mod runtimes;
@@ -49,6 +50,10 @@ pub use terminal_modes::TerminalModes;
 
 /// Upper bound for a request body, in bytes (the contract's 1 MiB).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The most variables a request's `env` may name. A real environment holds tens to a few hundred (a Kubernetes pod
+/// with service links: 7 a service); this is ten times a large one, and keeps a request that fills its 1 MiB with
+/// empty variables (80 000 of them) from costing the server more than its parse.
+pub const MAX_ENV_VARS: usize = 4096;
 /// Timeout used when a request gives none, or gives zero or less (the contract's rule).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
 /// The hard ceiling on a command's timeout; a server may be configured lower, never higher.

@@ -18,6 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 /// The modes of a terminal: each named entry overrides the remote pty's own; what is not named stays as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct TerminalModes {
     /// Control characters by name ([`CONTROL_CHARS`]): the byte the key sends (127 for `^?`, 8 for `^H`), or
     /// `null` for none (`stty`'s `<undef>`).
@@ -171,6 +172,11 @@ impl Flag {
     }
 }
 
+crate::objects::object_only!(
+    TerminalModes,
+    "a JSON object like {\"chars\": {\"erase\": 127}, \"flags\": {\"echo\": true}}"
+);
+
 /// `chars`: the known names, each a byte or null; the unknown ones dropped (null for the whole map: none).
 fn known_chars<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, Option<u8>>, D::Error> {
     let mut chars = BTreeMap::new();
@@ -180,12 +186,16 @@ fn known_chars<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<St
         }
         let byte = match &value {
             serde_json::Value::Null => None,
-            number => Some(number.as_u64().and_then(|n| u8::try_from(n).ok()).ok_or_else(|| {
-                D::Error::custom(format!(
+            other => {
+                Some(other.as_number().and_then(crate::objects::whole).and_then(|n| u8::try_from(n).ok()).ok_or_else(
+                    || {
+                        D::Error::custom(format!(
                     "tty.modes.chars.{name} must be the byte its key sends (0 to 255: 127 for ^?, 8 for ^H) or null \
                      for none, not {value}"
                 ))
-            })?),
+                    },
+                )?)
+            }
         };
         chars.insert(name, byte);
     }
@@ -225,7 +235,7 @@ fn speed<'de, D: Deserializer<'de>>(deserializer: D, field: &str) -> Result<Opti
     if value.is_null() {
         return Ok(None);
     }
-    match value.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|&n| n > 0) {
+    match value.as_number().and_then(crate::objects::whole).and_then(|n| u32::try_from(n).ok()).filter(|&n| n > 0) {
         Some(speed) => Ok(Some(speed)),
         None => Err(D::Error::custom(format!(
             "tty.modes.{field} must be a speed in baud (a whole number from 1 to 4294967295, e.g. 38400), not {value}"

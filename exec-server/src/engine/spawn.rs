@@ -73,6 +73,27 @@ pub struct StartedTerminal {
 /// group with its stdout and stderr piped and its stdin piped when the job has any; or, for a job with a terminal,
 /// in a new session on a new pty as its controlling terminal. `program`: the name messages use.
 pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<Started, StartError> {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|runtime| runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread && spawn_bytes(job) > LARGE_SPAWN_BYTES {
+        // The worker's other tasks move to another worker meanwhile: the spawn of a command with a large
+        // environment holds its thread for milliseconds (std sorts and copies every variable, and the kernel copies
+        // them again while the parent waits for the exec), and `/health` and every stream must not wait for it.
+        return tokio::task::block_in_place(|| start_leader_now(id, job, program));
+    }
+    start_leader_now(id, job, program)
+}
+
+/// Bytes of arguments and environment past which a spawn leaves its worker thread (a usual command has a few KiB;
+/// a request may carry up to 1 MiB of them).
+const LARGE_SPAWN_BYTES: usize = 64 * 1024;
+
+fn spawn_bytes(job: &Job) -> usize {
+    let argv: usize = job.argv.iter().map(|arg| arg.len() + 1).sum();
+    argv + job.env.iter().map(|(name, value)| name.len() + value.len() + 2).sum::<usize>()
+}
+
+fn start_leader_now(id: u64, job: &Job, program: &str) -> Result<Started, StartError> {
     let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
     let resolved = resolve_program(first, job).ok_or_else(|| start_error(job, program, None))?;
     let mut command = Command::new(resolved);
@@ -184,6 +205,12 @@ fn start_error(job: &Job, program: &str, spawn: Option<&std::io::Error>) -> Star
         Some(err) => match err.kind() {
             std::io::ErrorKind::NotFound => StartError::NotFound { program },
             std::io::ErrorKind::PermissionDenied => StartError::PermissionDenied { program },
+            _ if matches!(err.raw_os_error(), Some(nix::libc::EMFILE | nix::libc::ENFILE)) => {
+                StartError::Other(format!(
+                "{program}: cannot start: the server is out of file descriptors ({err}); retry once fewer commands \
+                 run, or raise the server's open-file limit (ulimit -n)"
+            ))
+            }
             _ => StartError::Other(format!("{program}: {err}")),
         },
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use api::ApiSettings;
+pub use api::{check_request, ApiSettings, AppError, CheckedRequest, MAX_TERM_BYTES};
 pub use server::{Limits, Timeouts};
 
 use crate::engine::ProcessEngine;

@@ -21,6 +21,31 @@ pub struct RunInput {
     /// A terminal's input: bytes the line discipline reads, and no EOF.
     terminal: bool,
     state: Mutex<State>,
+    /// The number of the latest request to wait for room ([`RunInput::hold`]): the one held request.
+    holder: watch::Sender<u64>,
+}
+
+/// A request waiting for room in a run's input: the run's one held request until a newer one waits.
+///
+/// *Decision:* one held request per run, the newest: a held body is up to 1 MiB, and without a bound every
+/// connection could hold one (200 connections took the server from 14 to 236 MB). The newest, not the first,
+/// because a client that lost its connection resends from `received` while the server may still hold the request
+/// it lost: refusing the newer would lock it out; superseding the older costs a client that sends two at once
+/// (against the protocol's one request in flight) only that older request, answered 409 `stdin_superseded`.
+pub struct Hold {
+    ticket: u64,
+    holder: watch::Receiver<u64>,
+}
+
+impl Hold {
+    /// Resolves once a newer request holds the run's input in place of this one.
+    pub async fn superseded(&mut self) {
+        let ticket = self.ticket;
+        if self.holder.wait_for(|latest| *latest != ticket).await.is_err() {
+            // The run's input is gone with its sender: nothing can supersede this request any more.
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -53,7 +78,7 @@ pub enum Taken {
 
 impl RunInput {
     pub fn new(feed: StdinFeed, terminal: bool) -> Self {
-        RunInput { feed, terminal, state: Mutex::default() }
+        RunInput { feed, terminal, state: Mutex::default(), holder: watch::Sender::new(0) }
     }
 
     pub fn is_terminal(&self) -> bool {
@@ -101,6 +126,17 @@ impl RunInput {
             self.feed.finish();
         }
         Ok(Taken::Done(self.reply(&state)))
+    }
+
+    /// Makes the caller, a request whose chunk must wait ([`Taken::Wait`]), the run's one held request: the one
+    /// held before it is superseded.
+    pub fn hold(&self) -> Hold {
+        let mut ticket = 0;
+        self.holder.send_modify(|latest| {
+            *latest += 1;
+            ticket = *latest;
+        });
+        Hold { ticket, holder: self.holder.subscribe() }
     }
 
     /// [`RunInput::try_take`], waiting for room as long as it takes (until stdin closes).
@@ -189,5 +225,16 @@ mod tests {
             Poll::Pending => panic!("the run's end must release the wait"),
         };
         assert_eq!(reply, Ok(StdinReply { received: MAX_UNWRITTEN, closed: true }), "nothing more taken");
+    }
+
+    #[test]
+    fn a_newer_hold_supersedes_the_held_one() {
+        let (feed, _stream) = stdin_stream();
+        let input = RunInput::new(feed, false);
+        let mut first = input.hold();
+        assert!(poll_once(pin!(first.superseded())).is_pending(), "the only one held");
+        let mut second = input.hold();
+        assert!(poll_once(pin!(first.superseded())).is_ready(), "a newer one holds in its place");
+        assert!(poll_once(pin!(second.superseded())).is_pending());
     }
 }

@@ -21,6 +21,11 @@ impl AppError {
         AppError { status, message: message.into(), code: None, received: None }
     }
 
+    /// `status` with `code`.
+    pub fn coded(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+        AppError { code: Some(code), ..AppError::new(status, message) }
+    }
+
     /// `409` with `code`: a refusal a client acts on by its code.
     pub fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
         AppError { code: Some(code), ..AppError::new(StatusCode::CONFLICT, message) }
@@ -70,8 +75,21 @@ impl AppError {
 impl AppError {
     /// The `{"error": …, "code": …}` body.
     fn body(&self) -> ErrorBody {
-        ErrorBody { error: self.message.clone(), code: self.code, received: self.received }
+        ErrorBody { error: bounded(&self.message), code: self.code, received: self.received }
     }
+}
+
+/// The longest message an error body carries. Some messages quote what the request sent (serde's errors quote a
+/// string of the wrong type, an env name its value): a 1 MiB name would come back as a 1 MiB error.
+const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// `message`, cut at [`MAX_MESSAGE_BYTES`] (on a character boundary) with `…` when longer.
+fn bounded(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.to_owned();
+    }
+    let cut = (0..=MAX_MESSAGE_BYTES).rev().find(|&at| message.is_char_boundary(at)).unwrap_or(0);
+    format!("{}…", &message[..cut])
 }
 
 impl IntoResponse for AppError {
@@ -89,5 +107,19 @@ impl IntoResponse for AppError {
             _ => {}
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_quoting_a_huge_value_is_cut() {
+        let long = format!("env name {:?} is invalid", "é".repeat(600_000));
+        let body = AppError::bad_request(long).body();
+        assert!(body.error.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8(), "{} bytes", body.error.len());
+        assert!(body.error.starts_with("env name \"é") && body.error.ends_with('…'));
+        assert_eq!(AppError::bad_request("short").body().error, "short");
     }
 }

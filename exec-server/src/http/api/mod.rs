@@ -15,6 +15,7 @@
 
 mod auth;
 mod boot;
+mod body;
 mod commands;
 mod cut_cost;
 mod error;
@@ -23,6 +24,7 @@ mod metrics;
 mod named;
 mod negotiate;
 mod openapi;
+mod preparers;
 mod query;
 mod reply;
 mod reply_budget;
@@ -52,6 +54,7 @@ use crate::engine::ProcessEngine;
 use crate::metrics::Metrics;
 use crate::runs::Runs;
 pub use error::AppError;
+pub use request::{check_request, CheckedRequest, MAX_TERM_BYTES};
 
 /// What the API's handlers are configured with.
 #[derive(Debug)]

@@ -1,22 +1,22 @@
 //! From a request body to an engine job: the extractor both `POST /exec` and `POST /exec/stream` take, with the
 //! parsing, validation, cwd confinement, environment and timeout rules it applies.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
-use protocol::{ExecRequest, RunId};
+use protocol::{ErrorCode, ExecRequest, RunId};
 
+use super::body::Body;
+use super::preparers;
 use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::stdin::{stdin_stream, StdinFeed};
 use crate::engine::terminal::{Terminal, TerminalJob};
 use crate::engine::{Job, StartError};
-use crate::http::server::BodyTimeout;
 use crate::workspace::{resolve_cwd, CwdError};
 
 /// A request body that passed validation. Anything else wrong with the body is the extractor's rejection, a 4xx
@@ -58,36 +58,41 @@ impl FromRequest<AppState> for RequestedJob {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, AppError> {
         // Set by the `request_context` middleware on every request the router sees.
         let traceparent = request.extensions().get::<RequestContext>().and_then(|context| context.traceparent.clone());
-        let body = Bytes::from_request(request, state).await.map_err(body_error)?;
-        prepare(state, &body, traceparent.as_deref())
-    }
-}
-
-/// Body-read failures: 413 for the size cap, 408 for a body that did not arrive in time, otherwise the extractor's
-/// own status.
-fn body_error(rejection: BytesRejection) -> AppError {
-    let status = rejection.status();
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
-        return AppError::new(
-            status,
-            format!(
-                "request body is larger than {} bytes (1 MiB): pass large inputs through the shared workspace",
-                protocol::MAX_BODY_BYTES
-            ),
-        );
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
-    while let Some(err) = source {
-        if let Some(timeout) = err.downcast_ref::<BodyTimeout>() {
-            return AppError::new(StatusCode::REQUEST_TIMEOUT, format!("{timeout}: send the whole body at once"));
+        let Body(body) = Body::from_request(request, state).await?;
+        if body.len() <= INLINE_BODY_BYTES {
+            return prepare(state, &body, traceparent.as_deref());
         }
-        source = err.source();
+        // A large body is parsed and checked on a preparer thread, never on a runtime worker: up to 1 MiB of JSON
+        // (tens of thousands of variables) takes milliseconds in a release build and far more in a debug one, and
+        // the workers serve `/health` (a liveness probe) and every other connection meanwhile.
+        let state = state.clone();
+        preparers::off_the_workers(move || prepare(&state, &body, traceparent.as_deref())).await.unwrap_or_else(|| {
+            Err(AppError::new(StatusCode::INTERNAL_SERVER_ERROR, "preparing the request failed (a bug: see the log)"))
+        })
     }
-    AppError::new(status, format!("cannot read request body: {}", rejection.body_text()))
 }
 
-/// Turns a body into a job (with the run's name and the request's `b64_only`), or a 400 that names what is wrong.
-fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<RequestedJob, AppError> {
+/// The largest body prepared on the runtime's worker itself: a few microseconds of parsing, less than the hand-off
+/// to a preparer thread costs.
+const INLINE_BODY_BYTES: usize = 16 * 1024;
+
+/// What a body asks for, once it passed every check that needs the body alone: the request, the command's
+/// environment (the server's with the request's laid over it, and `TERM` for a terminal) and its stdin bytes.
+#[derive(Debug)]
+pub struct CheckedRequest {
+    pub request: ExecRequest,
+    pub env: Vec<(OsString, OsString)>,
+    /// `stdin_b64` decoded, or `stdin`'s bytes.
+    pub stdin: Option<Vec<u8>>,
+}
+
+/// The checks of a body that need nothing but it and the server's environment (`base_env`); `traceparent` is the
+/// request's trace context, which wins over any `TRACEPARENT` in either environment. Every refusal is a 400.
+pub fn check_request(
+    body: &[u8],
+    base_env: &[(OsString, OsString)],
+    traceparent: Option<&str>,
+) -> Result<CheckedRequest, AppError> {
     // serde would also take a struct written as a JSON array (`[["ls"]]`): the contract's body is an object.
     if !body.trim_ascii_start().starts_with(b"{") {
         return Err(AppError::bad_request(
@@ -107,7 +112,6 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
     if request.tty.is_some() && request.run_id.is_none() {
         return Err(AppError::bad_request("tty needs a run_id: the terminal's input is sent to /runs/{id}/stdin"));
     }
-    let timeout_secs = grant_timeout(request.timeout, state.settings.max_timeout);
     let stdin = match (&request.stdin_b64, &request.stdin) {
         (Some(b64), _) => Some(
             protocol::text::from_base64(b64)
@@ -116,12 +120,15 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         (None, Some(text)) => Some(text.clone().into_bytes()),
         (None, None) => None,
     };
-    let mut env = build_env(&state.settings.base_env, request.env.iter().flatten())?;
+    let mut env = build_env(base_env, request.env.as_ref())?;
     if let Some(tty) = &request.tty {
         // The request's TERM; else the environment's (the request's env over the server's); else a common one.
         let term = match &tty.term {
-            Some(term) if term.is_empty() || term.contains('\0') => {
-                return Err(AppError::bad_request("tty.term must be a terminal type like xterm-256color"))
+            Some(term) if !is_terminal_type(term) => {
+                return Err(AppError::bad_request(format!(
+                    "tty.term must be a terminal type like xterm-256color: 1 to {MAX_TERM_BYTES} printable ASCII \
+                     characters, no spaces or control characters"
+                )))
             }
             Some(term) => term.clone(),
             None => env
@@ -138,6 +145,22 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         env.retain(|(name, _)| name != "TRACEPARENT");
         env.push(("TRACEPARENT".into(), traceparent.into()));
     }
+    Ok(CheckedRequest { request, env, stdin })
+}
+
+/// The longest `tty.term`: terminfo's names are a few to 30 characters (`rxvt-unicode-256color`).
+pub const MAX_TERM_BYTES: usize = 64;
+
+/// A terminal type's name: 1 to [`MAX_TERM_BYTES`] printable ASCII characters without spaces, so that nothing a
+/// request sends as `TERM` can hold a newline or an escape sequence for a program that prints it.
+fn is_terminal_type(term: &str) -> bool {
+    (1..=MAX_TERM_BYTES).contains(&term.len()) && term.bytes().all(|byte| byte.is_ascii_graphic())
+}
+
+/// Turns a body into a job (with the run's name and the request's `b64_only`), or a 4xx that names what is wrong.
+fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<RequestedJob, AppError> {
+    let CheckedRequest { request, env, stdin } = check_request(body, &state.settings.base_env, traceparent)?;
+    let timeout_secs = grant_timeout(request.timeout, state.settings.max_timeout);
     let cwd = match resolve_cwd(&state.settings.root, request.cwd.as_deref(), state.settings.allow_any_cwd) {
         Ok(cwd) => cwd,
         Err(CwdError::Missing { path, problem }) => {
@@ -151,6 +174,14 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
                 b64_only: request.b64_only,
                 controls: Controls::default(),
             })
+        }
+        Err(err @ CwdError::OutOfDescriptors(_)) => {
+            tracing::warn!(%err, "a request was refused: no file descriptor left to open its working directory");
+            return Err(AppError::coded(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::OutOfFileDescriptors,
+                err.to_string(),
+            ));
         }
         Err(err) => return Err(AppError::bad_request(err.to_string())),
     };
@@ -221,12 +252,27 @@ pub fn grant_timeout(requested: Option<i64>, max: u64) -> u64 {
     }
 }
 
-/// The server's environment (already stripped of EXEC_SERVER_*) with the request's variables laid over it.
-fn build_env<'a>(
+/// The server's environment (already stripped of EXEC_SERVER_*) with the request's variables laid over it: the
+/// server's in their order, less those the request names, then the request's (a map, so each name once). In time
+/// proportional to the variables (each name looked up in the request's map), at most [`protocol::MAX_ENV_VARS`] of
+/// them: a removal from the list per request variable made 80 000 of them take seconds of a worker.
+fn build_env(
     base: &[(OsString, OsString)],
-    extra: impl Iterator<Item = (&'a String, &'a String)>,
+    extra: Option<&BTreeMap<String, String>>,
 ) -> Result<Vec<(OsString, OsString)>, AppError> {
-    let mut env = base.to_vec();
+    let Some(extra) = extra else { return Ok(base.to_vec()) };
+    if extra.len() > protocol::MAX_ENV_VARS {
+        return Err(AppError::coded(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::TooManyEnvVars,
+            format!(
+                "env names {} variables, more than the {} a request may set: send only the variables the command \
+                 needs",
+                extra.len(),
+                protocol::MAX_ENV_VARS
+            ),
+        ));
+    }
     for (name, value) in extra {
         if name.is_empty() || name.contains('=') || name.contains('\0') {
             return Err(AppError::bad_request(format!(
@@ -236,9 +282,11 @@ fn build_env<'a>(
         if value.contains('\0') {
             return Err(AppError::bad_request(format!("env value of {name} contains a NUL byte")));
         }
-        env.retain(|(existing, _)| existing != name.as_str());
-        env.push((name.into(), value.into()));
     }
+    let kept = base.iter().filter(|(name, _)| name.to_str().is_none_or(|name| !extra.contains_key(name)));
+    let mut env = Vec::with_capacity(base.len() + extra.len());
+    env.extend(kept.cloned());
+    env.extend(extra.iter().map(|(name, value)| (OsString::from(name), OsString::from(value))));
     Ok(env)
 }
 
@@ -258,12 +306,37 @@ mod tests {
 
     #[test]
     fn request_env_overrides_and_bad_names_are_refused() {
-        let base = vec![("A".into(), "1".into()), ("B".into(), "2".into())];
-        let a = "A".to_string();
-        let three = "3".to_string();
-        let env = build_env(&base, [(&a, &three)].into_iter()).unwrap();
-        assert_eq!(env, [("B".into(), "2".into()), ("A".into(), "3".into())]);
-        let bad = "X=Y".to_string();
-        assert!(build_env(&base, [(&bad, &three)].into_iter()).is_err());
+        let base = vec![("A".into(), "1".into()), ("B".into(), "2".into()), ("C".into(), "4".into())];
+        let map = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let env = build_env(&base, Some(&map(&[("A", "3"), ("D", "5")]))).unwrap();
+        let expected: Vec<(OsString, OsString)> = vec![
+            ("B".into(), "2".into()),
+            ("C".into(), "4".into()),
+            ("A".into(), "3".into()),
+            ("D".into(), "5".into()),
+        ];
+        assert_eq!(env, expected, "the server's in order less the overridden, then the request's");
+        assert_eq!(build_env(&base, None).unwrap(), base);
+        assert!(build_env(&base, Some(&map(&[("X=Y", "3")]))).is_err());
+    }
+
+    #[test]
+    fn more_variables_than_the_bound_are_refused_with_the_code() {
+        let many: BTreeMap<String, String> =
+            (0..=protocol::MAX_ENV_VARS).map(|i| (format!("V{i}"), String::new())).collect();
+        let err = build_env(&[], Some(&many)).unwrap_err();
+        assert_eq!((err.status, err.code), (StatusCode::BAD_REQUEST, Some(ErrorCode::TooManyEnvVars)));
+        let fewer: BTreeMap<String, String> = many.into_iter().skip(1).collect();
+        assert_eq!(build_env(&[], Some(&fewer)).unwrap().len(), protocol::MAX_ENV_VARS);
+    }
+
+    #[test]
+    fn a_terminal_type_is_a_short_printable_name() {
+        for good in ["xterm-256color", "screen.xterm-256color", "hp+color", &"x".repeat(MAX_TERM_BYTES)] {
+            assert!(is_terminal_type(good), "{good}");
+        }
+        for bad in ["", "xterm\n", "a b", "x\u{1b}[31m", "\u{e9}", &"x".repeat(MAX_TERM_BYTES + 1)] {
+            assert!(!is_terminal_type(bad), "{bad:?}");
+        }
     }
 }

@@ -2,26 +2,22 @@
 //! command SIGWINCH (none when the size did not change, so a client may send its size whenever, e.g. after every
 //! reconnect).
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use protocol::{ErrorCode, ResizeRequest, RunInfo};
 
+use super::body::{json_object, Body};
 use super::runs::find;
 use super::{AppError, AppState};
 
 pub async fn resize(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<RunInfo>, AppError> {
     let (id, run) = find(&state, &id)?;
-    let request: ResizeRequest = serde_json::from_slice(&body).map_err(|err| {
-        AppError::bad_request(format!(
-            "invalid request body: {err}; expected JSON like {{\"rows\": 30, \"cols\": 100}} (0 to 65535 each)"
-        ))
-    })?;
+    let request: ResizeRequest = json_object(&body, r#"{"rows": 30, "cols": 100} (0 to 65535 each)"#)?;
     let Some(terminal) = run.terminal() else {
         return Err(AppError::conflict(
             ErrorCode::NotATerminal,

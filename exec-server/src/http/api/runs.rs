@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -11,6 +10,7 @@ use axum::Json;
 use nix::sys::signal::Signal;
 use protocol::{RunId, RunList, SignalRequest, StoppedBy};
 
+use super::body::{json_object, Body};
 use super::named::wait_for_end;
 use super::query::Query;
 use super::{run_stream, AppError, AppState};
@@ -61,11 +61,13 @@ pub async fn stream(State(state): State<AppState>, Path(id): Path<String>, query
 }
 
 /// `POST /runs/{id}/signal` `{"signal": "TERM"}`: to the run's whole process group.
-pub async fn signal(State(state): State<AppState>, Path(id): Path<String>, body: Bytes) -> Result<Response, AppError> {
+pub async fn signal(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(body): Body,
+) -> Result<Response, AppError> {
     let (id, run) = find(&state, &id)?;
-    let request: SignalRequest = serde_json::from_slice(&body).map_err(|err| {
-        AppError::bad_request(format!("invalid request body: {err}; expected JSON like {{\"signal\": \"TERM\"}}"))
-    })?;
+    let request: SignalRequest = json_object(&body, r#"{"signal": "TERM"}"#)?;
     let Some(signal) = signals::parse(&request.signal) else {
         return Err(AppError::bad_request(format!(
             "signal {:?} is not one this server sends: use {}",

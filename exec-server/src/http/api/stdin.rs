@@ -2,11 +2,11 @@
 //! request is held while the run holds [`crate::runs::MAX_UNWRITTEN`] bytes its command has not read, so a sender waits instead
 //! of retrying; it is answered once its bytes are taken, or once stdin closes.
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::Json;
 use protocol::{ErrorCode, StdinReply};
 
+use super::body::Body;
 use super::query::Query;
 use super::runs::find;
 use super::{AppError, AppState};
@@ -16,7 +16,7 @@ pub async fn stdin(
     State(state): State<AppState>,
     Path(id): Path<String>,
     query: Query,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<StdinReply>, AppError> {
     let (id, run) = find(&state, &id)?;
     let offset = query.offset("offset")?.ok_or_else(|| {
@@ -29,17 +29,32 @@ pub async fn stdin(
             format!("run {id} did not ask for stdin_stream: its stdin is not open for input"),
         ));
     };
-    let mut waiting = None;
+    // Held: the run's one held request (see `Hold`), counted while it waits.
+    let mut held = None;
     loop {
         match input.try_take(offset, &body, eof) {
             Ok(Taken::Done(reply)) => return Ok(Json(reply)),
             Ok(Taken::Wait(mut changes)) => {
-                waiting.get_or_insert_with(|| state.metrics.http().stdin_waiting());
-                let _ = changes.changed().await;
+                // Counted before it supersedes the one held before it, so the count never shows none held between.
+                let (_waiting, hold) = held.get_or_insert_with(|| (state.metrics.http().stdin_waiting(), input.hold()));
+                tokio::select! {
+                    _ = changes.changed() => {}
+                    () = hold.superseded() => return Err(superseded(&id)),
+                }
             }
             Err(refusal) => return Err(refused(&id, refusal)),
         }
     }
+}
+
+fn superseded(id: &protocol::RunId) -> AppError {
+    AppError::conflict(
+        ErrorCode::StdinSuperseded,
+        format!(
+            "a newer request to run {id}'s stdin is waiting for the command to read in place of this one, and \
+             nothing of this one was taken: send one request at a time, each after the reply to the one before"
+        ),
+    )
 }
 
 fn refused(id: &protocol::RunId, refusal: InputRefusal) -> AppError {
