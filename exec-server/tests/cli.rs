@@ -271,6 +271,35 @@ async fn token_files_that_are_not_small_regular_files_are_refused_at_once() {
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
 }
 
+/// A flood of large bodies (80 at once, 937 KiB each, the real binary: its preparer threads are the process's own)
+/// is not all held: past the bounded queue a body gets 503 `preparers_busy` with `Retry-After`, every other one its
+/// 400, and a request after the flood is answered.
+#[test]
+fn a_flood_of_large_bodies_gets_503_past_the_bounded_queue() {
+    let server = start_binary(&[], &[]);
+    let body = std::sync::Arc::new(crate::requests::eighty_thousand_variables());
+    let senders: Vec<_> = (0..80)
+        .map(|_| {
+            let (addr, body) = (server.addr(), body.clone());
+            std::thread::spawn(move || raw_request(addr, "POST", "/exec", None, &body))
+        })
+        .collect();
+    let (mut busy, mut refused) = (0, 0);
+    for sender in senders {
+        let reply = sender.join().unwrap();
+        if reply.starts_with("HTTP/1.1 503") {
+            assert!(reply.contains("\"code\":\"preparers_busy\"") && reply.contains("retry-after: 1"), "{reply}");
+            busy += 1;
+        } else {
+            assert!(reply.starts_with("HTTP/1.1 400") && reply.contains("too_many_env_vars"), "{reply}");
+            refused += 1;
+        }
+    }
+    assert!(busy > 0, "all {refused} bodies were held: the queue has no bound");
+    let after = raw_request(server.addr(), "POST", "/exec", None, r#"{"cmd":["true"]}"#);
+    assert!(after.starts_with("HTTP/1.1 200"), "{after}");
+}
+
 #[test]
 fn token_file_is_read_and_help_names_every_variable() {
     let token = tempfile::NamedTempFile::new().unwrap();

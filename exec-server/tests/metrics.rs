@@ -82,6 +82,13 @@ async fn metrics_open_drops_the_token_for_metrics_only() {
     assert_eq!(scrape(&server, None).await.0, 200);
     let info = server.client().get(format!("{}/info", server.url)).send().await.unwrap();
     assert_eq!(info.status(), 401, "every other endpoint keeps the token");
+    // What the open endpoint gives is all a caller without the token learns: not this start's boot id.
+    for method in [reqwest::Method::GET, reqwest::Method::POST] {
+        let open = server.client().request(method.clone(), format!("{}/metrics", server.url)).send().await.unwrap();
+        assert!(open.headers().get(protocol::BOOT_ID_HEADER).is_none(), "{method}: {:?}", open.headers());
+    }
+    let with_token = server.client().get(format!("{}/info", server.url)).bearer_auth("metrics-token").send().await;
+    assert!(with_token.unwrap().headers().get(protocol::BOOT_ID_HEADER).is_some(), "a caller with the token gets it");
     server.stop().await;
 }
 

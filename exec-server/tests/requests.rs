@@ -14,7 +14,7 @@ use crate::runs::Frames;
 use crate::support::*;
 
 /// The attack's body: `{"cmd":["true"],"env":{"V00000":"",…}}` with 80 000 empty variables, 937 KiB.
-fn eighty_thousand_variables() -> String {
+pub fn eighty_thousand_variables() -> String {
     let mut body = String::from(r#"{"cmd":["true"],"env":{"#);
     for i in 0..80_000 {
         if i > 0 {

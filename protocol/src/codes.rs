@@ -47,6 +47,9 @@ pub enum ErrorCode {
     /// `503` from `POST /exec` and `/exec/stream`: the server is out of file descriptors (its open-file limit is
     /// reached), so nothing can start now; retry once fewer commands run, or raise the server's limit.
     OutOfFileDescriptors,
+    /// `503` from `POST /exec` and `/exec/stream`: too many large request bodies (over 16 KiB) wait to be read by the
+    /// server's preparer threads; retry after `Retry-After`.
+    PreparersBusy,
     /// A code this version does not know.
     #[serde(other)]
     Other,
@@ -120,6 +123,7 @@ mod tests {
             (ErrorCode::BodyTimeout, "body_timeout"),
             (ErrorCode::BodyUnreadable, "body_unreadable"),
             (ErrorCode::OutOfFileDescriptors, "out_of_file_descriptors"),
+            (ErrorCode::PreparersBusy, "preparers_busy"),
         ];
         for (code, name) in codes {
             assert_eq!(serde_json::to_string(&code).unwrap(), format!("\"{name}\""));

@@ -8,10 +8,15 @@ use axum::response::{IntoResponse, Response};
 use super::error::AppError;
 use super::AppState;
 
+/// Whether `path` is answered without the token: `/health` (for probes), and `/metrics` with `--metrics-open` (for a
+/// scraper that cannot send one). What such a reply holds is all a caller without the token learns of the server.
+pub fn open_without_token(state: &AppState, path: &str) -> bool {
+    path == "/health" || (state.settings.metrics_open && path == "/metrics")
+}
+
 pub async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if let Some(expected) = state.settings.token.as_deref() {
-        let path = request.uri().path();
-        if path != "/health" && !(state.settings.metrics_open && path == "/metrics") {
+        if !open_without_token(&state, request.uri().path()) {
             if let Err(err) = check(request.headers().get(header::AUTHORIZATION), expected) {
                 return err.into_response();
             }

@@ -25,12 +25,13 @@ pub fn new_boot_id() -> String {
     }
 }
 
-/// Adds the boot id to every reply given to a caller the token check let through, but `/health`'s: the token's rule
-/// is that a caller without it learns nothing of the server, and `/health` (which needs none) is for probes.
+/// Adds the boot id to every reply given to a caller the token check let through, but those of the paths open
+/// without the token (`/health`, and `/metrics` with `--metrics-open`: [`super::auth::open_without_token`]): the
+/// token's rule is that a caller without it learns nothing of the server.
 pub async fn stamp(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let health = request.uri().path() == "/health";
+    let open = super::auth::open_without_token(&state, request.uri().path());
     let mut response = next.run(request).await;
-    if health {
+    if open {
         return response;
     }
     if let Ok(value) = HeaderValue::from_str(&state.boot_id) {

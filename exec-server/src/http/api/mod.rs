@@ -14,8 +14,8 @@
 //! - compression and CORS: an SSE stream must not be buffered by a compressor, and no browser calls this server.
 
 mod auth;
-mod boot;
 mod body;
+mod boot;
 mod commands;
 mod cut_cost;
 mod error;

@@ -66,9 +66,19 @@ impl FromRequest<AppState> for RequestedJob {
         // (tens of thousands of variables) takes milliseconds in a release build and far more in a debug one, and
         // the workers serve `/health` (a liveness probe) and every other connection meanwhile.
         let state = state.clone();
-        preparers::off_the_workers(move || prepare(&state, &body, traceparent.as_deref())).await.unwrap_or_else(|| {
-            Err(AppError::new(StatusCode::INTERNAL_SERVER_ERROR, "preparing the request failed (a bug: see the log)"))
-        })
+        match preparers::off_the_workers(move || prepare(&state, &body, traceparent.as_deref())).await {
+            Ok(prepared) => prepared,
+            Err(preparers::Unprepared::Busy) => Err(AppError::coded(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::PreparersBusy,
+                "too many large requests are waiting to be read: retry in a second (Retry-After), or send a smaller \
+                 request (pass large inputs through the shared workspace)",
+            )),
+            Err(preparers::Unprepared::Panicked) => Err(AppError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "preparing the request failed (a bug: see the log)",
+            )),
+        }
     }
 }
 
