@@ -9,7 +9,7 @@
 //!
 //! What both programs keep alike lives at the root: how a client ends ([`exit`]) and the one configuration error
 //! ([`config_error`]), its command line ([`argv`]) and variables ([`env`](mod@env)), the variables a command gets
-//! ([`env_sent`]), its stdin policy ([`stdin`]), whether it runs on a terminal ([`at_a_terminal`]), the signals that
+//! ([`env_sent`]), whether it runs on a terminal ([`at_a_terminal`]), the signals that
 //! interrupt it ([`interrupt`]), the signals sent on to the command ([`signals_as_sent`]) and dying of the command's
 //! ([`signal_death`]), how text from the other side is made safe for its own line ([`terminal_safe`]), and the
 //! installer as a program runs it ([`installer`]).
@@ -27,6 +27,5 @@ pub mod sidecar;
 pub mod signal_death;
 pub mod signals_as_sent;
 pub mod ssh;
-pub mod stdin;
 pub mod terminal_safe;
 pub mod wrappers;

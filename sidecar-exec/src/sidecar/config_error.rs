@@ -4,10 +4,10 @@
 use std::fmt;
 
 use crate::config_error::ConfigError;
-use crate::sidecar::cwd::CwdError;
-use crate::sidecar::request::RequestError;
-use crate::sidecar::sidecars::SidecarsError;
-use crate::sidecar::stdin_body::StdinError;
+use crate::sidecar::config::cwd::CwdError;
+use crate::sidecar::config::sidecars::SidecarsError;
+use crate::sidecar::stdin::whole::StdinError;
+use crate::sidecar::wire::request::RequestError;
 
 /// A mistake only sidecar-exec can find.
 #[derive(Debug)]
@@ -59,6 +59,18 @@ impl From<SidecarsError> for ConfigError<SidecarConfigError> {
 impl From<CwdError> for ConfigError<SidecarConfigError> {
     fn from(err: CwdError) -> Self {
         ConfigError::Program(SidecarConfigError::Cwd(err))
+    }
+}
+
+/// The settings' mistakes (`CallSettings::from_env`): the working directory is
+/// the only one of sidecar-exec's own kinds they can hold.
+impl From<ConfigError<CwdError>> for ConfigError<SidecarConfigError> {
+    fn from(err: ConfigError<CwdError>) -> Self {
+        match err {
+            ConfigError::Usage(err) => ConfigError::Usage(err),
+            ConfigError::Variable(err) => ConfigError::Variable(err),
+            ConfigError::Program(err) => err.into(),
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::env::{self, Entry, VariableError};
-use crate::sidecar::sidecars::{Sidecars, SidecarsError};
+use crate::sidecar::config::sidecars::{Sidecars, SidecarsError};
 
 /// One of the two clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

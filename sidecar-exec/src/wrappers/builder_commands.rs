@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::sidecar::body::small_text;
-use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error};
-use crate::sidecar::sidecars::Sidecars;
+use crate::sidecar::config::sidecars::Sidecars;
+use crate::sidecar::wire::body::small_text;
+use crate::sidecar::wire::http::{authorized, http_client, location, refusal, transport_error};
 use crate::terminal_safe::terminal_safe;
 use crate::wrappers::answer;
 

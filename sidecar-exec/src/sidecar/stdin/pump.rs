@@ -9,12 +9,12 @@ use std::time::Instant;
 use protocol::{ErrorBody, ErrorCode, RunId, StdinReply};
 use tokio::sync::{mpsc, watch};
 
-use crate::sidecar::body::{read_bounded, MAX_SMALL_BODY_BYTES};
-use crate::sidecar::http::{authorized, transport_error};
-use crate::sidecar::resume::Backoff;
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
-use crate::sidecar::stdin_source::{self, Piece, StdinSource};
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::stdin::source::{self as stdin_source, Piece, StdinSource};
+use crate::sidecar::wire::backoff::Backoff;
+use crate::sidecar::wire::body::{read_bounded, MAX_SMALL_BODY_BYTES};
+use crate::sidecar::wire::http::{authorized, transport_error};
 use crate::terminal_safe::terminal_safe;
 
 /// How many times in a row the server may refuse stdin as a gap at the very offset it said to resend from before

@@ -3,8 +3,8 @@
 use protocol::StartErrorKind;
 
 use crate::exit::ClientExit;
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Target;
 
 /// What the server reported of a command's end.
 #[derive(Debug, Clone, Copy)]

@@ -3,9 +3,9 @@
 
 use std::fmt::Write;
 
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
-use crate::sidecar::stdin_source::StdinSource;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::stdin::source::StdinSource;
 use crate::terminal_safe::terminal_safe;
 
 /// The lines, each starting `sidecar-exec:`.

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use std::fmt;
 
-use crate::sidecar::entry::SidecarEntry;
-use crate::sidecar::token::{BearerToken, TokenError};
+use crate::sidecar::config::entry::SidecarEntry;
+use crate::sidecar::config::token::{BearerToken, TokenError};
 use crate::terminal_safe::terminal_safe;
 
 /// BUILD_SIDECARS, parsed: each runtime's entry, in the runtimes' order.
@@ -86,7 +86,7 @@ impl Sidecars {
         if url.starts_with("https://") && !cfg!(feature = "tls") {
             return Err(bad_url(UrlProblem::NoTls));
         }
-        let token = crate::sidecar::token::resolve(entry, runtime).map_err(SidecarsError::Token)?;
+        let token = crate::sidecar::config::token::resolve(entry, runtime).map_err(SidecarsError::Token)?;
         Ok(Target { runtime: runtime.to_owned(), url: shown_url(url), base: url.to_owned(), token, socket })
     }
 }

@@ -1,7 +1,7 @@
 //! Transparent resume (issue 12): a named run's stream followed across lost connections until its exit frame.
 //!
 //! The policy, in order:
-//! - The client names every run (`run_id`, [`crate::sidecar::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
+//! - The client names every run (`run_id`, [`crate::sidecar::call::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
 //!   connection on the server for the server's reattach window.
 //! - When the connection fails before the exit frame (reset, EOF, [`Patience::silence`] without a byte), the client
 //!   reconnects with [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`,
@@ -30,13 +30,15 @@ use std::time::{Duration, Instant};
 use protocol::{ErrorCode, RunId, StoppedBy};
 
 use crate::exit::ClientExit;
-use crate::sidecar::http::{authorized, refusal, transport_error, Patience};
-use crate::sidecar::output::{RunOutput, RunOutputError};
-use crate::sidecar::reply_head::ReplyHead;
-use crate::sidecar::reported_code;
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
-use crate::sidecar::stream::{self, ErrorFrames, ExitFrame, StreamEnd, StreamFailure};
+use crate::sidecar::call::output::{RunOutput, RunOutputError};
+use crate::sidecar::call::reported_code;
+use crate::sidecar::call::stream::{self, ErrorFrames, ExitFrame, StreamEnd, StreamFailure};
+use crate::sidecar::config::patience::Patience;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::wire::backoff::Backoff;
+use crate::sidecar::wire::http::{authorized, refusal, transport_error};
+use crate::sidecar::wire::reply_head::ReplyHead;
 use crate::terminal_safe::terminal_safe;
 
 /// A run whose output (both streams) was larger than this is forgotten on the server (`DELETE /runs/{id}`) once
@@ -50,38 +52,6 @@ pub const FORGET_ABOVE: u64 = 1024 * 1024;
 /// other 404 (a server without the runs endpoint, a proxy) is what makes a re-POST safe, so only the code counts.
 fn run_not_known(body: &str) -> bool {
     serde_json::from_str::<protocol::ErrorBody>(body).is_ok_and(|body| body.code == Some(ErrorCode::RunNotKnown))
-}
-
-/// Waits between reconnects: 50 ms doubling to 2 s, back to 50 ms after a connection that worked.
-#[derive(Debug)]
-pub struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_millis(50);
-    const MAX: Duration = Duration::from_secs(2);
-
-    pub fn new() -> Self {
-        Backoff { next: Self::FIRST }
-    }
-
-    /// The wait before the next attempt.
-    pub fn next_wait(&mut self) -> Duration {
-        let wait = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        wait
-    }
-
-    pub fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 /// The run this client forwards or attached to, and what it knows of it. The client owns it: one that stops while
@@ -368,7 +338,7 @@ pub async fn follow(
                 }
             }
         }
-        let body = crate::sidecar::body::small_text(response).await;
+        let body = crate::sidecar::wire::body::small_text(response).await;
         let message = refusal(target, plan.settings, status, head.location.as_deref(), &body);
         if step == NextRequest::Reattach && status == reqwest::StatusCode::NOT_FOUND {
             if !run_not_known(&body) {
@@ -547,7 +517,7 @@ fn failed(failure: StreamFailure) -> ClientExit {
         StreamFailure::Output(RunOutputError::TooLarge) => ClientExit::fail(format!(
             "the command's output is larger than {} for one stream, more than blocking mode holds: set \
              SIDECAR_STREAM=1 for output this large",
-            crate::sidecar::body::mib(crate::sidecar::body::MAX_REPLY_BYTES)
+            crate::sidecar::wire::body::mib(crate::sidecar::wire::body::MAX_REPLY_BYTES)
         )),
         StreamFailure::Oversized { url, err } => ClientExit::fail(format!(
             "sidecar at {url} sent {err} in its event stream, far more than any exec-server event (under 1 MiB): \
@@ -562,15 +532,6 @@ fn failed(failure: StreamFailure) -> ClientExit {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_to_two_seconds_and_resets() {
-        let mut backoff = Backoff::new();
-        let waits: Vec<u64> = (0..8).map(|_| backoff.next_wait().as_millis() as u64).collect();
-        assert_eq!(waits, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
-        backoff.reset();
-        assert_eq!(backoff.next_wait(), Duration::from_millis(50));
-    }
 
     #[test]
     fn only_a_run_the_server_may_keep_is_cancelled() {

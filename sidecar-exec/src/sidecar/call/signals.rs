@@ -2,14 +2,19 @@
 //! [`crate::signals_as_sent`] says goes there, while it follows a streamed run; the client keeps printing until the
 //! command ends by itself (a second Ctrl-C is delivered again).
 
+use std::time::Duration;
+
 use nix::sys::signal::Signal;
 use protocol::RunId;
 
-use crate::sidecar::http::authorized;
-use crate::sidecar::runs::CANCEL_WITHIN;
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::wire::http::authorized;
 use crate::signals_as_sent;
+
+/// How long cancelling a run may take: the client is on its way out (a signal, a closed stdout), and a sidecar that
+/// does not answer soon stops the run itself when its reattach window passes.
+pub const CANCEL_WITHIN: Duration = Duration::from_secs(3);
 
 /// The wire's name of a signal (`POST /runs/{id}/signal {"signal": "INT"}`).
 fn wire_name(signal: Signal) -> &'static str {

@@ -5,18 +5,15 @@ use std::time::Duration;
 use protocol::{RunId, RunInfo, RunList, RunState};
 
 use crate::exit::ClientExit;
-use crate::sidecar::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
-use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error, ClientSetupError};
-use crate::sidecar::output::RunOutput;
-use crate::sidecar::resume::{self, First, Follow, NextRequest, OwnedRun};
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::{Sidecars, SidecarsError, Target};
-use crate::sidecar::stream::ErrorFrames;
+use crate::sidecar::call::output::RunOutput;
+use crate::sidecar::call::resume::{self, First, Follow, NextRequest, OwnedRun};
+use crate::sidecar::call::signals::CANCEL_WITHIN;
+use crate::sidecar::call::stream::ErrorFrames;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::{Sidecars, SidecarsError, Target};
+use crate::sidecar::wire::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
+use crate::sidecar::wire::http::{authorized, http_client, location, refusal, transport_error, ClientSetupError};
 use crate::terminal_safe::terminal_safe;
-
-/// How long cancelling a run may take: the client is on its way out (a signal, a closed stdout), and a sidecar that
-/// does not answer soon stops the run itself when its reattach window passes.
-pub const CANCEL_WITHIN: Duration = Duration::from_secs(3);
 
 /// The largest `GET /runs` reply read: the server keeps at most `--max-runs` runs (256 by default), each a few
 /// hundred bytes plus its argv.
@@ -24,7 +21,7 @@ const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
 
 /// `DELETE /runs/{id}`: a run that may still be running is ended by the server's policy now rather than when the
 /// window passes; one that ended, and whose output this client has, is forgotten (see
-/// [`crate::sidecar::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
+/// [`crate::sidecar::call::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
 /// whatever the answer, and a run not reached is stopped by the window or forgotten after `--retain`.
 pub async fn delete(target: &Target, id: &RunId) {
     let Ok(client) = http_client(None, target.socket.as_deref()) else { return };
@@ -160,7 +157,7 @@ pub enum AttachMode {
 pub async fn attach_mode(
     target: &Target,
     id: &RunId,
-    patience: crate::sidecar::http::Patience,
+    patience: crate::sidecar::config::patience::Patience,
 ) -> Result<AttachMode, ClientExit> {
     let Ok(client) = http_client(None, target.socket.as_deref()) else { return Ok(AttachMode::Output) };
     let request =
@@ -229,8 +226,8 @@ fn follow_plan<'a>(target: &'a Target, client: &'a reqwest::Client, settings: &'
 /// this returns. Signals to the client (SIGTERM, SIGHUP when the terminal closes) are delivered to the command, as
 /// by the client that started the run.
 pub async fn attach_terminal(target: &Target, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
-    use crate::sidecar::stdin_pump::{PumpEnd, StdinPump};
-    use crate::sidecar::stdin_source::StdinSource;
+    use crate::sidecar::stdin::pump::{PumpEnd, StdinPump};
+    use crate::sidecar::stdin::source::StdinSource;
     use crate::sidecar::tty;
     use crate::signals_as_sent::Received;
     let (Some(id), Ok(client)) =
@@ -279,11 +276,11 @@ pub async fn attach_terminal(target: &Target, run: &mut OwnedRun, settings: &Cal
                 signal = received.recv() => match signal {
                     // As for the client that started the run: delivered to the command, which ends by itself.
                     Received::Forward(signal) => {
-                        if !crate::sidecar::signals::deliver(target, &client, settings, &id, signal).await {
+                        if !crate::sidecar::call::signals::deliver(target, &client, settings, &id, signal).await {
                             break ClientExit::code(128 + signal as i32);
                         }
                     }
-                    Received::Stop => crate::sidecar::signals::stop_both(target, &client, settings, &id).await,
+                    Received::Stop => crate::sidecar::call::signals::stop_both(target, &client, settings, &id).await,
                 },
             }
         }

@@ -8,7 +8,7 @@ use std::fmt;
 use protocol::token::TokenFileError;
 use protocol::vars::{SIDECAR_TOKEN, SIDECAR_TOKEN_FILE};
 
-use crate::sidecar::entry::SidecarEntry;
+use crate::sidecar::config::entry::SidecarEntry;
 
 /// A bearer token ready to send, and where it came from (for messages: "the token from SIDECAR_TOKEN was refused").
 #[derive(Debug, Clone)]

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use crate::sidecar::body::small_text;
-use crate::sidecar::http::{http_client, location, refusal, transport_error};
-use crate::sidecar::sidecars::{Sidecars, Target};
+use crate::sidecar::config::sidecars::{Sidecars, Target};
+use crate::sidecar::wire::body::small_text;
+use crate::sidecar::wire::http::{http_client, location, refusal, transport_error};
 use crate::terminal_safe::terminal_safe;
 
 /// Prints one line per runtime; true only when every sidecar is usable: `/health` answers 200 and `/info` (which
