@@ -1,5 +1,5 @@
 //! sidecar-exec's own configuration mistakes; the kinds both programs share are
-//! [`crate::config_error::ConfigError`]'s.
+//! `crate::config_error::ConfigError`'s.
 
 use std::fmt;
 

@@ -3,7 +3,7 @@
 //! each using only the folders listed before it:
 //!
 //! - [`config`]: BUILD_SIDECARS (`sidecars`, each `entry`, its `token`), the SIDECAR_* settings (`settings`, with the
-//!   working directory of `cwd` and the variables sent by [`crate::env_sent`]) and how long the client waits on a
+//!   working directory of `cwd` and the variables sent by `crate::env_sent`) and how long the client waits on a
 //!   silent sidecar (`patience`).
 //! - [`wire`]: the HTTP client and its messages (`http`), the waits between retries (`backoff`), the request body held
 //!   against the limit (`request`), what a reply's status and headers say (`reply_head`), a reply body read bounded
