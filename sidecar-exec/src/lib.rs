@@ -11,7 +11,8 @@
 //! (`config_error`), its command line ([`argv`]) and variables (`env`), the variables a command gets
 //! (`env_sent`), whether it runs on a terminal (`at_a_terminal`), the signals that
 //! interrupt it (`interrupt`), the signals sent on to the command (`signals_as_sent`) and dying of the command's
-//! (`signal_death`), how text from the other side is made safe for its own line ([`terminal_safe`]), and the
+//! (`signal_death`), how text from the other side is made safe for its own line ([`terminal_safe`]), the one guard that puts the local
+//! terminal back on every way out (`terminal_guard`), and the
 //! installer as a program runs it (`installer`).
 //! Nothing at the root knows either program; the programs know the root, and the installer knows them all.
 
@@ -27,5 +28,6 @@ pub mod sidecar;
 pub(crate) mod signal_death;
 pub(crate) mod signals_as_sent;
 pub mod ssh;
+pub(crate) mod terminal_guard;
 pub mod terminal_safe;
 pub mod wrappers;

@@ -13,5 +13,4 @@ pub mod program;
 pub(crate) mod script;
 pub(crate) mod session;
 pub(crate) mod settings;
-pub(crate) mod terminal;
 pub(crate) mod transport;

@@ -16,7 +16,8 @@ use crate::ssh::mux::{self, MasterError, NoFolder};
 use crate::ssh::script::{self, Nonce, ScriptBody, ShellSetup};
 use crate::ssh::session::{self, Launch, SessionEnd, StdinRoute};
 use crate::ssh::settings::{self, SshSettings};
-use crate::ssh::{auto, key, terminal, transport};
+use crate::ssh::{auto, key, transport};
+use crate::terminal_guard;
 use crate::{argv, signal_death};
 
 pub const USAGE: &str = "usage: ssh-exec [--] <command> [args…]
@@ -212,7 +213,7 @@ fn call(mode: CallKind) -> i32 {
         Err(mistake) => return config_mistake(mistake),
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime");
-    let terminal = prepared.tty.then(terminal::Restore::save);
+    let terminal = prepared.tty.then(terminal_guard::Restore::save);
     let (exit, died_of) = runtime.block_on(execute(&prepared));
     drop(terminal);
     let check_passed = matches!(mode, CallKind::Check) && exit.code == 0;
