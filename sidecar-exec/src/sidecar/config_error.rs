@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::config_error::ConfigError;
-use crate::sidecar::config::cwd::CwdError;
+use crate::sidecar::config::cwd::SentCwdError;
 use crate::sidecar::config::sidecars::SidecarsError;
 use crate::sidecar::stdin::whole::StdinError;
 use crate::sidecar::wire::request::RequestError;
@@ -15,7 +15,7 @@ pub enum SidecarConfigError {
     /// BUILD_SIDECARS, an entry's URL or token.
     Sidecars(SidecarsError),
     /// The working directory to send.
-    Cwd(CwdError),
+    Cwd(SentCwdError),
     /// stdin could not be read, or holds more than one request can carry.
     Stdin(StdinError),
     /// The request would not fit the server's body limit.
@@ -56,16 +56,16 @@ impl From<SidecarsError> for ConfigError<SidecarConfigError> {
     }
 }
 
-impl From<CwdError> for ConfigError<SidecarConfigError> {
-    fn from(err: CwdError) -> Self {
+impl From<SentCwdError> for ConfigError<SidecarConfigError> {
+    fn from(err: SentCwdError) -> Self {
         ConfigError::Program(SidecarConfigError::Cwd(err))
     }
 }
 
 /// The settings' mistakes (`CallSettings::from_env`): the working directory is
 /// the only one of sidecar-exec's own kinds they can hold.
-impl From<ConfigError<CwdError>> for ConfigError<SidecarConfigError> {
-    fn from(err: ConfigError<CwdError>) -> Self {
+impl From<ConfigError<SentCwdError>> for ConfigError<SidecarConfigError> {
+    fn from(err: ConfigError<SentCwdError>) -> Self {
         match err {
             ConfigError::Usage(err) => ConfigError::Usage(err),
             ConfigError::Variable(err) => ConfigError::Variable(err),

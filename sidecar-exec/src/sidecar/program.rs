@@ -12,7 +12,7 @@ use crate::interrupt::InterruptHandlers;
 use crate::sidecar::call::resume::OwnedRun;
 use crate::sidecar::call::{forward, run_id};
 use crate::sidecar::config::settings::{self, CallSettings, OutputMode};
-use crate::sidecar::config::sidecars::{Sidecars, Target};
+use crate::sidecar::config::sidecars::{Endpoint, Sidecars};
 use crate::sidecar::config_error::SidecarConfigError;
 use crate::sidecar::modes::{explain, runs, status};
 use crate::sidecar::stdin::source::StdinSource;
@@ -178,7 +178,7 @@ fn tokio_runtime() -> tokio::runtime::Runtime {
 
 /// Everything one forwarded call needs, decided before anything is sent.
 struct PreparedCall {
-    target: Target,
+    target: Endpoint,
     settings: CallSettings,
     /// stdin is a pipe left unread (see [`stdin_body::Stdin::unread_pipe`]).
     unread_pipe: bool,
@@ -297,7 +297,7 @@ async fn until_interrupted(work: impl std::future::Future<Output = ClientExit>) 
 /// A named run that may still be running when the client stops (a signal, a closed stdout, giving up) is cancelled
 /// with `DELETE /runs/{id}`: at once, not when the server's reattach window passes. One that ended with much output,
 /// all of it written here, is forgotten the same way (see [`crate::sidecar::call::resume::FORGET_ABOVE`]).
-async fn release(target: &Target, run: &OwnedRun) {
+async fn release(target: &Endpoint, run: &OwnedRun) {
     if let (Some(id), true) = (&run.id, run.needs_cancel() || run.should_forget()) {
         runs::delete(target, id).await;
     }

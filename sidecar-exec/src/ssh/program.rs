@@ -125,12 +125,12 @@ fn auto_run(args: &[OsString]) -> i32 {
         return usage(UsageError::NotUtf8 { position: 1, arg: args[0].clone() });
     };
     match auto::place(command, &std::env::var("PATH").unwrap_or_default()) {
-        auto::Place::Local(file) => {
+        auto::PanicPlace::Local(file) => {
             let err = std::process::Command::new(&file).arg0(&args[0]).args(&args[1..]).exec();
             eprintln!("ssh-exec: cannot run {} here: {err}", file.display());
             126
         }
-        auto::Place::Host => call(CallKind::Command(args.to_vec())),
+        auto::PanicPlace::Host => call(CallKind::Command(args.to_vec())),
     }
 }
 

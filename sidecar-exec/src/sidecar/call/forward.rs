@@ -13,12 +13,12 @@ use crate::sidecar::wire::reply_reader::ReplyWriteError;
 pub use crate::exit::ClientExit;
 use crate::exit::EXIT_BROKEN_PIPE;
 use crate::sidecar::call::output::RunOutput;
-use crate::sidecar::call::reported_code::{self, Outcome};
+use crate::sidecar::call::reported_code::{self, ReportedEnd};
 use crate::sidecar::call::resume::{self, First, Follow, NextRequest, OwnedRun};
 use crate::sidecar::call::signals;
 use crate::sidecar::call::stream::ErrorFrames;
 use crate::sidecar::config::settings::{CallSettings, OutputMode};
-use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::config::sidecars::Endpoint;
 use crate::sidecar::stdin::pump::{PumpEnd, StdinPump};
 use crate::sidecar::stdin::source::StdinSource;
 use crate::sidecar::tty;
@@ -30,7 +30,7 @@ use crate::terminal_safe::terminal_safe;
 
 /// One call: where it goes, with what, and what it knows of the command.
 pub struct Call<'a> {
-    pub target: &'a Target,
+    pub target: &'a Endpoint,
     pub settings: &'a CallSettings,
     /// The request (already checked against the body limit).
     pub body: Vec<u8>,
@@ -289,7 +289,7 @@ enum Sent {
 /// is retried after the time it asks for (1 to 10 s), for [`BUSY_FOR`] at most, with one line saying so; anything
 /// else that is not 2xx, a failure to connect or no reply head within `head_within` is the call's end.
 async fn send_when_free(
-    target: &Target,
+    target: &Endpoint,
     settings: &CallSettings,
     head_within: Duration,
     request: impl Fn() -> reqwest::RequestBuilder,
@@ -466,7 +466,7 @@ async fn blocking_reply(
     notes.extend(reply.error.as_deref().map(terminal_safe));
     ended.written_all = Some(received);
     ended.signal = reply.signal;
-    let outcome = Outcome {
+    let outcome = ReportedEnd {
         code: reply.exit_code,
         timed_out: reply.timed_out,
         error: reply.error.as_deref(),

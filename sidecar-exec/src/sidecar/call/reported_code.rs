@@ -4,11 +4,11 @@ use protocol::StartErrorKind;
 
 use crate::exit::ClientExit;
 use crate::sidecar::config::settings::CallSettings;
-use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::config::sidecars::Endpoint;
 
 /// What the server reported of a command's end.
 #[derive(Debug, Clone, Copy)]
-pub struct Outcome<'a> {
+pub struct ReportedEnd<'a> {
     pub code: i32,
     pub timed_out: bool,
     pub error: Option<&'a str>,
@@ -29,10 +29,10 @@ pub fn as_shell(kind: Option<StartErrorKind>, program: &str) -> Option<(i32, Str
 /// How the client ends for a finished command's reported code, with the notes already gathered (none: no message).
 /// `settings` (a forwarded call's) adds how to raise the deadline to a timeout; `program` is the command's name.
 pub fn finished(
-    target: &Target,
+    target: &Endpoint,
     settings: Option<&CallSettings>,
     program: Option<&str>,
-    outcome: &Outcome<'_>,
+    outcome: &ReportedEnd<'_>,
     mut notes: Vec<String>,
 ) -> ClientExit {
     if outcome.code == protocol::EXIT_NOT_STARTED {

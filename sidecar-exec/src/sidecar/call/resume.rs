@@ -35,7 +35,7 @@ use crate::sidecar::call::reported_code;
 use crate::sidecar::call::stream::{self, ErrorFrames, ExitFrame, StreamEnd, StreamFailure};
 use crate::sidecar::config::patience::Patience;
 use crate::sidecar::config::settings::CallSettings;
-use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::config::sidecars::Endpoint;
 use crate::sidecar::wire::backoff::Backoff;
 use crate::sidecar::wire::http::{authorized, refusal, transport_error};
 use crate::sidecar::wire::reply_head::ReplyHead;
@@ -185,7 +185,7 @@ pub enum NextRequest {
 /// The plan [`follow`] works to: where and how to connect, and what to send (everything besides the run and its
 /// output).
 pub struct Follow<'a> {
-    pub target: &'a Target,
+    pub target: &'a Endpoint,
     /// A client with the stream read timeout.
     pub client: &'a reqwest::Client,
     pub settings: Option<&'a CallSettings>,
@@ -535,7 +535,7 @@ fn finish(
     run.died_of = exit.signal;
     // Streaming mode printed each error frame already; blocking mode tells it once at the end, as its reply does.
     let notes = if errors.print { Vec::new() } else { errors.last.as_deref().map(terminal_safe).into_iter().collect() };
-    let outcome = reported_code::Outcome {
+    let outcome = reported_code::ReportedEnd {
         code: exit.code,
         timed_out: exit.timed_out,
         error: errors.last.as_deref(),
@@ -546,7 +546,7 @@ fn finish(
 
 /// The sidecar stopped the run because no client was reading it: it ran until then, so the line says how much of
 /// its output arrived and never advises a blind rerun (a deploy or a publish may have been half done).
-fn window_passed(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientExit {
+fn window_passed(target: &Endpoint, run: &OwnedRun, output: &RunOutput) -> ClientExit {
     let (stdout_at, stderr_at) = output.position();
     ClientExit::fail(format!(
         "the connection to the sidecar at {} was lost for longer than its reattach window, so the sidecar stopped \
@@ -560,7 +560,7 @@ fn window_passed(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientE
 /// The same server (the same boot id, or one that sends none) no longer knows a run it acknowledged: the window
 /// passed, or the run ended and was forgotten (past `--retain`, or past the bound on what is kept of forgotten
 /// runs). Which one is not known, so the line says both and never "run it again": the command did start.
-fn no_longer_known(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientExit {
+fn no_longer_known(target: &Endpoint, run: &OwnedRun, output: &RunOutput) -> ClientExit {
     let (stdout_at, stderr_at) = output.position();
     ClientExit::fail(format!(
         "the sidecar at {} no longer knows run {}, which it had started: either the connection was lost for longer \
@@ -574,7 +574,7 @@ fn no_longer_known(target: &Target, run: &OwnedRun, output: &RunOutput) -> Clien
 
 /// The server that answers now is another start than the one that acknowledged the run (their boot ids differ):
 /// the run died with the previous start, since runs do not survive a restart.
-fn restarted(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientExit {
+fn restarted(target: &Endpoint, run: &OwnedRun, output: &RunOutput) -> ClientExit {
     let (stdout_at, stderr_at) = output.position();
     ClientExit::fail(format!(
         "the sidecar at {} restarted while run {} was running (its boot id changed), and a restarted sidecar keeps \

@@ -8,7 +8,7 @@ use nix::sys::signal::Signal;
 use protocol::RunId;
 
 use crate::sidecar::config::settings::CallSettings;
-use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::config::sidecars::Endpoint;
 use crate::sidecar::wire::http::authorized;
 use crate::signals_as_sent;
 
@@ -25,7 +25,7 @@ fn wire_name(signal: Signal) -> &'static str {
 /// frame is on its way). Anything else (no runs endpoint, an unnamed run, no answer) is `false`: the caller falls
 /// back to cancelling.
 pub async fn deliver(
-    target: &Target,
+    target: &Endpoint,
     client: &reqwest::Client,
     settings: &CallSettings,
     id: &RunId,
@@ -42,7 +42,7 @@ pub async fn deliver(
 }
 
 /// Ctrl-Z ([`signals_as_sent::stop_both`]) over the runs API. While stopped, the run's timeout still counts.
-pub async fn stop_both(target: &Target, client: &reqwest::Client, settings: &CallSettings, id: &RunId) {
+pub async fn stop_both(target: &Endpoint, client: &reqwest::Client, settings: &CallSettings, id: &RunId) {
     // In a TTY run the shell that continues us expects its terminal cooked.
     let cooked = |stop: fn()| crate::sidecar::tty::raw_mode::cooked_while(stop);
     signals_as_sent::stop_both(|signal| deliver(target, client, settings, id, signal), cooked).await;

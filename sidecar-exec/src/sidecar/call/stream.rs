@@ -5,7 +5,7 @@ use futures_util::StreamExt;
 use protocol::Frame;
 
 use crate::sidecar::call::output::{RunOutput, RunOutputError};
-use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::config::sidecars::Endpoint;
 use crate::sidecar::wire::sse::SseError;
 use crate::terminal_safe::terminal_safe;
 
@@ -66,7 +66,7 @@ pub struct ErrorFrames {
 /// Reads `response`'s events into `output` until the exit frame or a failure; `silence` without a byte (the server
 /// sends keep-alives) counts as a lost connection.
 pub async fn read(
-    target: &Target,
+    target: &Endpoint,
     response: reqwest::Response,
     output: &mut RunOutput,
     errors: &mut ErrorFrames,

@@ -8,7 +8,7 @@ use protocol::vars;
 use crate::config_error::ConfigError;
 use crate::env::{self, Entry, Resolution};
 use crate::env_sent::{self, Allowlist};
-use crate::sidecar::config::cwd::{self, Cwd, CwdError};
+use crate::sidecar::config::cwd::{self, Cwd, SentCwdError};
 pub use crate::sidecar::config::patience::Patience;
 
 /// sidecar-exec's allowlist: the contract's SIDECAR_ENV_PASSTHROUGH (any name: the HTTP API sets it as it is).
@@ -71,7 +71,7 @@ pub struct CallSettings {
 
 impl CallSettings {
     /// The variables' mistakes, and the working directory's (the program's own kind of mistake).
-    pub fn from_env() -> Result<Self, ConfigError<CwdError>> {
+    pub fn from_env() -> Result<Self, ConfigError<SentCwdError>> {
         let timeout = env::seconds("SIDECAR_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
         let idle_timeout = env::seconds("SIDECAR_IDLE_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
         let silence = env::seconds("SIDECAR_SILENCE", Resolution::WholeSeconds, 1, None)?;

@@ -4,12 +4,12 @@
 use std::fmt::Write;
 
 use crate::sidecar::config::settings::CallSettings;
-use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::config::sidecars::Endpoint;
 use crate::sidecar::stdin::source::StdinSource;
 use crate::terminal_safe::terminal_safe;
 
 /// The lines, each starting `sidecar-exec:`.
-pub fn explain(target: &Target, settings: &CallSettings, stdin: StdinSource, program: &str) -> String {
+pub fn explain(target: &Endpoint, settings: &CallSettings, stdin: StdinSource, program: &str) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,

@@ -10,7 +10,7 @@ use crate::sidecar::call::resume::{self, First, Follow, NextRequest, OwnedRun};
 use crate::sidecar::call::signals::CANCEL_WITHIN;
 use crate::sidecar::call::stream::ErrorFrames;
 use crate::sidecar::config::settings::CallSettings;
-use crate::sidecar::config::sidecars::{Sidecars, SidecarsError, Target};
+use crate::sidecar::config::sidecars::{Endpoint, Sidecars, SidecarsError};
 use crate::sidecar::wire::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
 use crate::sidecar::wire::http::{authorized, http_client, location, refusal, transport_error, ClientSetupError};
 use crate::terminal_safe::terminal_safe;
@@ -23,7 +23,7 @@ const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
 /// window passes; one that ended, and whose output this client has, is forgotten (see
 /// [`crate::sidecar::call::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
 /// whatever the answer, and a run not reached is stopped by the window or forgotten after `--retain`.
-pub async fn delete(target: &Target, id: &RunId) {
+pub async fn delete(target: &Endpoint, id: &RunId) {
     let Ok(client) = http_client(None, target.socket.as_deref()) else { return };
     let request = authorized(client.delete(target.endpoint(&format!("/runs/{id}"))), target, None);
     let _ = tokio::time::timeout(CANCEL_WITHIN, request.send()).await;
@@ -155,7 +155,7 @@ pub enum AttachMode {
 /// at a terminal the viewer's keys would go nowhere, its Ctrl-C would still end the run it does not drive, and the
 /// kept output can be had later with `--attach` from a pipe once the run ended.
 pub async fn attach_mode(
-    target: &Target,
+    target: &Endpoint,
     id: &RunId,
     patience: crate::sidecar::config::patience::Patience,
 ) -> Result<AttachMode, ClientExit> {
@@ -196,7 +196,7 @@ pub async fn attach_mode(
 /// `--attach RUNTIME ID`: prints the run's output kept so far, follows it live across lost connections as a
 /// forwarded command does, and ends with its exit code. The attached client owns the run: a signal or a closed
 /// stdout cancels it, as for a command it started (`run` says whether that is still due).
-pub async fn attach(target: &Target, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
+pub async fn attach(target: &Endpoint, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
     let client = match http_client(Some(settings.patience.silence), target.socket.as_deref()) {
         Ok(client) => client,
         Err(err) => return ClientExit::fail(err.to_string()),
@@ -206,7 +206,7 @@ pub async fn attach(target: &Target, run: &mut OwnedRun, settings: &CallSettings
     resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, First::Send(NextRequest::Reattach), None).await
 }
 
-fn follow_plan<'a>(target: &'a Target, client: &'a reqwest::Client, settings: &'a CallSettings) -> Follow<'a> {
+fn follow_plan<'a>(target: &'a Endpoint, client: &'a reqwest::Client, settings: &'a CallSettings) -> Follow<'a> {
     Follow {
         target,
         client,
@@ -225,7 +225,7 @@ fn follow_plan<'a>(target: &'a Target, client: &'a reqwest::Client, settings: &'
 /// size sent at once and on every change, the screen followed from the kept output. The terminal is restored before
 /// this returns. Signals to the client (SIGTERM, SIGHUP when the terminal closes) are delivered to the command, as
 /// by the client that started the run.
-pub async fn attach_terminal(target: &Target, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
+pub async fn attach_terminal(target: &Endpoint, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
     use crate::sidecar::stdin::pump::{PumpEnd, StdinPump};
     use crate::sidecar::stdin::source::StdinSource;
     use crate::sidecar::tty;

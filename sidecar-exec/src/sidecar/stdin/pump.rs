@@ -10,7 +10,7 @@ use protocol::{ErrorBody, ErrorCode, RunId, StdinReply};
 use tokio::sync::{mpsc, watch};
 
 use crate::sidecar::config::settings::CallSettings;
-use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::config::sidecars::Endpoint;
 use crate::sidecar::stdin::source::{self as stdin_source, Piece, StdinSource};
 use crate::sidecar::wire::backoff::Backoff;
 use crate::sidecar::wire::body::{read_bounded, MAX_SMALL_BODY_BYTES};
@@ -23,7 +23,7 @@ pub const GAP_REFUSALS: u32 = 5;
 
 /// Where the sender sends, and what it reports back.
 pub struct StdinPump<'a> {
-    pub target: &'a Target,
+    pub target: &'a Endpoint,
     pub client: &'a reqwest::Client,
     pub settings: &'a CallSettings,
     pub id: &'a RunId,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::sidecar::config::settings::CallSettings;
-use crate::sidecar::config::sidecars::Target;
+use crate::sidecar::config::sidecars::Endpoint;
 use crate::terminal_safe::terminal_safe;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,7 +47,7 @@ impl std::error::Error for ClientSetupError {}
 /// (`settings`).
 pub fn authorized(
     mut request: reqwest::RequestBuilder,
-    target: &Target,
+    target: &Endpoint,
     settings: Option<&CallSettings>,
 ) -> reqwest::RequestBuilder {
     if let Some(token) = &target.token {
@@ -62,7 +62,7 @@ pub fn authorized(
     request
 }
 
-pub fn transport_error(target: &Target, err: &reqwest::Error) -> String {
+pub fn transport_error(target: &Endpoint, err: &reqwest::Error) -> String {
     use std::error::Error as _;
     let mut cause = String::new();
     let mut source = err.source();
@@ -71,7 +71,7 @@ pub fn transport_error(target: &Target, err: &reqwest::Error) -> String {
         source = inner.source();
     }
     // reqwest names the URL it was sending to, user and password included: the message names the sidecar's shown
-    // URL instead (see `Target::url`).
+    // URL instead (see `Endpoint::url`).
     let mut text = err.to_string();
     if let Some(at) = text.find(" for url (") {
         text.truncate(at);
@@ -99,7 +99,7 @@ pub fn location(response: &reqwest::Response) -> Option<String> {
 /// Why a request was refused: the message for a reply that is not 2xx. `body` is the error body (already cut to a
 /// bounded size); whatever the server wrote is shown escaped and cut (see [`terminal_safe`]).
 pub fn refusal(
-    target: &Target,
+    target: &Endpoint,
     settings: Option<&CallSettings>,
     status: reqwest::StatusCode,
     location: Option<&str>,
