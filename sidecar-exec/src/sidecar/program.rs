@@ -200,7 +200,7 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
         false => None,
     };
     // Streamed stdin needs a named run (input goes to /runs/{id}/stdin) and a streaming mode; otherwise stdin
-    // travels as before issue 22: a regular file inline, a pipe only with SIDECAR_STDIN=1 (design §5, §7).
+    // travels as the blocking client does: a regular file inline, a pipe only with SIDECAR_STDIN=1.
     let streams_stdin = run_id.is_some() && settings.mode != OutputMode::Blocking;
     // A terminal needs its keystrokes streamed: not with SIDECAR_STDIN=0 (nor SIDECAR_RESUME=0 or the blocking mode).
     let tty =

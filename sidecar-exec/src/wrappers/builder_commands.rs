@@ -1,5 +1,5 @@
 //! Which of its runtime's commands each build sidecar has, asked at install time: its `GET /info` `commands`
-//! (issue 22), all sidecars at once, each within [`ASK_WITHIN`].
+//!, all sidecars at once, each within [`ASK_WITHIN`].
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Which commands the SSH host has, asked at install time (issue 22): one `ssh-exec --probe` for every name that
+//! Which commands the SSH host has, asked at install time: one `ssh-exec --probe` for every name that
 //! could go to the host, so one ssh connection however many names, within [`PROBE_WITHIN`].
 
 use std::fmt;

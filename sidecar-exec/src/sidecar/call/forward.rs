@@ -40,11 +40,12 @@ pub struct Call<'a> {
     pub stdin: StdinSource,
 }
 
-/// How long the client waits on a 503 that carries `Retry-After` before it gives up on the sidecar (issue 24
-/// item 14): a sidecar whose `--max-runs` or `--max-concurrent` is full is busy, not gone.
+/// How long the client waits on a 503 that carries `Retry-After` before it gives up on the sidecar: a sidecar whose
+/// `--max-runs` or `--max-concurrent` is full is busy, not gone.
 pub const BUSY_FOR: Duration = Duration::from_secs(60);
 
-/// The blocking call (SIDECAR_STREAM=0): `POST /exec`, one reply at the end, exactly the client before issue 22.
+/// The blocking call (SIDECAR_STREAM=0): `POST /exec`, one reply at the end, exactly the contract's original blocking
+/// client.
 /// `run` is the run the body starts (named or not; see [`crate::sidecar::call::resume`]): it says afterwards whether the
 /// client must cancel it.
 pub async fn blocking(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
@@ -124,13 +125,13 @@ async fn streamed_with(call: &Call<'_>, run: &mut OwnedRun, mut received: Forwar
                 signal = received.recv() => {
                     let (Some(id), true) = (&id, answered.get()) else {
                         match signal {
-                            // Only this process stops, as before issue 22: no run takes the signal yet (none named,
-                            // or no reply head so far).
+                            // Only this process stops, as the blocking client does: no run takes the signal yet (none
+                            // named, or no reply head so far).
                             Received::Stop => {
                                 tty::raw_mode::cooked_while(crate::signals_as_sent::stop_self);
                                 continue;
                             }
-                            // Unnamed: the closed connection cancels the run, as before issue 22.
+                            // Unnamed: the closed connection cancels the run, as the blocking client does.
                             Received::Forward(signal) if id.is_none() => break (ClientExit::code(128 + signal as i32), None),
                             // Before the reply head the client ends as a native program the signal interrupts (it dies
                             // of it); a run the request may have started is cancelled on the way out (`release`).
@@ -141,7 +142,7 @@ async fn streamed_with(call: &Call<'_>, run: &mut OwnedRun, mut received: Forwar
                         Received::Forward(signal) => {
                             if !signals::deliver(target, &client, settings, id, signal).await {
                                 // The server takes no signals for the run (not ours, not named, gone): cancel it, as
-                                // before issue 22.
+                                // the blocking client does.
                                 break (ClientExit::code(128 + signal as i32), None);
                             }
                         }

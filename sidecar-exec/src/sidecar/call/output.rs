@@ -1,5 +1,5 @@
 //! Where a command's stream frames go, and how far each stream has got: the bookkeeping that makes a resumed stream
-//! byte-for-byte the stream of a run without a break (issue 12).
+//! byte-for-byte the stream of a run without a break.
 //!
 //! Each stream's position is counted in the server's offsets: every byte a frame stands for (payload and implied
 //! newline), plus the bytes a `dropped` frame stands for; never the client's own dropped marker. A frame that starts

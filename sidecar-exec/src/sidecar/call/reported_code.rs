@@ -12,7 +12,7 @@ pub struct ReportedEnd<'a> {
     pub code: i32,
     pub timed_out: bool,
     pub error: Option<&'a str>,
-    /// Why it never started, when the server says (issue 22, design §4).
+    /// Why it never started, when the server says.
     pub start_error: Option<StartErrorKind>,
 }
 

@@ -1,8 +1,8 @@
-//! Transparent resume (issue 12): a named run's stream followed across lost connections until its exit frame.
+//! Transparent resume: a named run's stream followed across lost connections until its exit frame.
 //!
 //! The policy, in order:
-//! - The client names every run (`run_id`, [`crate::sidecar::call::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
-//!   connection on the server for the server's reattach window.
+//! - The client names every run (`run_id`, [`crate::sidecar::call::run_id`]) unless SIDECAR_RESUME=0. A named run
+//!   outlives its connection on the server for the server's reattach window.
 //! - When the connection fails before the exit frame (reset, EOF, [`Patience::silence`] without a byte), the client
 //!   reconnects with [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`,
 //!   N and M being what it has ([`RunOutput::position`]); replayed bytes below them are trimmed, so nothing is
@@ -58,7 +58,7 @@ fn run_not_known(body: &str) -> bool {
 /// the run may still be going cancels it ([`OwnedRun::needs_cancel`]).
 #[derive(Debug)]
 pub struct OwnedRun {
-    /// Its name; none when SIDECAR_RESUME=0 (the run then ends with its connection, as before issue 12).
+    /// Its name; none when SIDECAR_RESUME=0 (the run then ends with its connection, as without resume).
     pub id: Option<RunId>,
     /// A request that may have started it went out and its end was not seen: a client that stops now must cancel
     /// it (`DELETE /runs/{id}`) rather than leave it running until the window passes.

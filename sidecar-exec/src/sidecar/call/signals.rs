@@ -1,4 +1,4 @@
-//! Signals as sent (issue 22, design §7) over the runs API: how sidecar-exec delivers to the remote group what
+//! Signals as sent over the runs API: how sidecar-exec delivers to the remote group what
 //! [`crate::signals_as_sent`] says goes there, while it follows a streamed run; the client keeps printing until the
 //! command ends by itself (a second Ctrl-C is delivered again).
 

@@ -108,7 +108,7 @@ pub enum OutputMode {
     Negotiate,
     /// SIDECAR_STREAM=1: always `POST /exec/stream`.
     Stream,
-    /// SIDECAR_STREAM=0: always the blocking `POST /exec`, exactly the client before issue 22 (stdin inline, a
+    /// SIDECAR_STREAM=0: always the blocking `POST /exec`, exactly the contract's original blocking client (stdin inline, a
     /// signal cancels).
     Blocking,
 }

@@ -1,4 +1,4 @@
-//! `--explain` and SIDECAR_VERBOSE=1 (issue 22, design §9): what a forwarded call sends, before it is sent.
+//! `--explain` and SIDECAR_VERBOSE=1: what a forwarded call sends, before it is sent.
 //! Variable values are shown only for the default allowlist: a passthrough value may be a secret.
 
 use std::fmt::Write;
@@ -21,7 +21,7 @@ pub fn explain(target: &Endpoint, settings: &CallSettings, stdin: StdinSource, p
         settings.timeout_secs
     );
     let stdin = match stdin {
-        StdinSource::Nothing => "not streamed (/dev/null, or inline as before issue 22)",
+        StdinSource::Nothing => "not streamed (/dev/null, or inline in the request)",
         StdinSource::Stream => "streamed (a pipe or terminal)",
         StdinSource::File { .. } => "streamed from a regular file (its offset left where the command stopped)",
     };

@@ -1,4 +1,4 @@
-//! The runs a sidecar keeps (issue 12), from this side: cancelling ours, `--runs`, `--attach RUNTIME ID`.
+//! The runs a sidecar keeps, from this side: cancelling ours, `--runs`, `--attach RUNTIME ID`.
 
 use std::time::Duration;
 
@@ -121,7 +121,7 @@ fn line(run: &RunInfo) -> String {
 }
 
 /// The most of a run's command line one `--runs` line shows, in bytes: a line stays a line on a terminal (a run's
-/// kept argv may hold 4 KiB, issue 24 item 13); `--attach` and the server's `/runs/{id}` still have it whole.
+/// kept argv may hold 4 KiB); `--attach` and the server's `/runs/{id}` still have it whole.
 const COMMAND_SHOWN: usize = 200;
 
 /// `command`, cut at a character boundary to at most [`COMMAND_SHOWN`] bytes, saying how much was left out.

@@ -1,4 +1,4 @@
-//! Sending a streamed run's stdin (issue 22, design §2, §5): the reader's chunks POSTed in order to
+//! Sending a streamed run's stdin: the reader's chunks POSTed in order to
 //! `/runs/{id}/stdin?offset=N`, one in flight, the last with `eof=true`; resent from the server's `received` after a
 //! lost connection (offsets make a repeat harmless). It stops when the server says stdin is closed (the command
 //! closed it, or the run ended): the client's stdin is then no longer read.

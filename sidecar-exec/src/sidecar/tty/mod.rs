@@ -1,4 +1,4 @@
-//! TTY mode (issue 23): when stdin and stdout are terminals (or `SIDECAR_TTY=1`), the command runs on a remote
+//! TTY mode: when stdin and stdout are terminals (or `SIDECAR_TTY=1`), the command runs on a remote
 //! pseudo-terminal of the local window's size, `TERM` and modes; the local terminal is raw ([`raw_mode`]), every
 //! keystroke goes as it comes through the streamed stdin of [`crate::sidecar::stdin::pump`], the window size follows
 //! SIGWINCH ([`window`]), and the output is the run's one stream, resumed like any named run's. These are the
