@@ -1,7 +1,6 @@
 //! The working directory a call sends: SIDECAR_CWD, else the current directory, as the UTF-8 the request carries,
 //! and why it cannot be sent ([`SentCwdError`]).
 
-use std::fmt;
 use std::path::PathBuf;
 
 /// The working directory to send.
@@ -25,21 +24,10 @@ pub fn from_env() -> Result<Cwd, SentCwdError> {
 }
 
 /// Why the working directory cannot be sent.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SentCwdError {
+    #[error("cannot read the current directory ({0}): set SIDECAR_CWD")]
     Unreadable(std::io::Error),
+    #[error("the working directory {0:?} is not valid UTF-8: set SIDECAR_CWD")]
     NotUtf8(std::ffi::OsString),
 }
-
-impl fmt::Display for SentCwdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SentCwdError::Unreadable(err) => write!(f, "cannot read the current directory ({err}): set SIDECAR_CWD"),
-            SentCwdError::NotUtf8(cwd) => {
-                write!(f, "the working directory {cwd:?} is not valid UTF-8: set SIDECAR_CWD")
-            }
-        }
-    }
-}
-
-impl std::error::Error for SentCwdError {}

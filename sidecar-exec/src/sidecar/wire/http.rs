@@ -32,16 +32,9 @@ pub fn http_client(
 }
 
 /// The HTTP client could not be built (its TLS or resolver set-up failed).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up the HTTP client: {0}")]
 pub struct ClientSetupError(reqwest::Error);
-
-impl std::fmt::Display for ClientSetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot set up the HTTP client: {}", self.0)
-    }
-}
-
-impl std::error::Error for ClientSetupError {}
 
 /// `request` with what every call to a sidecar carries: the bearer token and, for a command's calls, the trace headers
 /// (`settings`).

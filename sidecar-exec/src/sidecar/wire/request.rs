@@ -1,7 +1,5 @@
 //! The request body, built once and held against the server's body limit before anything is sent.
 
-use std::fmt;
-
 use protocol::ExecRequest;
 
 /// `request` as JSON, or a clear error when it is larger than the 1 MiB every server accepts (the contract's
@@ -16,30 +14,17 @@ pub fn body(request: &ExecRequest) -> Result<Vec<u8>, RequestError> {
 }
 
 /// Why a request cannot be sent.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum RequestError {
+    #[error("cannot encode the request: {0}")]
     Encode(serde_json::Error),
     /// `bytes` in all, over the body limit; `stdin` of them are stdin's base64.
-    TooLarge {
-        bytes: usize,
-        stdin: usize,
-    },
+    #[error(
+        "the request would be {bytes} bytes, over the server's limit of {} (1 MiB): stdin takes {stdin} of them as \
+         base64 (so at most 768 KiB of stdin fits), the command line, working directory and environment {}; write \
+         large inputs to a file in the shared workspace and pass its path",
+        protocol::MAX_BODY_BYTES,
+        .bytes - .stdin
+    )]
+    TooLarge { bytes: usize, stdin: usize },
 }
-
-impl fmt::Display for RequestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RequestError::Encode(err) => write!(f, "cannot encode the request: {err}"),
-            RequestError::TooLarge { bytes, stdin } => write!(
-                f,
-                "the request would be {bytes} bytes, over the server's limit of {} (1 MiB): stdin takes {stdin} of \
-                 them as base64 (so at most 768 KiB of stdin fits), the command line, working directory and \
-                 environment {}; write large inputs to a file in the shared workspace and pass its path",
-                protocol::MAX_BODY_BYTES,
-                bytes - stdin
-            ),
-        }
-    }
-}
-
-impl std::error::Error for RequestError {}
