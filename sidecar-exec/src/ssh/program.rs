@@ -171,8 +171,8 @@ fn prepare(mode: &CallKind) -> Result<PreparedCall, ConfigError<SshConfigError>>
     let folder = match mux::private_dir() {
         Ok(folder) => Some(folder),
         Err(NoFolder::Unavailable) => None,
-        Err(NoFolder::Unsafe(warning)) => {
-            eprintln!("ssh-exec: {warning}");
+        Err(unsafe_folder @ NoFolder::Unsafe { .. }) => {
+            eprintln!("ssh-exec: {unsafe_folder}");
             None
         }
     };
