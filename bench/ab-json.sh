@@ -1,7 +1,7 @@
 #!/bin/sh
 # ab-title: JSON: protocol's hand-written encoder and the client's reply reader against serde_json (`bench/ab-json.sh`)
 # A/B of protocol's hand-written JSON (protocol/src/json.rs, frames.rs chunk_event, ExecReply::to_json and the
-# client's reply reader, sidecar-exec/src/sidecar/reply_reader.rs) against serde_json on the same workloads
+# client's reply reader, sidecar-exec/src/sidecar/wire/reply_reader.rs) against serde_json on the same workloads
 # (sidecar-exec/examples/ab_json.rs): prints a markdown table. --section also writes it as the "Hand-written JSON
 # against serde_json" section of BENCHMARKS.md (bench/run.sh does).
 # AB_MIB=N sets the size of each workload (default 64), AB_ROUNDS=N the rounds per figure (default 7, median).

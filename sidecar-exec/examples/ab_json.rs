@@ -5,13 +5,13 @@
 //! Frames: the serde_json side is what the server would do without `chunk_event`: build the `Frame` from the pipe
 //! bytes (text, or lossy text and base64, as Strings: the derived type holds them) and `serde_json::to_vec` it.
 //! Replies: one `ExecReply`, built once, encoded by `to_json` and by `serde_json::to_vec`; and read back to stdout's
-//! bytes by `sidecar_exec::sidecar::reply_reader::ReplyReader` (the client's reader) and by `serde_json::from_slice::<ExecReply>`.
+//! bytes by `sidecar_exec::sidecar::wire::reply_reader::ReplyReader` (the client's reader) and by `serde_json::from_slice::<ExecReply>`.
 
 use std::time::{Duration, Instant};
 
 use protocol::frames::Chunk;
 use protocol::{ExecReply, Frame, FrameEncoder, StreamKind};
-use sidecar_exec::sidecar::reply_reader::ReplyReader;
+use sidecar_exec::sidecar::wire::reply_reader::ReplyReader;
 
 const MIB: usize = 1024 * 1024;
 /// Bytes per frame: one pipe read, as the server frames them.
@@ -105,7 +105,7 @@ fn reply_of(bytes: &[u8], b64_only: bool) -> ExecReply {
     ExecReply { exit_code: 0, output, duration_ms: 1, output_b64, ..Default::default() }
 }
 
-/// stdout's bytes from a reply body, read by sidecar::reply_reader as the client reads it.
+/// stdout's bytes from a reply body, read by sidecar::wire::reply_reader as the client reads it.
 fn read_ours(body: &[u8]) -> Vec<u8> {
     let mut reader = ReplyReader::default();
     for piece in body.chunks(FRAME) {

@@ -1,4 +1,4 @@
-//! A/B: the client's hand-written SSE reader ([`sidecar_exec::sidecar::sse::SseParser`]) against `eventsource-stream`, the crate
+//! A/B: the client's hand-written SSE reader ([`sidecar_exec::sidecar::wire::sse::SseParser`]) against `eventsource-stream`, the crate
 //! the design card names for the job, on the same byte streams. Run by `bench/ab-sse.sh`:
 //!
 //! ```text
@@ -81,7 +81,7 @@ fn measure(arm: &str, workload: &str) -> (usize, usize) {
     let run = async {
         match arm {
             "ours" => {
-                let mut parser = sidecar_exec::sidecar::sse::SseParser::new();
+                let mut parser = sidecar_exec::sidecar::wire::sse::SseParser::new();
                 let mut out = Vec::new();
                 while let Some(Ok(piece)) = stream.next().await {
                     parser.feed(&piece, &mut out).expect("a valid stream");
@@ -179,7 +179,7 @@ fn main() {
         };
         for (arm, cell) in &cells {
             let name = match *arm {
-                "ours" => "sidecar::sse (hand-written)",
+                "ours" => "sidecar::wire::sse (hand-written)",
                 "crate" => "eventsource-stream 0.2",
                 _ => "no parsing (harness only)",
             };

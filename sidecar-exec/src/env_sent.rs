@@ -1,4 +1,4 @@
-//! Which variables a forwarded command gets (issue 22, design §9), for both clients: the client's allowlist
+//! Which variables a forwarded command gets, for both clients: the client's allowlist
 //! (SIDECAR_ENV_PASSTHROUGH or SSH_ENV_PASSTHROUGH, names and `PREFIX*` patterns) and a default allowlist of
 //! harmless terminal and locale variables; nothing else crosses.
 

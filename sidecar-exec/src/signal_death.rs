@@ -1,4 +1,4 @@
-//! Dying of the signal the command died of (issue 22), for both clients: natively the caller's `waitpid` sees the
+//! Dying of the signal the command died of, for both clients: natively the caller's `waitpid` sees the
 //! command killed by signal N, not exit 128+N, and shells act on the difference (bash ends a loop whose command died of SIGINT, and
 //! goes on after one that exited 130). The client cannot simply raise the signal: it handles INT, TERM, HUP and
 //! QUIT itself, and resetting a disposition has no safe API. `execve` resets every caught signal to its default

@@ -1,4 +1,4 @@
-//! Signals as sent (issue 22, design §7), for both clients: which signals a client takes while its command runs and
+//! Signals as sent, for both clients: which signals a client takes while its command runs and
 //! what it does with each. SIGINT, SIGTERM, SIGHUP and SIGQUIT go to the remote group as the same signal; SIGTSTP
 //! (Ctrl-Z) stops the remote group and then the client itself, and SIGCONT on resume continues the remote group.
 //! How a signal reaches the remote group is each client's (sidecar-exec: `POST /runs/{id}/signal`; ssh-exec: a

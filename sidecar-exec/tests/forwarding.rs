@@ -156,7 +156,7 @@ async fn cwd_follows_the_current_directory_or_sidecar_cwd() {
     server.stop().await;
 }
 
-/// SIDECAR_STREAM=0 is the client before issue 22: stdin inline (a file always, a pipe with SIDECAR_STDIN=1).
+/// SIDECAR_STREAM=0 is the contract's original blocking client: stdin inline (a file always, a pipe with SIDECAR_STDIN=1).
 #[tokio::test(flavor = "multi_thread")]
 async fn blocking_mode_keeps_the_old_stdin_policy() {
     let server = server().await;

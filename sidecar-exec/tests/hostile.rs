@@ -186,7 +186,7 @@ async fn https_without_tls_says_how_to_get_it() {
     assert!(line.contains("without TLS") && line.contains("--features tls") && line.contains("http://"), "{line}");
 }
 
-/// Issue 24 item 5: a decode error quotes the server's text (serde's "unknown variant"), which goes through the same
+/// A decode error quotes the server's text (serde's "unknown variant"), which goes through the same
 /// escaping as any other server text: no raw escape byte reaches the terminal.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_list_that_does_not_decode_is_named_with_its_text_escaped() {

@@ -1,4 +1,4 @@
-//! Durable runs from the client's side (issue 12): the real client and the real exec-server with a real cut between
+//! Durable runs from the client's side: the real client and the real exec-server with a real cut between
 //! them (testkit's [`CutProxy`]), the reattach window, explicit cancellation, `--runs` and `--attach`.
 
 use std::net::SocketAddr;
@@ -264,7 +264,7 @@ async fn runs_lists_them_and_attach_follows_one_to_its_end() {
     server.stop().await;
 }
 
-/// Blocking mode writes a reply's stdout as it arrives (issue 16). A reply lost after part of it was written
+/// Blocking mode writes a reply's stdout as it arrives. A reply lost after part of it was written
 /// resumes the run's stream after what was written, counted as stream offsets, so nothing is doubled or missing:
 /// here the reply's stdout was cut at the server's cap (head, marker, tail) and the connection is lost inside the
 /// tail, after the marker. What was written must stop at the head (the command's own first bytes); the rest comes

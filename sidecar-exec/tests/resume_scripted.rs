@@ -1,4 +1,4 @@
-//! The client's resume against a scripted server (issue 12): replays that overlap what the client has, dropped
+//! The client's resume against a scripted server: replays that overlap what the client has, dropped
 //! middles, exit totals that do not add up, a run the server no longer knows, and a blocking reply cut short. Each
 //! case is what exec-server may legitimately send, or what a broken one could, written out byte by byte.
 
@@ -184,7 +184,7 @@ async fn a_blocking_reply_cut_short_is_replaced_by_the_runs_stream() {
     assert_eq!(output.status.code(), Some(4));
 }
 
-/// A blocking reply from a server that sends `x-b64-only` is written as it arrives (issue 16); cut short, the
+/// A blocking reply from a server that sends `x-b64-only` is written as it arrives; cut short, the
 /// resume asks the run's stream from what was written (never from 0, which would double it), and stops writing at
 /// `x-output-head` (past it the reply holds the cut's marker, which is no part of the run's stream).
 #[tokio::test(flavor = "multi_thread")]

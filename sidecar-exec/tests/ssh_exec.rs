@@ -32,8 +32,8 @@ async fn output_and_exit_codes_are_the_commands() {
 }
 
 /// A reader slower than the command: the command and ssh have ended and the exit line is in, but the end of the
-/// output still waits for the reader. All of it arrives, and the exit code is the command's. (Before issue 26 a
-/// reader that waited more than ~2.3 s lost the last 18 928 bytes: the stop session's deadline ended the call.)
+/// output still waits for the reader. All of it arrives, and the exit code is the command's. (With the stop
+/// session's deadline on every call, a reader that waited more than ~2.3 s lost the last 18 928 bytes.)
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
 async fn a_slow_reader_gets_all_the_output() {
@@ -409,7 +409,7 @@ async fn a_terminal_or_a_login_shell_keeps_output_and_exit_codes() {
     assert_eq!((output.status.code(), stdout(&output).as_str()), (Some(5), "login\n"), "{}", stderr(&output));
 }
 
-/// Issue 24 item 10: a known_hosts file in a folder with a space, and a key whose path holds `%` tokens, are the
+/// A known_hosts file in a folder with a space, and a key whose path holds `%` tokens, are the
 /// files ssh reads, literally: no false "something is in between" alarm (ssh split the path at the space into two
 /// files), no key looked up under the expansion of `%d`. Through the shared connection and directly.
 #[tokio::test(flavor = "multi_thread")]
@@ -439,7 +439,7 @@ async fn paths_with_spaces_and_percent_signs_reach_ssh_literally() {
     }
 }
 
-/// Issue 24 item 11: a private copy of a key is removed once the key it copies changes or goes (a rotated key must
+/// A private copy of a key is removed once the key it copies changes or goes (a rotated key must
 /// not live on in ssh-exec's folder), and the copy of the key in use stays.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs sshd (Debian's openssh-server); CI runs it"]
@@ -512,7 +512,7 @@ async fn read_until(from: &mut tokio::process::ChildStdout, seen: &mut Vec<u8>, 
     }
 }
 
-/// Issue 23 for ssh-exec: at a terminal (stdin and stdout both terminals) the command gets one on the host by
+/// TTY mode for ssh-exec: at a terminal (stdin and stdout both terminals) the command gets one on the host by
 /// default (`ssh -tt`), as it would natively; SSH_TTY=0 gives it the plain streams, and a pipe on our side means no
 /// terminal unless SSH_TTY=1 forces one. Ctrl-C is then a byte the host's terminal turns into SIGINT.
 #[tokio::test(flavor = "multi_thread")]

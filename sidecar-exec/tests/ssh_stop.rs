@@ -53,7 +53,7 @@ async fn signalled(
     (status.code().unwrap_or_else(|| 128 + status.signal().unwrap()), String::from_utf8_lossy(&text).into_owned())
 }
 
-/// Signals arrive as sent (issue 22): SIGINT, SIGTERM and SIGHUP that ssh-exec gets reach the command on the host
+/// Signals arrive as sent: SIGINT, SIGTERM and SIGHUP that ssh-exec gets reach the command on the host
 /// as the same signal, its handlers run, what it prints then arrives, and ssh-exec exits with the command's own code;
 /// a second Ctrl-C is delivered again. Each compared with the same script run natively, signalled as a terminal
 /// signals its foreground job (ssh-exec is alone in its group there: ssh has its own).

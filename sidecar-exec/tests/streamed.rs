@@ -1,4 +1,4 @@
-//! The default path (issue 22): negotiated streaming, stdin streamed while the command runs, signals delivered as
+//! The default path: negotiated streaming, stdin streamed while the command runs, signals delivered as
 //! sent, the shell's 127, and the refusals a hostile or busy server gets. The differential suite compares the same
 //! behaviours against native runs; these pin the client's side of each one.
 

@@ -1,4 +1,4 @@
-//! TTY mode (issue 23) from the user's side: the real client on a terminal this test opens (a pty pair whose slave is
+//! TTY mode from the user's side: the real client on a terminal this test opens (a pty pair whose slave is
 //! the client's controlling terminal), against the real server. "As native" means the same program with the same
 //! keys on a terminal of the same size opened here, its screen compared byte for byte.
 
@@ -72,7 +72,7 @@ async fn a_command_at_a_terminal_gets_a_terminal_of_the_local_size() {
     server.stop().await;
 }
 
-/// `SIDECAR_TTY=0` at a terminal: the pipe behaviour of issue 22 (no terminal on the far side, the local one left
+/// `SIDECAR_TTY=0` at a terminal: the pipe behaviour (no terminal on the far side, the local one left
 /// as it is).
 #[tokio::test(flavor = "multi_thread")]
 async fn sidecar_tty_0_at_a_terminal_gives_pipes() {

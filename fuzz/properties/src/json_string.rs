@@ -1,8 +1,8 @@
-//! `sidecar::json_string`, the client's decoder of a reply's JSON strings as they arrive: the same text and the
+//! `sidecar::wire::json_string`, the client's decoder of a reply's JSON strings as they arrive: the same text and the
 //! same end however the string is cut, what serde_json reads (it is only more lenient about raw control bytes),
 //! never longer than its escaped form, and the text protocol's writer escaped given back.
 
-use sidecar_exec::sidecar::json_string::{unescape_into, InvalidString, StringDecoder};
+use sidecar_exec::sidecar::wire::json_string::{unescape_into, InvalidString, StringDecoder};
 
 use crate::pieces::Cut;
 

@@ -1,11 +1,11 @@
-//! sidecar-exec's reading of a reply's head (`sidecar::reply_head`): for any status line and headers, what it says
+//! sidecar-exec's reading of a reply's head (`sidecar::wire::reply_head`): for any status line and headers, what it says
 //! (an event stream, a terminal run, stdin open, the run kept, a boot id, how long to wait, where a redirect points)
 //! is what a plain model of the rules over the header lines says, its bounds hold, and what it shows is safe.
 
-use sidecar_exec::sidecar::reply_head::{
+use sidecar_exec::sidecar::config::sidecars::shown_url;
+use sidecar_exec::sidecar::wire::reply_head::{
     is_boot_id, HeaderMap, HeaderName, HeaderValue, ReplyHead, ReplyKind, StatusCode, RETRY_AFTER_BOUNDS,
 };
-use sidecar_exec::sidecar::sidecars::shown_url;
 use sidecar_exec::terminal_safe::terminal_safe;
 
 /// The input is a reply head as text: a status line, then `name: value` lines (`\n` or `\r\n`). Lines that are not a

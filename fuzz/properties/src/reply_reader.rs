@@ -1,9 +1,9 @@
-//! `sidecar::reply_reader`, the client's reader of a blocking `/exec` reply as it arrives: never more held than it
+//! `sidecar::wire::reply_reader`, the client's reader of a blocking `/exec` reply as it arrives: never more held than it
 //! was fed, whatever serde_json reads as an [`ExecReply`] it reads as the same bytes however the body is cut
 //! (base64 that protocol's reader refuses, it refuses too), and any reply protocol writes given back exactly.
 
 use protocol::ExecReply;
-use sidecar_exec::sidecar::reply_reader::{ReplyReader, ReplyWriteError};
+use sidecar_exec::sidecar::wire::reply_reader::{ReplyReader, ReplyWriteError};
 
 use crate::pieces::Cut;
 

@@ -1,7 +1,7 @@
-//! `sidecar::sse`, the client's event-stream reader: the same events and the same error as a plain model of the
+//! `sidecar::wire::sse`, the client's event-stream reader: the same events and the same error as a plain model of the
 //! format whatever the piece sizes, never an event over its limit, and every event a writer sent given back.
 
-use sidecar_exec::sidecar::sse::{SseError, SseParser, MAX_LINE_BYTES};
+use sidecar_exec::sidecar::wire::sse::{SseError, SseParser, MAX_LINE_BYTES};
 
 use crate::pieces::Cut;
 

@@ -1,48 +1,34 @@
 //! sidecar-exec's own configuration mistakes; the kinds both programs share are
-//! [`crate::config_error::ConfigError`]'s.
-
-use std::fmt;
+//! `crate::config_error::ConfigError`'s.
 
 use crate::config_error::ConfigError;
-use crate::sidecar::cwd::CwdError;
-use crate::sidecar::request::RequestError;
-use crate::sidecar::sidecars::SidecarsError;
-use crate::sidecar::stdin_body::StdinError;
+use crate::sidecar::config::cwd::SentCwdError;
+use crate::sidecar::config::sidecars::SidecarsError;
+use crate::sidecar::stdin::whole::StdinError;
+use crate::sidecar::wire::request::RequestError;
 
 /// A mistake only sidecar-exec can find.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SidecarConfigError {
     /// BUILD_SIDECARS, an entry's URL or token.
+    #[error(transparent)]
     Sidecars(SidecarsError),
     /// The working directory to send.
-    Cwd(CwdError),
+    #[error(transparent)]
+    Cwd(SentCwdError),
     /// stdin could not be read, or holds more than one request can carry.
+    #[error(transparent)]
     Stdin(StdinError),
     /// The request would not fit the server's body limit.
+    #[error(transparent)]
     Request(RequestError),
     /// /dev/urandom could not be read to name the run.
+    #[error("cannot read /dev/urandom to name the run ({0}); set SIDECAR_RESUME=0 to run without a name")]
     NoRunId(std::io::Error),
     /// `--attach`'s run id is not one.
+    #[error(transparent)]
     RunId(protocol::RunIdError),
 }
-
-impl fmt::Display for SidecarConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SidecarConfigError::Sidecars(err) => err.fmt(f),
-            SidecarConfigError::Cwd(err) => err.fmt(f),
-            SidecarConfigError::Stdin(err) => err.fmt(f),
-            SidecarConfigError::Request(err) => err.fmt(f),
-            SidecarConfigError::NoRunId(err) => write!(
-                f,
-                "cannot read /dev/urandom to name the run ({err}); set SIDECAR_RESUME=0 to run without a name"
-            ),
-            SidecarConfigError::RunId(err) => err.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for SidecarConfigError {}
 
 impl From<SidecarConfigError> for ConfigError<SidecarConfigError> {
     fn from(err: SidecarConfigError) -> Self {
@@ -56,9 +42,21 @@ impl From<SidecarsError> for ConfigError<SidecarConfigError> {
     }
 }
 
-impl From<CwdError> for ConfigError<SidecarConfigError> {
-    fn from(err: CwdError) -> Self {
+impl From<SentCwdError> for ConfigError<SidecarConfigError> {
+    fn from(err: SentCwdError) -> Self {
         ConfigError::Program(SidecarConfigError::Cwd(err))
+    }
+}
+
+/// The settings' mistakes (`CallSettings::from_env`): the working directory is
+/// the only one of sidecar-exec's own kinds they can hold.
+impl From<ConfigError<SentCwdError>> for ConfigError<SidecarConfigError> {
+    fn from(err: ConfigError<SentCwdError>) -> Self {
+        match err {
+            ConfigError::Usage(err) => ConfigError::Usage(err),
+            ConfigError::Variable(err) => ConfigError::Variable(err),
+            ConfigError::Program(err) => err.into(),
+        }
     }
 }
 

@@ -1,39 +1,29 @@
 //! sidecar-exec: runs a command in a build sidecar over the build-sidecar contract's HTTP API, as if it ran here.
-//! [`program`] is the program. Its configuration: [`sidecars`] (BUILD_SIDECARS, each [`entry`]), [`token`],
-//! [`settings`] (SIDECAR_*, with the working directory of [`cwd`] and the variables sent by [`crate::env_sent`]),
-//! [`explain`]. A call: [`stdin_body`] and [`request`] build it, [`forward`] sends it negotiated, streaming or
-//! blocking, [`stdin_source`] and [`stdin_pump`] stream stdin, [`signals`] delivers signals as sent, [`resume`]
-//! follows a named run across lost connections into [`output`], [`reported_code`] gives the exit code; at a terminal,
-//! [`forward`] runs it on a remote one with [`tty`]'s parts. On the wire: [`http`] (the client and its messages),
-//! [`reply_head`] (what a reply's status and headers say), [`body`], [`reply_reader`]
-//! and [`json_string`] (a blocking reply), [`sse`] and [`stream`] (an event stream). The other modes: [`runs`]
-//! (`--runs`, `--attach`, cancelling), [`status`].
+//! [`program`] is the program; its configuration mistakes are [`config_error`]'s. Its parts, one folder per concern,
+//! each using only the folders listed before it:
+//!
+//! - [`config`]: BUILD_SIDECARS (`sidecars`, each `entry`, its `token`), the SIDECAR_* settings (`settings`, with the
+//!   working directory of `cwd` and the variables sent by `crate::env_sent`) and how long the client waits on a
+//!   silent sidecar (`patience`).
+//! - [`wire`]: the HTTP client and its messages (`http`), the waits between retries (`backoff`), the request body held
+//!   against the limit (`request`), what a reply's status and headers say (`reply_head`), a reply body read bounded
+//!   (`body`), a blocking reply read in place (`reply_reader`, `json_string`), an event stream's lines (`sse`).
+//! - `tty/`: at a terminal, the raw local terminal, the window size that follows SIGWINCH, the panic that restores.
+//! - `stdin/`: which stdin is forwarded (`policy`), read whole into one request (`whole`), or streamed while the
+//!   command runs (`source` reads it, `pump` sends it).
+//! - `call/`: one forwarded call. `forward` sends it negotiated, streaming or blocking (or on a remote terminal),
+//!   `stream` reads an event stream into `output`, `resume` follows a named run (named by `run_id`) across lost
+//!   connections, `signals` delivers signals as sent, `reported_code` gives the exit code.
+//! - `modes/`: the other modes: `runs` (`--runs`, `--attach`, cancelling), `status`, and `explain` (`--explain`,
+//!   SIDECAR_VERBOSE's lines).
+//!
+//! Only what the binaries, the fuzz properties and the examples use is public.
 
-pub mod body;
+pub(crate) mod call;
+pub mod config;
 pub mod config_error;
-pub mod cwd;
-pub mod entry;
-pub mod explain;
-pub mod forward;
-pub mod http;
-pub mod json_string;
-pub mod output;
+pub(crate) mod modes;
 pub mod program;
-pub mod reply_head;
-pub mod reply_reader;
-pub mod reported_code;
-pub mod request;
-pub mod resume;
-pub mod run_id;
-pub mod runs;
-pub mod settings;
-pub mod sidecars;
-pub mod signals;
-pub mod sse;
-pub mod status;
-pub mod stdin_body;
-pub mod stdin_pump;
-pub mod stdin_source;
-pub mod stream;
-pub mod token;
-pub mod tty;
+pub(crate) mod stdin;
+pub(crate) mod tty;
+pub mod wire;

@@ -3,19 +3,23 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::argv;
 use crate::argv::{Parsed, UsageError};
 use crate::config_error::ConfigError;
 use crate::exit::ClientExit;
 use crate::installer::Installer;
 use crate::interrupt::InterruptHandlers;
+use crate::sidecar::call::resume::OwnedRun;
+use crate::sidecar::call::{forward, run_id};
+use crate::sidecar::config::settings::{self, CallSettings, OutputMode};
+use crate::sidecar::config::sidecars::{Endpoint, Sidecars};
 use crate::sidecar::config_error::SidecarConfigError;
-use crate::sidecar::resume::OwnedRun;
-use crate::sidecar::settings::{self, CallSettings, OutputMode};
-use crate::sidecar::sidecars::{Sidecars, Target};
-use crate::sidecar::stdin_source::StdinSource;
-use crate::sidecar::{explain, forward, request, run_id, runs, status, stdin_body, tty};
+use crate::sidecar::modes::{explain, runs, status};
+use crate::sidecar::stdin::source::StdinSource;
+use crate::sidecar::stdin::{policy as stdin, whole as stdin_body};
+use crate::sidecar::tty;
+use crate::sidecar::wire::request;
 use crate::signal_death;
-use crate::{argv, stdin};
 
 pub const USAGE: &str = "usage: sidecar-exec [--explain] <runtime> <command> [args…]
        sidecar-exec --status
@@ -174,7 +178,7 @@ fn tokio_runtime() -> tokio::runtime::Runtime {
 
 /// Everything one forwarded call needs, decided before anything is sent.
 struct PreparedCall {
-    target: Target,
+    target: Endpoint,
     settings: CallSettings,
     /// stdin is a pipe left unread (see [`stdin_body::Stdin::unread_pipe`]).
     unread_pipe: bool,
@@ -196,7 +200,7 @@ fn prepare(runtime_name: &str, args: &[OsString]) -> Result<PreparedCall, Config
         false => None,
     };
     // Streamed stdin needs a named run (input goes to /runs/{id}/stdin) and a streaming mode; otherwise stdin
-    // travels as before issue 22: a regular file inline, a pipe only with SIDECAR_STDIN=1 (design §5, §7).
+    // travels as the blocking client does: a regular file inline, a pipe only with SIDECAR_STDIN=1.
     let streams_stdin = run_id.is_some() && settings.mode != OutputMode::Blocking;
     // A terminal needs its keystrokes streamed: not with SIDECAR_STDIN=0 (nor SIDECAR_RESUME=0 or the blocking mode).
     let tty =
@@ -292,8 +296,8 @@ async fn until_interrupted(work: impl std::future::Future<Output = ClientExit>) 
 
 /// A named run that may still be running when the client stops (a signal, a closed stdout, giving up) is cancelled
 /// with `DELETE /runs/{id}`: at once, not when the server's reattach window passes. One that ended with much output,
-/// all of it written here, is forgotten the same way (see [`crate::sidecar::resume::FORGET_ABOVE`]).
-async fn release(target: &Target, run: &OwnedRun) {
+/// all of it written here, is forgotten the same way (see [`crate::sidecar::call::resume::FORGET_ABOVE`]).
+async fn release(target: &Endpoint, run: &OwnedRun) {
     if let (Some(id), true) = (&run.id, run.needs_cancel() || run.should_forget()) {
         runs::delete(target, id).await;
     }

@@ -10,7 +10,7 @@ use process_group::program;
 
 /// Where `auto-run` runs a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Place {
+pub enum PanicPlace {
     /// Here, this file.
     Local(PathBuf),
     /// On the host (the file is foreign, or not found here).
@@ -19,7 +19,7 @@ pub enum Place {
 
 /// Decides for `command`: a name with a `/` is a path (relative to the current directory), else it is looked up on
 /// `path` like a shell would.
-pub fn place(command: &str, path: &str) -> Place {
+pub fn place(command: &str, path: &str) -> PanicPlace {
     let file = if program::is_bare_name(OsStr::new(command)) {
         // Relative PATH entries (and an empty one, the current folder) stay relative to the current folder.
         program::executables_on_path(OsStr::new(command), OsStr::new(path), Path::new("")).next()
@@ -27,8 +27,8 @@ pub fn place(command: &str, path: &str) -> Place {
         Some(PathBuf::from(command)).filter(|file| file.is_file())
     };
     match file {
-        Some(file) if runs_here(&file) => Place::Local(file),
-        _ => Place::Host,
+        Some(file) if runs_here(&file) => PanicPlace::Local(file),
+        _ => PanicPlace::Host,
     }
 }
 

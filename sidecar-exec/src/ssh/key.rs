@@ -9,8 +9,6 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use std::fmt;
-
 use nix::fcntl::{Flock, FlockArg};
 
 /// A copy's name starts so; its note of the key's path is `<copy>.source`.
@@ -85,43 +83,21 @@ fn lock(private_dir: &Path) -> std::io::Result<Flock<File>> {
 }
 
 /// Why the key cannot be given to ssh.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum KeyCopyError {
-    Unreadable {
-        key: PathBuf,
-        err: std::io::Error,
-    },
+    #[error("cannot read the private key {}: {err}", .key.display())]
+    Unreadable { key: PathBuf, err: std::io::Error },
     /// It needs a private copy (mode `mode`, or another owner), and there is no private folder to make it in.
-    NoPrivateFolder {
-        key: PathBuf,
-        mode: u32,
-    },
-    CopyFailed {
-        key: PathBuf,
-        dir: PathBuf,
-        err: std::io::Error,
-    },
+    #[error(
+        "the private key {} has mode {mode:o} or another owner, and there is no private folder for a copy ssh would \
+         accept: make it owned by uid {} with mode 600",
+        .key.display(),
+        nix::unistd::getuid()
+    )]
+    NoPrivateFolder { key: PathBuf, mode: u32 },
+    #[error("cannot make a private copy of the key {} in {}: {err}", .key.display(), .dir.display())]
+    CopyFailed { key: PathBuf, dir: PathBuf, err: std::io::Error },
 }
-
-impl fmt::Display for KeyCopyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyCopyError::Unreadable { key, err } => write!(f, "cannot read the private key {}: {err}", key.display()),
-            KeyCopyError::NoPrivateFolder { key, mode } => write!(
-                f,
-                "the private key {} has mode {mode:o} or another owner, and there is no private folder for a copy \
-                 ssh would accept: make it owned by uid {} with mode 600",
-                key.display(),
-                nix::unistd::getuid()
-            ),
-            KeyCopyError::CopyFailed { key, dir, err } => {
-                write!(f, "cannot make a private copy of the key {} in {}: {err}", key.display(), dir.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for KeyCopyError {}
 
 /// A stable digest of the key's path, to name its copy (not a security function: the copy is compared in full).
 fn digest(bytes: &[u8]) -> u64 {
@@ -143,30 +119,15 @@ pub fn checked_key(path: PathBuf) -> Result<PathBuf, KeyFileError> {
 }
 
 /// Why the key SSH_KEY_PATH names cannot be used.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum KeyFileError {
+    #[error("the private key {} is empty: mount the key itself there, or point SSH_KEY_PATH at it", .0.display())]
     Empty(PathBuf),
+    #[error("SSH_KEY_PATH {} is not a file", .0.display())]
     NotAFile(PathBuf),
+    #[error("cannot read the private key SSH_KEY_PATH={}: {err}", .0.display(), err = .1)]
     Unreadable(PathBuf, std::io::Error),
 }
-
-impl fmt::Display for KeyFileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyFileError::Empty(path) => write!(
-                f,
-                "the private key {} is empty: mount the key itself there, or point SSH_KEY_PATH at it",
-                path.display()
-            ),
-            KeyFileError::NotAFile(path) => write!(f, "SSH_KEY_PATH {} is not a file", path.display()),
-            KeyFileError::Unreadable(path, err) => {
-                write!(f, "cannot read the private key SSH_KEY_PATH={}: {err}", path.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for KeyFileError {}
 
 #[cfg(test)]
 mod tests {

@@ -23,13 +23,19 @@ const RETRY: Duration = Duration::from_millis(10);
 const MAX_SOCKET_PATH: usize = 104 - 1 - 17;
 
 /// Why there is no private folder.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum NoFolder {
     /// It cannot be created (read-only file system, …): calls connect directly, quietly.
+    #[error("the private folder cannot be created")]
     Unavailable,
-    /// It exists but others could use it (wrong owner or mode): calls connect directly, with this warning, since
-    /// someone may be trying to hijack the connection.
-    Unsafe(String),
+    /// `dir` exists but others could use it (not a folder of `uid` with mode 700): calls connect directly, with this
+    /// warning, since someone may be trying to hijack the connection.
+    #[error(
+        "{} is not a folder of uid {uid} with mode 700, so it is not used for the shared connection (someone else \
+         could take it over): remove it; connecting directly meanwhile",
+        .dir.display()
+    )]
+    Unsafe { dir: PathBuf, uid: u32 },
 }
 
 /// ssh-exec's private folder for control sockets, locks and key copies: `$XDG_RUNTIME_DIR/ssh-exec`, else
@@ -45,11 +51,7 @@ pub fn private_dir() -> Result<PathBuf, NoFolder> {
     }
     let meta = std::fs::symlink_metadata(&dir).map_err(|_| NoFolder::Unavailable)?;
     if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
-        return Err(NoFolder::Unsafe(format!(
-            "{} is not a folder of uid {uid} with mode 700, so it is not used for the shared connection (someone \
-             else could take it over): remove it; connecting directly meanwhile",
-            dir.display()
-        )));
+        return Err(NoFolder::Unsafe { dir, uid });
     }
     Ok(dir)
 }
@@ -152,4 +154,20 @@ async fn lock(path: &Path, patience: Duration) -> Option<Flock<File>> {
 
 fn with_extension(socket: &Path, extension: &str) -> PathBuf {
     socket.with_extension(extension)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A private folder others could use is matched as such, and warned of in one line that says what to do.
+    #[test]
+    fn an_unsafe_folder_says_whose_it_must_be_and_what_to_do() {
+        let unsafe_folder = NoFolder::Unsafe { dir: PathBuf::from("/tmp/ssh-exec-1000"), uid: 1000 };
+        assert_eq!(
+            unsafe_folder.to_string(),
+            "/tmp/ssh-exec-1000 is not a folder of uid 1000 with mode 700, so it is not used for the shared \
+             connection (someone else could take it over): remove it; connecting directly meanwhile"
+        );
+    }
 }

@@ -1,8 +1,6 @@
 //! The workspace mapping: this container's workspace (SSH_WORKSPACE) is a folder on the host (SSH_HOST_CWD). The
 //! current directory and the arguments that name a path in the workspace are rewritten to the host's path.
 
-use std::fmt;
-
 /// SSH_WORKSPACE → SSH_HOST_CWD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
@@ -73,32 +71,18 @@ impl Mapping {
 }
 
 /// Why the mapping cannot be made, or has no place on the host for the current directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathsError {
+    #[error("SSH_WORKSPACE must be an absolute path, got {0:?}")]
     RelativeWorkspace(String),
+    #[error("SSH_HOST_CWD must be the absolute path of the workspace on the host, got {0:?}")]
     RelativeHostCwd(String),
+    #[error(
+        "the current directory {cwd} is outside the workspace {workspace} that SSH_HOST_CWD maps to {host} on the \
+         host: cd into the workspace first"
+    )]
     OutsideWorkspace { cwd: String, workspace: String, host: String },
 }
-
-impl fmt::Display for PathsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PathsError::RelativeWorkspace(workspace) => {
-                write!(f, "SSH_WORKSPACE must be an absolute path, got {workspace:?}")
-            }
-            PathsError::RelativeHostCwd(host) => {
-                write!(f, "SSH_HOST_CWD must be the absolute path of the workspace on the host, got {host:?}")
-            }
-            PathsError::OutsideWorkspace { cwd, workspace, host } => write!(
-                f,
-                "the current directory {cwd} is outside the workspace {workspace} that SSH_HOST_CWD maps to {host} on \
-                 the host: cd into the workspace first"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for PathsError {}
 
 /// A path without its trailing slashes (but `/` stays `/`).
 fn trimmed(path: &str) -> &str {

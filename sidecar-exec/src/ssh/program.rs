@@ -16,7 +16,8 @@ use crate::ssh::mux::{self, MasterError, NoFolder};
 use crate::ssh::script::{self, Nonce, ScriptBody, ShellSetup};
 use crate::ssh::session::{self, Launch, SessionEnd, StdinRoute};
 use crate::ssh::settings::{self, SshSettings};
-use crate::ssh::{auto, key, terminal, transport};
+use crate::ssh::{auto, key, transport};
+use crate::terminal_guard;
 use crate::{argv, signal_death};
 
 pub const USAGE: &str = "usage: ssh-exec [--] <command> [args…]
@@ -124,12 +125,12 @@ fn auto_run(args: &[OsString]) -> i32 {
         return usage(UsageError::NotUtf8 { position: 1, arg: args[0].clone() });
     };
     match auto::place(command, &std::env::var("PATH").unwrap_or_default()) {
-        auto::Place::Local(file) => {
+        auto::PanicPlace::Local(file) => {
             let err = std::process::Command::new(&file).arg0(&args[0]).args(&args[1..]).exec();
             eprintln!("ssh-exec: cannot run {} here: {err}", file.display());
             126
         }
-        auto::Place::Host => call(CallKind::Command(args.to_vec())),
+        auto::PanicPlace::Host => call(CallKind::Command(args.to_vec())),
     }
 }
 
@@ -170,8 +171,8 @@ fn prepare(mode: &CallKind) -> Result<PreparedCall, ConfigError<SshConfigError>>
     let folder = match mux::private_dir() {
         Ok(folder) => Some(folder),
         Err(NoFolder::Unavailable) => None,
-        Err(NoFolder::Unsafe(warning)) => {
-            eprintln!("ssh-exec: {warning}");
+        Err(unsafe_folder @ NoFolder::Unsafe { .. }) => {
+            eprintln!("ssh-exec: {unsafe_folder}");
             None
         }
     };
@@ -212,7 +213,7 @@ fn call(mode: CallKind) -> i32 {
         Err(mistake) => return config_mistake(mistake),
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a current-thread runtime");
-    let terminal = prepared.tty.then(terminal::Restore::save);
+    let terminal = prepared.tty.then(terminal_guard::Restore::save);
     let (exit, died_of) = runtime.block_on(execute(&prepared));
     drop(terminal);
     let check_passed = matches!(mode, CallKind::Check) && exit.code == 0;

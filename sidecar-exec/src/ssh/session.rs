@@ -123,15 +123,18 @@ struct CallState {
     stop_begun: bool,
     stop_failure: Option<StopFailure>,
     timers: Vec<(Timer, Instant)>,
+    /// How long a signal that came before the start marker waits for it (ssh's connect timeout + 5 s).
+    header_wait: Duration,
+    /// The call was given up (a second interrupt once ssh ended, a deadline): the loop ends now.
+    finished: bool,
 }
 
 impl CallState {
     /// A signal that came before the command started: it may be about to, and then it gets the signal like any
     /// other; it is waited for only so long.
-    fn hold_until_started(&mut self, launch: &Launch<'_>, signal: Signal) {
+    fn hold_until_started(&mut self, signal: Signal) {
         self.pending.push(signal);
-        let patience = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 5);
-        self.set_timer(Timer::Header, patience);
+        self.set_timer(Timer::Header, self.header_wait);
     }
 
     /// ssh exited with `status`. Unless the call is being stopped here (a signal, our stdout closed), no deadline is
@@ -162,12 +165,246 @@ impl CallState {
     }
 }
 
+/// What the call's event loop waits for, one at a time.
+#[derive(Debug)]
+enum Event {
+    /// From a pump: a marker, our stdout closed, a stream's end.
+    Pump(PumpEvent),
+    /// ssh exited, with this code (none: killed by a signal).
+    SshExited(Option<i32>),
+    /// INT, TERM or HUP came.
+    Interrupt(Interrupt),
+    /// QUIT came (delivered as it is), or Ctrl-Z.
+    QuitOrStop(Received),
+    /// The stop session ended; why it did not stop the group, if it did not.
+    StopDone(Option<StopFailure>),
+    /// A timer's deadline passed.
+    Timer(Timer),
+}
+
+/// What the event loop does for an event ([`CallState::on`] decides, the loop does it, in order).
+#[derive(Debug, PartialEq, Eq)]
+enum Action {
+    /// Send the signal to the command's group (a session of its own, not waited for).
+    Deliver(i32, Signal),
+    /// Ctrl-Z: stop the command's group, then this process.
+    StopBoth(i32),
+    /// Start the stop session for the group.
+    BeginStop(i32),
+    /// Tell the pumps ssh ended (their reads then wait at most [`EOF_WAIT`]).
+    SshEnded,
+    /// Kill ssh.
+    Kill,
+    /// Stop this process (Ctrl-Z with nothing left on the host to stop with it).
+    StopHere,
+}
+
+/// How the call ended, and what to write out before saying so.
+#[derive(Debug)]
+struct Ending {
+    end: SessionEnd,
+    /// What the streams held back, to write to our stdout and stderr.
+    out: Vec<u8>,
+    err: Vec<u8>,
+    /// A Ctrl-Z came before the command started: it stops this process alone.
+    stop_here: bool,
+}
+
+/// The decider of [`run`]: what each event means for the call, with no I/O.
+impl CallState {
+    /// Whether the loop is over: ssh ended and both streams are read, or the call was given up.
+    fn done(&self) -> bool {
+        self.finished || (self.ssh_status.is_some() && self.eofs == 2)
+    }
+
+    fn on(&mut self, event: Event) -> Vec<Action> {
+        let mut actions = Vec::new();
+        match event {
+            Event::Pump(PumpEvent::Marker(Marker::Started { pgid })) => {
+                self.pgid = Some(pgid);
+                self.timers.retain(|(timer, _)| *timer != Timer::Header);
+                let pending = std::mem::take(&mut self.pending);
+                actions.extend(pending.into_iter().map(|signal| Action::Deliver(pgid, signal)));
+                if std::mem::take(&mut self.stop_pending) {
+                    actions.push(Action::StopBoth(pgid));
+                }
+                if self.broken_pipe {
+                    self.begin_stop(&mut actions);
+                }
+            }
+            Event::Pump(PumpEvent::Marker(Marker::Exited { code })) => {
+                self.exit_code = Some(code);
+                if self.ssh_status.is_none() {
+                    self.set_timer(Timer::Drain, DRAIN);
+                }
+            }
+            Event::Pump(PumpEvent::Marker(Marker::NoCwd)) => self.no_cwd = true,
+            Event::Pump(PumpEvent::BrokenPipe) => {
+                if !self.broken_pipe {
+                    self.broken_pipe = true;
+                    self.begin_stop(&mut actions);
+                }
+            }
+            Event::Pump(PumpEvent::Eof(stream, held)) => {
+                self.eofs += 1;
+                match stream {
+                    StreamKind::Stdout => self.held_out = held,
+                    StreamKind::Stderr => self.held_err = held,
+                }
+            }
+            Event::SshExited(status) => {
+                self.ssh_ended(status);
+                actions.push(Action::SshEnded);
+            }
+            Event::Interrupt(interrupt) => {
+                self.interrupt = Some(interrupt);
+                if self.ssh_status.is_some() {
+                    self.finished = true;
+                    return actions;
+                }
+                match self.pgid {
+                    // Delivered as it came, every time (a second Ctrl-C is a second SIGINT, as natively); the call
+                    // goes on until the command ends as it does with it.
+                    Some(pgid) if self.exit_code.is_none() => actions.push(Action::Deliver(pgid, interrupt.signal())),
+                    Some(_) => {}
+                    None => self.hold_until_started(interrupt.signal()),
+                }
+            }
+            Event::QuitOrStop(received) => match (received, self.pgid) {
+                (Received::Forward(signal), Some(pgid)) if self.exit_code.is_none() => {
+                    actions.push(Action::Deliver(pgid, signal));
+                }
+                (Received::Forward(signal), None) if self.ssh_status.is_none() => self.hold_until_started(signal),
+                (Received::Forward(_), _) => {}
+                (Received::Stop, Some(pgid)) if self.exit_code.is_none() => actions.push(Action::StopBoth(pgid)),
+                (Received::Stop, None) if self.ssh_status.is_none() => self.stop_pending = true,
+                // Nothing runs on the host any more to stop with us.
+                (Received::Stop, _) => actions.push(Action::StopHere),
+            },
+            Event::StopDone(failure) => {
+                if failure.is_some() {
+                    self.stop_failure = failure;
+                }
+                if self.ssh_status.is_none() {
+                    self.set_timer(Timer::AfterStop, AFTER_STOP);
+                }
+            }
+            Event::Timer(timer) => {
+                self.timers.retain(|(t, _)| *t != timer);
+                match timer {
+                    Timer::Drain => self.begin_stop(&mut actions),
+                    // ssh's own end and its pipes' end of file finish the call: what it already sent is ours.
+                    Timer::AfterStop if !self.stopped_by_us() => actions.push(Action::Kill),
+                    Timer::Header | Timer::AfterStop => {
+                        actions.push(Action::Kill);
+                        self.finished = true;
+                    }
+                }
+            }
+        }
+        actions
+    }
+
+    /// The stop session for the command's group, once, when the group is known.
+    fn begin_stop(&mut self, actions: &mut Vec<Action>) {
+        if let (Some(pgid), false) = (self.pgid, self.stop_begun) {
+            self.stop_begun = true;
+            actions.push(Action::BeginStop(pgid));
+        }
+    }
+
+    /// How the call ended, from what the loop learnt. What the streams held back is written out once the command
+    /// started (it is the command's); ssh's own stderr of a call that never started is its message instead.
+    fn ending(self) -> Ending {
+        let started = self.pgid.is_some() || self.exit_code.is_some();
+        let ssh_status = self.ssh_status.flatten();
+        let end = if self.broken_pipe {
+            SessionEnd::BrokenPipe
+        } else if let Some(code) = self.exit_code {
+            SessionEnd::Exited { code, delivered: self.interrupt }
+        } else if let Some(interrupt) = self.interrupt {
+            SessionEnd::Interrupted(interrupt, self.stop_failure)
+        } else if self.no_cwd {
+            SessionEnd::NoCwd
+        } else if self.pgid.is_some() {
+            SessionEnd::Lost(ssh_status)
+        } else {
+            let said = String::from_utf8_lossy(&self.held_err).into_owned();
+            let end = SessionEnd::NotStarted(ssh_status, said);
+            return Ending { end, out: self.held_out, err: Vec::new(), stop_here: self.stop_pending };
+        };
+        let (out, err) = if started { (self.held_out, self.held_err) } else { (Vec::new(), Vec::new()) };
+        Ending { end, out, err, stop_here: self.stop_pending }
+    }
+}
+
 /// Runs the call to its end and says how it ended.
 pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> SessionEnd {
     // Before ssh starts, so that no QUIT or TSTP falls between: a handler caught here is reset in ssh by its exec.
     let Ok(mut quit_and_stop) = QuitAndStop::install() else {
         return SessionEnd::NotStarted(None, "cannot install the SIGQUIT and SIGTSTP handlers".into());
     };
+    let mut child = match spawn(launch) {
+        Ok(child) => child,
+        Err(end) => return end,
+    };
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return SessionEnd::NotStarted(None, "ssh started without its pipes".into());
+    };
+    let started = Arc::new(watch::channel(false).0);
+    let (events, mut inbox) = mpsc::unbounded_channel();
+    let ssh_ended = watch::channel(false).0;
+    let links = |events| PumpLinks {
+        nonce: launch.nonce.0.clone(),
+        started: started.clone(),
+        ssh_ended: ssh_ended.subscribe(),
+        events,
+    };
+    tokio::spawn(pump(stdout, StreamKind::Stdout, tokio::io::stdout(), links(events.clone())));
+    tokio::spawn(pump(stderr, StreamKind::Stderr, tokio::io::stderr(), links(events)));
+
+    let header_wait = Duration::from_secs(u64::from(launch.settings.connect_timeout) + 5);
+    let mut state = CallState { header_wait, ..CallState::default() };
+    while !state.done() {
+        let next = state.next_timer();
+        let event = tokio::select! {
+            Some(event) = inbox.recv() => Event::Pump(event),
+            status = child.wait(), if state.ssh_status.is_none() => Event::SshExited(status.ok().and_then(|s| s.code())),
+            interrupt = interrupts.recv() => Event::Interrupt(interrupt),
+            received = quit_and_stop.recv() => Event::QuitOrStop(received),
+            result = async { state.stop.as_mut().unwrap().await }, if state.stop.is_some() => {
+                state.stop = None;
+                Event::StopDone(result.ok().and_then(Result::err))
+            }
+            _ = sleep_until(next.map_or_else(Instant::now, |(_, at)| at)), if next.is_some() => {
+                Event::Timer(next.map_or(Timer::Drain, |(timer, _)| timer))
+            }
+        };
+        for action in state.on(event) {
+            match action {
+                Action::Deliver(pgid, signal) => drop(deliver(launch, pgid, signal)),
+                Action::StopBoth(pgid) => {
+                    signals_as_sent::stop_both(|signal| deliver(launch, pgid, signal), |stop| stop()).await;
+                }
+                Action::BeginStop(pgid) => state.stop = Some(begin_stop(launch, pgid)),
+                Action::SshEnded => drop(ssh_ended.send_replace(true)),
+                Action::Kill => drop(child.start_kill()),
+                Action::StopHere => drop(nix::sys::signal::raise(Signal::SIGSTOP)),
+            }
+        }
+    }
+    let ending = state.ending();
+    if ending.stop_here {
+        // The command never started: the Ctrl-Z stops this process alone, as it came.
+        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    }
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), &ending.out);
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), &ending.err);
+    ending.end
+}
+
+/// Starts ssh for the call, its stdin as [`Launch::stdin`] routes it; the end to report when it cannot start.
+fn spawn(launch: &Launch<'_>) -> Result<tokio::process::Child, SessionEnd> {
     let mut ssh = command::ssh(launch.settings, launch.key, launch.route);
     ssh.arg(if launch.tty { "-tt" } else { "-T" });
     ssh.arg("--").arg(&launch.settings.host).arg(launch.script);
@@ -181,7 +418,7 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
                 terminal_input = Some(std::fs::File::from(writer));
                 Stdio::from(reader)
             }
-            Err(err) => return SessionEnd::NotStarted(None, format!("cannot make a pipe for stdin: {err}")),
+            Err(err) => return Err(SessionEnd::NotStarted(None, format!("cannot make a pipe for stdin: {err}"))),
         },
     })
     .stdout(Stdio::piped())
@@ -189,163 +426,16 @@ pub async fn run(launch: &Launch<'_>, interrupts: &mut InterruptHandlers) -> Ses
     if !launch.tty {
         ssh.process_group(0);
     }
-    let mut child = match ssh.spawn() {
-        Ok(child) => child,
-        Err(err) => {
-            return SessionEnd::NotStarted(None, format!("cannot run ssh: {err} (is OpenSSH's client installed?)"))
-        }
-    };
+    let child = ssh.spawn().map_err(|err| {
+        SessionEnd::NotStarted(None, format!("cannot run ssh: {err} (is OpenSSH's client installed?)"))
+    })?;
     // Dropping the command drops its copy of the pipe's reading end: ssh holds the only one, so a write after ssh
     // ended fails instead of blocking.
     drop(ssh);
     if let Some(writer) = terminal_input {
         copy_terminal_input(writer);
     }
-    let started = Arc::new(watch::channel(false).0);
-    let (events, mut inbox) = mpsc::unbounded_channel();
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return SessionEnd::NotStarted(None, "ssh started without its pipes".into());
-    };
-    let nonce = launch.nonce.0.clone();
-    let ssh_ended = watch::channel(false).0;
-    let (out, err) = (tokio::io::stdout(), tokio::io::stderr());
-    tokio::spawn(pump(
-        stdout,
-        StreamKind::Stdout,
-        out,
-        nonce.clone(),
-        started.clone(),
-        ssh_ended.subscribe(),
-        events.clone(),
-    ));
-    tokio::spawn(pump(stderr, StreamKind::Stderr, err, nonce, started.clone(), ssh_ended.subscribe(), events));
-
-    let mut state = CallState::default();
-    loop {
-        if state.ssh_status.is_some() && state.eofs == 2 {
-            break;
-        }
-        let next = state.next_timer();
-        tokio::select! {
-            Some(event) = inbox.recv() => match event {
-                PumpEvent::Marker(Marker::Started { pgid }) => {
-                    state.pgid = Some(pgid);
-                    state.timers.retain(|(timer, _)| *timer != Timer::Header);
-                    for signal in std::mem::take(&mut state.pending) {
-                        deliver(launch, pgid, signal);
-                    }
-                    if std::mem::take(&mut state.stop_pending) {
-                        signals_as_sent::stop_both(|signal| deliver(launch, pgid, signal), |stop| stop()).await;
-                    }
-                    if state.broken_pipe {
-                        begin_stop(launch, &mut state);
-                    }
-                }
-                PumpEvent::Marker(Marker::Exited { code }) => {
-                    state.exit_code = Some(code);
-                    if state.ssh_status.is_none() {
-                        state.set_timer(Timer::Drain, DRAIN);
-                    }
-                }
-                PumpEvent::Marker(Marker::NoCwd) => state.no_cwd = true,
-                PumpEvent::BrokenPipe => {
-                    if !state.broken_pipe {
-                        state.broken_pipe = true;
-                        begin_stop(launch, &mut state);
-                    }
-                }
-                PumpEvent::Eof(stream, held) => {
-                    state.eofs += 1;
-                    match stream {
-                        StreamKind::Stdout => state.held_out = held,
-                        StreamKind::Stderr => state.held_err = held,
-                    }
-                }
-            },
-            status = child.wait(), if state.ssh_status.is_none() => {
-                state.ssh_ended(status.ok().and_then(|s| s.code()));
-                ssh_ended.send_replace(true);
-            }
-            interrupt = interrupts.recv() => {
-                state.interrupt = Some(interrupt);
-                if state.ssh_status.is_some() {
-                    break;
-                }
-                match state.pgid {
-                    // Delivered as it came, every time (a second Ctrl-C is a second SIGINT, as natively); the call
-                    // goes on until the command ends as it does with it.
-                    Some(pgid) if state.exit_code.is_none() => drop(deliver(launch, pgid, interrupt.signal())),
-                    Some(_) => {}
-                    None => state.hold_until_started(launch, interrupt.signal()),
-                }
-            }
-            received = quit_and_stop.recv() => match (received, state.pgid) {
-                (Received::Forward(signal), Some(pgid)) if state.exit_code.is_none() => {
-                    drop(deliver(launch, pgid, signal));
-                }
-                (Received::Forward(signal), None) if state.ssh_status.is_none() => {
-                    state.hold_until_started(launch, signal);
-                }
-                (Received::Forward(_), _) => {}
-                (Received::Stop, Some(pgid)) if state.exit_code.is_none() => {
-                    signals_as_sent::stop_both(|signal| deliver(launch, pgid, signal), |stop| stop()).await;
-                }
-                (Received::Stop, None) if state.ssh_status.is_none() => state.stop_pending = true,
-                // Nothing runs on the host any more to stop with us.
-                (Received::Stop, _) => {
-                    let _ = nix::sys::signal::raise(Signal::SIGSTOP);
-                }
-            },
-            result = async { state.stop.as_mut().unwrap().await }, if state.stop.is_some() => {
-                state.stop = None;
-                if let Ok(Err(why)) = result {
-                    state.stop_failure = Some(why);
-                }
-                if state.ssh_status.is_none() {
-                    state.set_timer(Timer::AfterStop, AFTER_STOP);
-                }
-            }
-            _ = sleep_until(next.map_or_else(Instant::now, |(_, at)| at)), if next.is_some() => {
-                let (timer, _) = next.unwrap_or((Timer::Drain, Instant::now()));
-                state.timers.retain(|(t, _)| *t != timer);
-                match timer {
-                    Timer::Drain => begin_stop(launch, &mut state),
-                    Timer::AfterStop if !state.stopped_by_us() => {
-                        // ssh's own end and its pipes' end of file finish the call: what it already sent is ours.
-                        let _ = child.start_kill();
-                    }
-                    Timer::Header | Timer::AfterStop => {
-                        let _ = child.start_kill();
-                        break;
-                    }
-                }
-            }
-        }
-    }
-
-    if state.stop_pending {
-        // The command never started: the Ctrl-Z stops this process alone, as it came.
-        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
-    }
-    if state.pgid.is_some() || state.exit_code.is_some() {
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), &state.held_out);
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), &state.held_err);
-    }
-    let ssh_status = state.ssh_status.flatten();
-    if state.broken_pipe {
-        SessionEnd::BrokenPipe
-    } else if let Some(code) = state.exit_code {
-        SessionEnd::Exited { code, delivered: state.interrupt }
-    } else if let Some(interrupt) = state.interrupt {
-        SessionEnd::Interrupted(interrupt, state.stop_failure)
-    } else if state.no_cwd {
-        SessionEnd::NoCwd
-    } else if state.pgid.is_some() {
-        SessionEnd::Lost(ssh_status)
-    } else {
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), &state.held_out);
-        SessionEnd::NotStarted(ssh_status, String::from_utf8_lossy(&state.held_err).into_owned())
-    }
+    Ok(child)
 }
 
 /// Sends `signal` to the command's process group `pgid` through a session of its own; the call goes on reading
@@ -400,15 +490,9 @@ fn copy_terminal_input(mut to_ssh: std::fs::File) {
     });
 }
 
-/// Starts the stop session for the command's group, once, when the group is known.
-fn begin_stop(launch: &Launch<'_>, state: &mut CallState) {
-    let Some(pgid) = state.pgid else { return };
-    if state.stop_begun {
-        return;
-    }
-    state.stop_begun = true;
+/// Starts the stop session for the command's group `pgid`; its result comes on the receiver.
+fn begin_stop(launch: &Launch<'_>, pgid: i32) -> oneshot::Receiver<Result<(), StopFailure>> {
     let (done, result) = oneshot::channel();
-    state.stop = Some(result);
     let mut stop = command::ssh(launch.settings, launch.key, launch.route);
     stop.arg("-T").arg("--").arg(&launch.settings.host).arg(stop_script(pgid, launch.settings.stop_grace_tenths));
     stop.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
@@ -428,6 +512,7 @@ fn begin_stop(launch: &Launch<'_>, state: &mut CallState) {
         };
         let _ = done.send(result);
     });
+    result
 }
 
 /// Why the stop session did not stop the command's group: the remote command may still run.
@@ -468,18 +553,23 @@ impl std::fmt::Display for StopFailure {
     }
 }
 
+/// What a [`pump`] shares with the call and the other pump.
+struct PumpLinks {
+    /// The markers' nonce.
+    nonce: String,
+    /// Set by the pump that sees the start marker; held output waits for it.
+    started: Arc<watch::Sender<bool>>,
+    /// Set once ssh has ended: a read then waits at most [`EOF_WAIT`].
+    ssh_ended: watch::Receiver<bool>,
+    /// To the call's event loop.
+    events: mpsc::UnboundedSender<PumpEvent>,
+}
+
 /// Copies one of ssh's output streams to ours: markers out, and everything before the start marker held back (it
 /// is ssh's own error text when the command never starts). It ends at the stream's end of file (or once ssh has
 /// ended and a read waited [`EOF_WAIT`] in vain), after everything read is written.
-async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    mut from: R,
-    stream: StreamKind,
-    sink: W,
-    nonce: String,
-    started: Arc<watch::Sender<bool>>,
-    ssh_ended: watch::Receiver<bool>,
-    events: mpsc::UnboundedSender<PumpEvent>,
-) {
+async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(mut from: R, stream: StreamKind, sink: W, links: PumpLinks) {
+    let PumpLinks { nonce, started, ssh_ended, events } = links;
     let mut scanner = Scanner::new(&nonce);
     let mut output = LocalOutput { stream, sink, broken: false, events: events.clone() };
     let mut buffer = vec![0u8; 64 * 1024];
@@ -593,10 +683,7 @@ mod tests {
             from_ssh,
             StreamKind::Stdout,
             to_reader,
-            "nonce".into(),
-            started,
-            ssh_ended.subscribe(),
-            events,
+            PumpLinks { nonce: "nonce".into(), started, ssh_ended: ssh_ended.subscribe(), events },
         ));
         // The reader takes an hour for each 4 KiB: every deadline the pump could have passes between two reads.
         let mut received = Vec::new();
@@ -619,6 +706,112 @@ mod tests {
         writer.await.unwrap();
         copy.await.unwrap();
         assert!(matches!(inbox.recv().await, Some(PumpEvent::Eof(StreamKind::Stdout, held)) if held.is_empty()));
+    }
+
+    fn started(pgid: i32) -> Event {
+        Event::Pump(PumpEvent::Marker(Marker::Started { pgid }))
+    }
+
+    /// A signal that comes before the command started waits for its start marker (so long), then goes to its group.
+    #[test]
+    fn a_signal_before_the_start_is_delivered_at_the_start() {
+        let mut state = CallState::default();
+        assert_eq!(state.on(Event::Interrupt(Interrupt::Int)), []);
+        assert_eq!(state.on(Event::QuitOrStop(Received::Forward(Signal::SIGQUIT))), []);
+        assert!(matches!(state.next_timer(), Some((Timer::Header, _))), "the start is waited for only so long");
+        let delivered = state.on(started(42));
+        assert_eq!(delivered, [Action::Deliver(42, Signal::SIGINT), Action::Deliver(42, Signal::SIGQUIT)]);
+        assert_eq!(state.next_timer(), None);
+        assert_eq!(state.on(Event::Interrupt(Interrupt::Term)), [Action::Deliver(42, Signal::SIGTERM)]);
+        state.on(Event::Pump(PumpEvent::Marker(Marker::Exited { code: 143 })));
+        assert_eq!(state.on(Event::Interrupt(Interrupt::Int)), [], "the command ended: nothing to deliver to");
+    }
+
+    /// The start never came: the call is given up when the wait for it ends, and ssh is killed.
+    #[test]
+    fn a_call_that_never_starts_is_given_up_after_a_signal() {
+        let mut state = CallState::default();
+        state.on(Event::Interrupt(Interrupt::Int));
+        assert_eq!(state.on(Event::Timer(Timer::Header)), [Action::Kill]);
+        assert!(state.done());
+        assert!(matches!(state.ending().end, SessionEnd::Interrupted(Interrupt::Int, None)));
+    }
+
+    /// Our stdout closed: the command's group is stopped once, as soon as it is known.
+    #[test]
+    fn a_closed_stdout_stops_the_group_once_it_is_known() {
+        let mut state = CallState::default();
+        assert_eq!(state.on(Event::Pump(PumpEvent::BrokenPipe)), [], "no group to stop yet");
+        assert_eq!(state.on(started(7)), [Action::BeginStop(7)]);
+        assert_eq!(state.on(Event::Pump(PumpEvent::BrokenPipe)), []);
+        assert_eq!(state.on(Event::Timer(Timer::Drain)), [], "begun once");
+        state.on(Event::StopDone(None));
+        assert_eq!(state.on(Event::Timer(Timer::AfterStop)), [Action::Kill]);
+        assert!(state.done(), "nobody reads what is left");
+        assert!(matches!(state.ending().end, SessionEnd::BrokenPipe));
+    }
+
+    /// After the exit marker, processes the command left may hold its output only for the drain; once ssh ended and
+    /// both streams are read, the call is over with the command's code.
+    #[test]
+    fn the_exit_marker_drains_then_stops_what_the_command_left() {
+        let mut state = CallState::default();
+        state.on(started(7));
+        state.on(Event::Pump(PumpEvent::Marker(Marker::Exited { code: 3 })));
+        assert!(matches!(state.next_timer(), Some((Timer::Drain, _))));
+        assert_eq!(state.on(Event::Timer(Timer::Drain)), [Action::BeginStop(7)]);
+        assert_eq!(state.on(Event::SshExited(Some(3))), [Action::SshEnded]);
+        assert!(!state.done(), "the streams are still read");
+        state.on(Event::Pump(PumpEvent::Eof(StreamKind::Stdout, Vec::new())));
+        state.on(Event::Pump(PumpEvent::Eof(StreamKind::Stderr, Vec::new())));
+        assert!(state.done());
+        assert!(matches!(state.ending().end, SessionEnd::Exited { code: 3, delivered: None }));
+    }
+
+    /// Ctrl-Z before the start stops the group at its start; once nothing runs on the host it stops this process.
+    #[test]
+    fn ctrl_z_waits_for_the_group_or_stops_this_process_alone() {
+        let mut state = CallState::default();
+        assert_eq!(state.on(Event::QuitOrStop(Received::Stop)), []);
+        assert_eq!(state.on(started(9)), [Action::StopBoth(9)]);
+        assert_eq!(state.on(Event::QuitOrStop(Received::Stop)), [Action::StopBoth(9)]);
+        state.on(Event::Pump(PumpEvent::Marker(Marker::Exited { code: 0 })));
+        assert_eq!(state.on(Event::QuitOrStop(Received::Stop)), [Action::StopHere]);
+        let mut never = CallState::default();
+        never.on(Event::QuitOrStop(Received::Stop));
+        never.on(Event::SshExited(Some(255)));
+        assert!(never.ending().stop_here, "the command never started: the Ctrl-Z stops this process as it came");
+    }
+
+    /// A call that never started says what ssh said (its stderr), and writes what came on stdout.
+    #[test]
+    fn a_call_that_never_started_reports_what_ssh_said() {
+        let mut state = CallState::default();
+        state.on(Event::Pump(PumpEvent::Eof(StreamKind::Stdout, b"banner".to_vec())));
+        state.on(Event::Pump(PumpEvent::Eof(StreamKind::Stderr, b"Permission denied".to_vec())));
+        state.on(Event::SshExited(Some(255)));
+        assert!(state.done());
+        let ending = state.ending();
+        assert!(matches!(&ending.end, SessionEnd::NotStarted(Some(255), said) if said == "Permission denied"));
+        assert_eq!((ending.out.as_slice(), ending.err.as_slice()), (&b"banner"[..], &b""[..]));
+        let mut lost = CallState::default();
+        lost.on(started(5));
+        lost.on(Event::Pump(PumpEvent::Eof(StreamKind::Stderr, b"held".to_vec())));
+        lost.on(Event::SshExited(Some(255)));
+        let ending = lost.ending();
+        assert!(matches!(ending.end, SessionEnd::Lost(Some(255))));
+        assert_eq!(ending.err, b"held", "the command's own output, written out");
+    }
+
+    /// A second interrupt once ssh has ended stops waiting for the streams.
+    #[test]
+    fn an_interrupt_after_ssh_ended_ends_the_call() {
+        let mut state = CallState::default();
+        state.on(started(5));
+        state.on(Event::SshExited(None));
+        assert_eq!(state.on(Event::Interrupt(Interrupt::Int)), []);
+        assert!(state.done());
+        assert!(matches!(state.ending().end, SessionEnd::Interrupted(Interrupt::Int, None)));
     }
 
     /// Once ssh has ended, a call that was not stopped here has no deadline left: nothing will cut its output.
@@ -652,10 +845,7 @@ mod tests {
             held_open,
             StreamKind::Stderr,
             sink,
-            "nonce".into(),
-            started,
-            ssh_ended.subscribe(),
-            events,
+            PumpLinks { nonce: "nonce".into(), started, ssh_ended: ssh_ended.subscribe(), events },
         ));
         timeout(Duration::from_secs(30), copy).await.expect("the copy waited for end of file without end").unwrap();
         assert!(matches!(inbox.recv().await, Some(PumpEvent::Eof(StreamKind::Stderr, held)) if held.is_empty()));

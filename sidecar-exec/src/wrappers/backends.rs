@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::env::{self, Entry, VariableError};
-use crate::sidecar::sidecars::{Sidecars, SidecarsError};
+use crate::sidecar::config::sidecars::{Sidecars, SidecarsError};
 
 /// One of the two clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub struct SidecarBackend {
 /// The SSH host (SSH_HOST, for messages), its commands beyond the runtime table (SSH_COMMANDS), and the ssh-exec
 /// their wrappers exec.
 #[derive(Debug, Clone)]
-pub struct SshBackend {
+pub struct SshHostBackend {
     pub host: String,
     pub extra_commands: Vec<String>,
     pub exe: PathBuf,
@@ -44,7 +44,7 @@ pub struct SshBackend {
 #[derive(Debug, Clone)]
 pub struct Backends {
     pub sidecar: Option<SidecarBackend>,
-    pub ssh: Option<SshBackend>,
+    pub ssh: Option<SshHostBackend>,
 }
 
 impl Backends {
@@ -67,7 +67,7 @@ impl Backends {
         let ssh = match env::text("SSH_HOST") {
             Some(host) => {
                 let extra_commands = env::names("SSH_COMMANDS", Entry::Command).map_err(BackendsError::Variable)?;
-                Some(SshBackend { host, extra_commands, exe: client(Client::SshExec, "SSH_HOST")? })
+                Some(SshHostBackend { host, extra_commands, exe: client(Client::SshExec, "SSH_HOST")? })
             }
             None => None,
         };

@@ -1,13 +1,13 @@
 //! Which of its runtime's commands each build sidecar has, asked at install time: its `GET /info` `commands`
-//! (issue 22), all sidecars at once, each within [`ASK_WITHIN`].
+//!, all sidecars at once, each within [`ASK_WITHIN`].
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::sidecar::body::small_text;
-use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error};
-use crate::sidecar::sidecars::Sidecars;
+use crate::sidecar::config::sidecars::Sidecars;
+use crate::sidecar::wire::body::small_text;
+use crate::sidecar::wire::http::{authorized, http_client, location, refusal, transport_error};
 use crate::terminal_safe::terminal_safe;
 use crate::wrappers::answer;
 

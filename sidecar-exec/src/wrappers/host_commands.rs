@@ -1,4 +1,4 @@
-//! Which commands the SSH host has, asked at install time (issue 22): one `ssh-exec --probe` for every name that
+//! Which commands the SSH host has, asked at install time: one `ssh-exec --probe` for every name that
 //! could go to the host, so one ssh connection however many names, within [`PROBE_WITHIN`].
 
 use std::fmt;
@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::terminal_safe::terminal_safe;
 use crate::wrappers::answer;
-use crate::wrappers::backends::SshBackend;
+use crate::wrappers::backends::SshHostBackend;
 
 /// How long the host has to answer. *Decision:* 5 s, asked at the same time as the sidecars (whose bound is 2 s),
 /// so an agent whose host is down or silent still starts within 5 s (with every command wrapped: see
@@ -71,7 +71,7 @@ impl fmt::Display for ProbeFailed {
 /// Asks the host which of `names` it has: `ssh-exec --probe -- NAMES…` (the backend's client, with this process's
 /// environment, so the same SSH_* settings, SSH_HOST_PATH and login shell as the wrappers' calls will have), in a
 /// process group of its own that is stopped if it overruns [`PROBE_WITHIN`], with every process it started.
-pub async fn ask(ssh: &SshBackend, names: &[String]) -> Answer {
+pub async fn ask(ssh: &SshHostBackend, names: &[String]) -> Answer {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let tag_value = format!("{}-{}", std::process::id(), now.as_nanos());
     let mut command = tokio::process::Command::new(&ssh.exe);

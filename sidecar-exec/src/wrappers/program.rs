@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::exit::ClientExit;
-use crate::sidecar::sidecars;
+use crate::sidecar::config::sidecars;
 use crate::terminal_safe::terminal_safe;
 use crate::wrappers::answer::{unlisted_line, Answer};
 use crate::wrappers::backends::{Backends, Client};

@@ -367,7 +367,7 @@ pub const CASES: &[Case] = &[
     Case { name: "offset-after-command", line: r#"{ python3 -c 'print("first")'; cat; } < list.txt"#, ..Case::PLAIN },
 ];
 
-/// The terminal column's own cases (issue 23's tests, as a user at a terminal has them), which mean something only
+/// The terminal column's own cases (TTY mode's tests, as a user at a terminal has them), which mean something only
 /// on a terminal: whether the streams are one, its size and modes, prompts with typed input, Ctrl-C, Ctrl-D, colour,
 /// redrawing in place. Keys are typed once the command waits for input ([`Step::Type`]).
 pub const TERMINAL_CASES: &[Case] = &[

@@ -12,7 +12,7 @@ pub enum Column {
     Wrappers,
     /// The generated wrappers, forwarding over OpenSSH (ssh-exec).
     Ssh,
-    /// The generated wrappers, forwarding to an exec-server, on a terminal (sidecar-exec's TTY mode, issue 23).
+    /// The generated wrappers, forwarding to an exec-server, on a terminal (sidecar-exec's TTY mode).
     Terminal,
 }
 
@@ -35,9 +35,9 @@ pub struct Known {
     pub reason: &'static str,
 }
 
-// What is still to do (issue 22), one reason per item that will fix it.
-const CLOSED_STDOUT: &str = "stated: a closed stdout cancels the remote command (issue 22: 'a closed stdout (EPIPE) \
-                             still cancels'), so the command never meets the closed pipe itself and Python's \
+// What is still to do, one reason per item that will fix it.
+const CLOSED_STDOUT: &str = "stated: a closed stdout cancels the remote command (docs/client.md: 'a closed stdout \
+                             (EPIPE) still cancels'), so the command never meets the closed pipe itself and Python's \
                              BrokenPipeError traceback is not printed; the exit code (141) and stdout are native";
 // What stays, stated in docs/testing.md as well.
 const COMMAND_LINE_ENV: &str = "stated: `FOO=bar cmd` cannot be told from an exported variable, and the contract's \
@@ -50,9 +50,9 @@ const SSH_OFFSET: &str = "stated: ssh reads its stdin ahead as far as its window
                           host's shell can say how much the command read, so a regular file's offset is not left \
                           where a native run leaves it (as with `ssh host cmd`; SSH_STDIN=0 keeps the rest)";
 const SECRET: &str = "stated: the contract's security rule, a variable the allowlist does not name never crosses";
-// The terminal column's (issue 23), stated in docs/client.md ("Terminal") as well.
+// The terminal column's, stated in docs/client.md ("Terminal") as well.
 const STDERR_ON_THE_TERMINAL: &str = "stated: in TTY mode the command's stdout and stderr are the remote terminal, \
-                                      one stream (issue 23, Server: 'output is one stream'), so a local `2>/dev/null` \
+                                      one stream (client.md: 'output is one stream'), so a local `2>/dev/null` \
                                       or `2>log` cannot reach the command's stderr: it shows on the screen, as under \
                                       `ssh -t`; SIDECAR_TTY=0 keeps the streams apart";
 

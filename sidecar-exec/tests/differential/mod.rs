@@ -1,7 +1,7 @@
-//! The differential suite (issue 22): every command line of the corpus run natively and through the generated
+//! The differential suite: every command line of the corpus run natively and through the generated
 //! wrappers in the same test, comparing stdout, stderr, their interleaving, exit codes and whether the command
 //! stopped when it should; one column forwards to an exec-server, one to a real sshd, and one forwards to an
-//! exec-server on a terminal (issue 23). See docs/testing.md, "The differential suite".
+//! exec-server on a terminal. See docs/testing.md, "The differential suite".
 
 mod columns;
 mod corpus;
@@ -45,7 +45,7 @@ async fn differential_wrappers() {
     server.stop().await;
 }
 
-/// The same on a terminal (issue 23): each case natively on a pty of the harness's, and through the wrappers on a
+/// The same on a terminal: each case natively on a pty of the harness's, and through the wrappers on a
 /// pty of the same size and `TERM`, where sidecar-exec takes its TTY mode; the screens compared byte for byte. The
 /// corpus's cases whose stdin and stdout are the terminal ([`harness::Case::at_a_terminal`]), and the terminal's own.
 #[tokio::test(flavor = "multi_thread")]

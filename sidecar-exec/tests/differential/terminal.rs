@@ -1,4 +1,4 @@
-//! The terminal column's side of a case (issue 23): `bash -c LINE` leading a session on a pty the harness opens (its
+//! The terminal column's side of a case: `bash -c LINE` leading a session on a pty the harness opens (its
 //! controlling terminal, and its stdin, stdout and stderr), of the same size and `TERM` natively and forwarded; the
 //! screen read from the master, one stream, and keys typed there.
 

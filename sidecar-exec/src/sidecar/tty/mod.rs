@@ -1,18 +1,18 @@
-//! TTY mode (issue 23): when stdin and stdout are terminals (or `SIDECAR_TTY=1`), the command runs on a remote
+//! TTY mode: when stdin and stdout are terminals (or `SIDECAR_TTY=1`), the command runs on a remote
 //! pseudo-terminal of the local window's size, `TERM` and modes; the local terminal is raw ([`raw_mode`]), every
-//! keystroke goes as it comes through the streamed stdin of [`crate::sidecar::stdin_pump`], the window size follows
+//! keystroke goes as it comes through the streamed stdin of [`crate::sidecar::stdin::pump`], the window size follows
 //! SIGWINCH ([`window`]), and the output is the run's one stream, resumed like any named run's. These are the
-//! terminal's parts; the call on it is [`crate::sidecar::forward::on_terminal`].
+//! terminal's parts; the call on it is [`crate::sidecar::call::forward::on_terminal`].
 
-pub mod panic_on_request;
-pub mod raw_mode;
-pub mod window;
+pub(crate) mod panic_on_request;
+pub(crate) mod raw_mode;
+pub(crate) mod window;
 
 use protocol::{TerminalModes, TtyRequest};
 
 /// The request's `tty`: the local window size, `TERM` (absent when unset: the server's default then) and stdin's
 /// terminal modes, as ssh's `pty-req` carries them (absent when stdin is no terminal: `SIDECAR_TTY=1` without one).
-/// Called before [`crate::sidecar::forward::on_terminal`] makes the terminal raw, so the modes are the ones the
+/// Called before [`crate::sidecar::call::forward::on_terminal`] makes the terminal raw, so the modes are the ones the
 /// user's shell left.
 pub fn request() -> TtyRequest {
     let size = window::size();

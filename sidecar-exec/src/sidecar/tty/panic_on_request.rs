@@ -10,13 +10,13 @@
 /// Where the panic comes: on the call's task, or on a thread of the client's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(not(debug_assertions), allow(dead_code))]
-pub enum Place {
+pub enum PanicPlace {
     Main,
     Thread,
 }
 
 /// The armed switch: SIGUSR1 is caught from the moment this exists (before the request goes out).
-pub struct Armed(Option<(Place, tokio::signal::unix::Signal)>);
+pub struct Armed(Option<(PanicPlace, tokio::signal::unix::Signal)>);
 
 /// Arms the switch when the variable asks for it (debug builds only).
 pub fn arm() -> Armed {
@@ -24,8 +24,8 @@ pub fn arm() -> Armed {
     {
         use tokio::signal::unix::{signal, SignalKind};
         let place = match std::env::var("SIDECAR_DEBUG_PANIC_ON_USR1").as_deref() {
-            Ok("main") => Some(Place::Main),
-            Ok("thread") => Some(Place::Thread),
+            Ok("main") => Some(PanicPlace::Main),
+            Ok("thread") => Some(PanicPlace::Thread),
             _ => None,
         };
         if let (Some(place), Ok(usr1)) = (place, signal(SignalKind::user_defined1())) {
@@ -41,8 +41,8 @@ impl Armed {
         let Armed(Some((place, mut usr1))) = self else { return std::future::pending().await };
         usr1.recv().await;
         match place {
-            Place::Main => panic!("SIDECAR_DEBUG_PANIC_ON_USR1=main: a panic on the call's task, as a test asked"),
-            Place::Thread => {
+            PanicPlace::Main => panic!("SIDECAR_DEBUG_PANIC_ON_USR1=main: a panic on the call's task, as a test asked"),
+            PanicPlace::Thread => {
                 let _ = std::thread::spawn(|| {
                     panic!("SIDECAR_DEBUG_PANIC_ON_USR1=thread: a panic on a thread of the client's, as a test asked")
                 });

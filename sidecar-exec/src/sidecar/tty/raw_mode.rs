@@ -1,8 +1,8 @@
 //! The local terminal in a TTY run: raw while the run has it, restored on every way out (the run's end, an error,
 //! a signal, a panic), and cooked while the client is stopped.
 //!
-//! The saved modes live in a static: rustix's `Termios` is plain data, so the panic hook reads it without a lock
-//! (a release build aborts on panic, and no `Drop` runs then; the hook does, before the abort).
+//! The saving and restoring are the guard both programs share ([`crate::terminal_guard`]: a static the panic hook
+//! reads, a restore at once); this is what sidecar-exec does with the terminal between.
 //!
 //! *A panic while raw ends the client, in a debug build too.* The hook restores the modes, sends the screen reset
 //! ([`super::SCREEN_RESET`]), lets the previous hook print the message on the cooked terminal, and aborts. A release
@@ -12,15 +12,10 @@
 //! SIGKILL), and makes the tests of the debug build prove what a user's release build does.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
-use rustix::termios::{tcgetattr, tcsetattr, OptionalActions, Termios};
+use rustix::termios::{tcsetattr, OptionalActions, Termios};
 
-/// The modes the terminal had before the client made it raw.
-static SAVED: OnceLock<Termios> = OnceLock::new();
-
-/// Whether the terminal is raw now (so that a restore when it is not does nothing).
-static RAW: AtomicBool = AtomicBool::new(false);
+use crate::terminal_guard::{self, OnPanic};
 
 /// Whether the raw terminal still turns Ctrl-C, Ctrl-\ and Ctrl-Z into signals to the client (ISIG on): from
 /// [`enter`] until a reply head says the command has a terminal of its own ([`keys_to_the_command`]).
@@ -43,26 +38,13 @@ pub fn enter_for_the_command() -> std::io::Result<()> {
 
 fn enter_with(signals_here: bool) -> std::io::Result<()> {
     SIGNALS_HERE.store(signals_here, Ordering::SeqCst);
-    let Ok(saved) = tcgetattr(std::io::stdin()) else { return Ok(()) };
-    let saved = SAVED.get_or_init(|| saved);
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let was_raw = restore();
-        if was_raw {
-            reset_screen();
-        }
-        previous(info);
-        if was_raw {
-            std::process::abort();
-        }
-    }));
+    let on_panic = OnPanic { screen_reset: Some(super::SCREEN_RESET), abort: true };
+    let Some(saved) = terminal_guard::save(on_panic) else { return Ok(()) };
     go_raw(saved)
 }
 
 fn go_raw(saved: &Termios) -> std::io::Result<()> {
-    tcsetattr(std::io::stdin(), OptionalActions::Drain, &raw_of(saved))?;
-    RAW.store(true, Ordering::SeqCst);
-    Ok(())
+    terminal_guard::take(&raw_of(saved), OptionalActions::Drain)
 }
 
 /// The raw modes made of `saved`: ISIG kept while [`SIGNALS_HERE`].
@@ -79,10 +61,10 @@ fn raw_of(saved: &Termios) -> Termios {
 /// remote line discipline. Once only; nothing when the terminal is not raw. *Why `Now`:* keys already typed stay
 /// queued for the command.
 pub fn keys_to_the_command() {
-    if !SIGNALS_HERE.swap(false, Ordering::SeqCst) || !RAW.load(Ordering::SeqCst) {
+    if !SIGNALS_HERE.swap(false, Ordering::SeqCst) || !is_raw() {
         return;
     }
-    if let Some(saved) = SAVED.get() {
+    if let Some(saved) = terminal_guard::saved() {
         let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, &raw_of(saved));
     }
 }
@@ -90,7 +72,7 @@ pub fn keys_to_the_command() {
 /// Whether the terminal is raw now: a line the client prints then needs its own carriage return (raw mode turns
 /// off the output processing that adds it).
 pub fn is_raw() -> bool {
-    RAW.load(Ordering::SeqCst)
+    terminal_guard::is_taken()
 }
 
 /// Prints `line` on stderr as one line whatever the terminal's mode: ending `\r\n` while raw, `\n` otherwise.
@@ -102,34 +84,18 @@ pub fn eprint_line(line: &str) {
     let _ = stderr.flush();
 }
 
-/// Puts the saved modes back; idempotent: whether the terminal was raw. *Why `Now`:* a restore that drains could
-/// block for ever when nobody reads the terminal's output (a stopped terminal emulator).
+/// Puts the saved modes back, at once ([`crate::terminal_guard::restore`]); idempotent: whether the terminal was raw.
 pub fn restore() -> bool {
-    match (SAVED.get(), RAW.swap(false, Ordering::SeqCst)) {
-        (Some(saved), true) => {
-            let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, saved);
-            true
-        }
-        _ => false,
-    }
-}
-
-/// [`super::SCREEN_RESET`] on stdout, if it is a terminal, written on the descriptor itself: a panic may come while
-/// a thread holds stdout's lock.
-fn reset_screen() {
-    use std::io::IsTerminal;
-    if std::io::stdout().is_terminal() {
-        let _ = nix::unistd::write(std::io::stdout(), super::SCREEN_RESET.as_bytes());
-    }
+    terminal_guard::restore()
 }
 
 /// Runs `stop` (the client stopping itself) with the terminal cooked, as the shell that continues it expects, and
 /// raw again afterwards if it was raw before.
 pub fn cooked_while(stop: impl FnOnce()) {
-    let was_raw = RAW.load(Ordering::SeqCst);
+    let was_raw = is_raw();
     restore();
     stop();
-    if let (true, Some(saved)) = (was_raw, SAVED.get()) {
+    if let (true, Some(saved)) = (was_raw, terminal_guard::saved()) {
         let _ = go_raw(saved);
     }
 }

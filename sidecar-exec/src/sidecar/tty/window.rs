@@ -5,10 +5,10 @@ use std::time::Instant;
 use protocol::{ResizeRequest, RunId};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::sidecar::http::authorized;
-use crate::sidecar::resume::Backoff;
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Endpoint;
+use crate::sidecar::wire::backoff::Backoff;
+use crate::sidecar::wire::http::authorized;
 
 /// The size a terminal has when none can be read (`SIDECAR_TTY=1` without a terminal): the VT100's, which is what
 /// a fresh pty and most programs assume.
@@ -27,9 +27,9 @@ pub fn size() -> ResizeRequest {
 /// Sends the window size to run `id` on every SIGWINCH, for as long as it is polled (the call's end drops it). The
 /// size is a state, so SIGWINCHes that come while one is sent are one resize, read when it is sent. A resize that
 /// cannot reach the server is retried (a cut connection) for the reconnect window, each try answered within the
-/// follow-up bound ([`crate::sidecar::http::Patience`]); one the server refuses (the run ended) is dropped.
+/// follow-up bound ([`crate::sidecar::config::patience::Patience`]); one the server refuses (the run ended) is dropped.
 /// `at_once`: send the size once before the first SIGWINCH (a client that takes over a run on another terminal).
-pub async fn follow(target: &Target, client: &reqwest::Client, settings: &CallSettings, id: &RunId, at_once: bool) {
+pub async fn follow(target: &Endpoint, client: &reqwest::Client, settings: &CallSettings, id: &RunId, at_once: bool) {
     let Ok(mut changes) = signal(SignalKind::window_change()) else { return std::future::pending().await };
     if at_once {
         send(target, client, settings, id).await;
@@ -41,7 +41,7 @@ pub async fn follow(target: &Target, client: &reqwest::Client, settings: &CallSe
 }
 
 /// Sends the current size, retried as [`follow`] says.
-async fn send(target: &Target, client: &reqwest::Client, settings: &CallSettings, id: &RunId) {
+async fn send(target: &Endpoint, client: &reqwest::Client, settings: &CallSettings, id: &RunId) {
     let mut backoff = Backoff::new();
     let started = Instant::now();
     loop {

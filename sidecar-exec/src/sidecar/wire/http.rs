@@ -3,50 +3,11 @@
 
 use std::time::Duration;
 
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Endpoint;
 use crate::terminal_safe::terminal_safe;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The longest a follow-up request (a reconnect, stdin, a signal, a resize, a cancel) waits for its answer: each is
-/// answered at once by a server that is there.
-pub const FOLLOW_UP_WITHIN: Duration = Duration::from_secs(10);
-
-/// How long the client waits on a sidecar that says nothing (SIDECAR_SILENCE), where silence is abnormal.
-///
-/// *Decision:* one figure, the silence bound (60 s by default: four of exec-server's 15 s keep-alive intervals, so a
-/// loaded server that misses a few is not given up on). An event stream without a byte for that long is lost; the
-/// client then reconnects for as long again before it gives up, so a stream whose server stopped answering ends
-/// within twice the bound (about 120 s); each reconnect, and every other follow-up request, waits for its answer at
-/// most [`FOLLOW_UP_WITHIN`] (or the bound, when shorter). A blocking call, and a negotiated `POST /exec` until its
-/// reply head, are silent by design (a contract server answers at the command's end): those wait until
-/// SIDECAR_TIMEOUT + 30 s, as the contract says. The variable lets tests run the whole sequence in seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Patience {
-    /// How long an event stream may go without a byte.
-    pub silence: Duration,
-}
-
-impl Patience {
-    pub const DEFAULT: Patience = Patience { silence: Duration::from_secs(60) };
-
-    /// How long reconnecting goes on without progress before the client gives up: as long as the silence bound.
-    pub fn reconnect_for(self) -> Duration {
-        self.silence
-    }
-
-    /// How long one follow-up request waits for its answer.
-    pub fn follow_up(self) -> Duration {
-        FOLLOW_UP_WITHIN.min(self.silence)
-    }
-}
-
-impl Default for Patience {
-    fn default() -> Self {
-        Patience::DEFAULT
-    }
-}
 
 /// The client for one sidecar (`socket`: its UNIX socket, for a `unix://` URL), with `read_timeout` on every read
 /// when given. It never follows a redirect: that would re-send the command and the passed-through environment
@@ -71,22 +32,15 @@ pub fn http_client(
 }
 
 /// The HTTP client could not be built (its TLS or resolver set-up failed).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up the HTTP client: {0}")]
 pub struct ClientSetupError(reqwest::Error);
-
-impl std::fmt::Display for ClientSetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot set up the HTTP client: {}", self.0)
-    }
-}
-
-impl std::error::Error for ClientSetupError {}
 
 /// `request` with what every call to a sidecar carries: the bearer token and, for a command's calls, the trace headers
 /// (`settings`).
 pub fn authorized(
     mut request: reqwest::RequestBuilder,
-    target: &Target,
+    target: &Endpoint,
     settings: Option<&CallSettings>,
 ) -> reqwest::RequestBuilder {
     if let Some(token) = &target.token {
@@ -101,7 +55,7 @@ pub fn authorized(
     request
 }
 
-pub fn transport_error(target: &Target, err: &reqwest::Error) -> String {
+pub fn transport_error(target: &Endpoint, err: &reqwest::Error) -> String {
     use std::error::Error as _;
     let mut cause = String::new();
     let mut source = err.source();
@@ -110,7 +64,7 @@ pub fn transport_error(target: &Target, err: &reqwest::Error) -> String {
         source = inner.source();
     }
     // reqwest names the URL it was sending to, user and password included: the message names the sidecar's shown
-    // URL instead (see `Target::url`).
+    // URL instead (see `Endpoint::url`).
     let mut text = err.to_string();
     if let Some(at) = text.find(" for url (") {
         text.truncate(at);
@@ -138,7 +92,7 @@ pub fn location(response: &reqwest::Response) -> Option<String> {
 /// Why a request was refused: the message for a reply that is not 2xx. `body` is the error body (already cut to a
 /// bounded size); whatever the server wrote is shown escaped and cut (see [`terminal_safe`]).
 pub fn refusal(
-    target: &Target,
+    target: &Endpoint,
     settings: Option<&CallSettings>,
     status: reqwest::StatusCode,
     location: Option<&str>,

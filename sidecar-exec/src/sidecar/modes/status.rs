@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use crate::sidecar::body::small_text;
-use crate::sidecar::http::{http_client, location, refusal, transport_error};
-use crate::sidecar::sidecars::{Sidecars, Target};
+use crate::sidecar::config::sidecars::{Endpoint, Sidecars};
+use crate::sidecar::wire::body::small_text;
+use crate::sidecar::wire::http::{http_client, location, refusal, transport_error};
 use crate::terminal_safe::terminal_safe;
 
 /// Prints one line per runtime; true only when every sidecar is usable: `/health` answers 200 and `/info` (which
@@ -30,7 +30,7 @@ pub async fn status(sidecars: &Sidecars) -> bool {
 }
 
 /// Whether one sidecar is usable, and the words for it.
-async fn check(client: &reqwest::Client, target: &Target) -> (bool, String) {
+async fn check(client: &reqwest::Client, target: &Endpoint) -> (bool, String) {
     let get = |path: &str| {
         let request = client.get(target.endpoint(path)).timeout(Duration::from_secs(3));
         match &target.token {

@@ -4,9 +4,9 @@
 use futures_util::StreamExt;
 use protocol::Frame;
 
-use crate::sidecar::output::{RunOutput, RunOutputError};
-use crate::sidecar::sidecars::Target;
-use crate::sidecar::sse::SseError;
+use crate::sidecar::call::output::{RunOutput, RunOutputError};
+use crate::sidecar::config::sidecars::Endpoint;
+use crate::sidecar::wire::sse::SseError;
 use crate::terminal_safe::terminal_safe;
 
 /// How one stream ended.
@@ -66,14 +66,14 @@ pub struct ErrorFrames {
 /// Reads `response`'s events into `output` until the exit frame or a failure; `silence` without a byte (the server
 /// sends keep-alives) counts as a lost connection.
 pub async fn read(
-    target: &Target,
+    target: &Endpoint,
     response: reqwest::Response,
     output: &mut RunOutput,
     errors: &mut ErrorFrames,
     silence: std::time::Duration,
 ) -> StreamEnd {
     let mut body = response.bytes_stream();
-    let mut parser = crate::sidecar::sse::SseParser::new();
+    let mut parser = crate::sidecar::wire::sse::SseParser::new();
     let mut events = Vec::new();
     loop {
         // The read timeout is kept here rather than on the client: a negotiated `POST /exec` may instead get a

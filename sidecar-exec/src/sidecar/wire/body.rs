@@ -1,6 +1,6 @@
 //! Reading a reply body with a bound: what a broken or hostile server can make the client hold.
 
-use crate::sidecar::reply_reader::{ReadReply, ReplyReader};
+use crate::sidecar::wire::reply_reader::{ReadReply, ReplyReader};
 
 /// The most of an `/exec` reply the client holds: 256 MiB. exec-server's `--max-output` (16 MiB by default) bounds
 /// each of stdout and stderr as the reply carries them (JSON-escaped, plus base64 when not UTF-8), so a default
@@ -24,11 +24,11 @@ pub enum BodyError {
     Transport(reqwest::Error),
     /// stdout's text is not a valid JSON string (found while it arrived).
     Unreadable(serde_json::Error),
-    /// Writing stdout's text as it arrived failed (a closed stdout).
-    Write(std::io::Error),
+    /// Writing stdout's text as it arrived failed (a closed stdout: the client exits 141, whatever the error).
+    Write,
 }
 
-/// The whole `/exec` reply, read as it arrives (stdout's text decoded on the way: see [`crate::sidecar::reply_reader`]), or
+/// The whole `/exec` reply, read as it arrives (stdout's text decoded on the way: see [`crate::sidecar::wire::reply_reader`]), or
 /// [`BodyError::TooLarge`] as soon as what is held would exceed `limit`. When the server says its text is never
 /// lossy ([`protocol::B64_ONLY_HEADER`]), stdout's text goes to `stdout` as it is decoded instead of being held,
 /// up to where a cut stdout's head ends ([`protocol::OUTPUT_HEAD_HEADER`]). `written` counts what went to `stdout`:
@@ -60,7 +60,7 @@ pub async fn read_reply(
         if write_as_it_arrives {
             let result = reader.write_output(stdout);
             *written = reader.written();
-            result.map_err(BodyError::Write)?;
+            result.map_err(|_| BodyError::Write)?;
         }
     }
     Ok(reader.finish())

@@ -1,21 +1,21 @@
-//! BUILD_SIDECARS, parsed: the sidecar of each runtime, its URL checked and its token resolved ([`Target`]).
+//! BUILD_SIDECARS, parsed: the sidecar of each runtime, its URL checked and its token resolved ([`Endpoint`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use std::fmt;
 
-use crate::sidecar::entry::SidecarEntry;
-use crate::sidecar::token::{BearerToken, TokenError};
+use crate::sidecar::config::entry::SidecarEntry;
+use crate::sidecar::config::token::{BearerToken, BearerTokenError};
 use crate::terminal_safe::terminal_safe;
 
 /// BUILD_SIDECARS, parsed: each runtime's entry, in the runtimes' order.
 #[derive(Debug, Clone)]
 pub struct Sidecars(BTreeMap<String, SidecarEntry>);
 
-/// Where one command goes and how.
+/// A builder endpoint: the sidecar one command goes to (its runtime, URL, token and socket), and how.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub struct Endpoint {
     pub runtime: String,
     /// The base URL as every message shows it ([`shown_url`]): without a password or user, and with control
     /// characters escaped.
@@ -27,7 +27,7 @@ pub struct Target {
     pub socket: Option<PathBuf>,
 }
 
-impl Target {
+impl Endpoint {
     /// The URL of `path` on this sidecar; over a UNIX socket the host is only a name for the Host header.
     pub fn endpoint(&self, path: &str) -> String {
         match &self.socket {
@@ -64,7 +64,7 @@ impl Sidecars {
     }
 
     /// The sidecar of `runtime`, with its URL checked and its token resolved.
-    pub fn target(&self, runtime: &str) -> Result<Target, SidecarsError> {
+    pub fn target(&self, runtime: &str) -> Result<Endpoint, SidecarsError> {
         let no_sidecar = || SidecarsError::NoSidecar {
             runtime: runtime.to_owned(),
             available: self.runtimes().collect::<Vec<_>>().join(", "),
@@ -86,8 +86,8 @@ impl Sidecars {
         if url.starts_with("https://") && !cfg!(feature = "tls") {
             return Err(bad_url(UrlProblem::NoTls));
         }
-        let token = crate::sidecar::token::resolve(entry, runtime).map_err(SidecarsError::Token)?;
-        Ok(Target { runtime: runtime.to_owned(), url: shown_url(url), base: url.to_owned(), token, socket })
+        let token = crate::sidecar::config::token::resolve(entry, runtime).map_err(SidecarsError::Token)?;
+        Ok(Endpoint { runtime: runtime.to_owned(), url: shown_url(url), base: url.to_owned(), token, socket })
     }
 }
 
@@ -124,7 +124,7 @@ pub enum SidecarsError {
         problem: UrlProblem,
     },
     /// The entry's token cannot be used.
-    Token(TokenError),
+    Token(BearerTokenError),
 }
 
 /// What is wrong with an entry's `internal_url`.

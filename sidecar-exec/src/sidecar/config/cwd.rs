@@ -1,7 +1,6 @@
 //! The working directory a call sends: SIDECAR_CWD, else the current directory, as the UTF-8 the request carries,
-//! and why it cannot be sent ([`CwdError`]).
+//! and why it cannot be sent ([`SentCwdError`]).
 
-use std::fmt;
 use std::path::PathBuf;
 
 /// The working directory to send.
@@ -13,31 +12,22 @@ pub struct Cwd {
 }
 
 /// SIDECAR_CWD when it is set and not empty, else the current directory.
-pub fn from_env() -> Result<Cwd, CwdError> {
+pub fn from_env() -> Result<Cwd, SentCwdError> {
     let set = std::env::var_os("SIDECAR_CWD").filter(|c| !c.is_empty());
     let from_env = set.is_some();
     let path = match set {
         Some(cwd) => PathBuf::from(cwd),
-        None => std::env::current_dir().map_err(CwdError::Unreadable)?,
+        None => std::env::current_dir().map_err(SentCwdError::Unreadable)?,
     };
-    let path = path.into_os_string().into_string().map_err(CwdError::NotUtf8)?;
+    let path = path.into_os_string().into_string().map_err(SentCwdError::NotUtf8)?;
     Ok(Cwd { path, from_env })
 }
 
 /// Why the working directory cannot be sent.
-#[derive(Debug)]
-pub enum CwdError {
+#[derive(Debug, thiserror::Error)]
+pub enum SentCwdError {
+    #[error("cannot read the current directory ({0}): set SIDECAR_CWD")]
     Unreadable(std::io::Error),
+    #[error("the working directory {0:?} is not valid UTF-8: set SIDECAR_CWD")]
     NotUtf8(std::ffi::OsString),
 }
-
-impl fmt::Display for CwdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CwdError::Unreadable(err) => write!(f, "cannot read the current directory ({err}): set SIDECAR_CWD"),
-            CwdError::NotUtf8(cwd) => write!(f, "the working directory {cwd:?} is not valid UTF-8: set SIDECAR_CWD"),
-        }
-    }
-}
-
-impl std::error::Error for CwdError {}

@@ -1,4 +1,4 @@
-//! The client's own stdin as a streamed run reads it (issue 22, design §5, §6): what it is, and a reader on a plain
+//! The client's own stdin as a streamed run reads it: what it is, and a reader on a plain
 //! `std::thread` that hands it on in chunks with bounded read-ahead.
 //!
 //! The reader is a `std::thread`, not tokio's blocking pool: a read that never returns (a pipe nobody closes) must
@@ -61,7 +61,7 @@ impl StdinSource {
     }
 
     /// Sets a regular file's offset to `start + consumed`: where it would be had the command read its stdin from
-    /// the file itself through a pipe (design §6). Nothing for other kinds.
+    /// the file itself through a pipe. Nothing for other kinds.
     pub fn leave_offset(self, consumed: u64) {
         if let (StdinSource::File { start }, Some(mut file)) = (self, stdin_file()) {
             let _ = file.seek(SeekFrom::Start(start.saturating_add(consumed)));

@@ -15,7 +15,7 @@ use std::io::Write;
 use protocol::ExecReply;
 use serde_json::value::RawValue;
 
-use crate::sidecar::json_string::{unescape_into, StringDecoder};
+use crate::sidecar::wire::json_string::{unescape_into, StringDecoder};
 
 /// How far into a body its layout is decided: `{"exit_code":-2147483648,"output":"` is 37 bytes.
 const LAYOUT_WITHIN: usize = 64;

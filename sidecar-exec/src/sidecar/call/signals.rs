@@ -1,15 +1,20 @@
-//! Signals as sent (issue 22, design §7) over the runs API: how sidecar-exec delivers to the remote group what
+//! Signals as sent over the runs API: how sidecar-exec delivers to the remote group what
 //! [`crate::signals_as_sent`] says goes there, while it follows a streamed run; the client keeps printing until the
 //! command ends by itself (a second Ctrl-C is delivered again).
+
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use protocol::RunId;
 
-use crate::sidecar::http::authorized;
-use crate::sidecar::runs::CANCEL_WITHIN;
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Endpoint;
+use crate::sidecar::wire::http::authorized;
 use crate::signals_as_sent;
+
+/// How long cancelling a run may take: the client is on its way out (a signal, a closed stdout), and a sidecar that
+/// does not answer soon stops the run itself when its reattach window passes.
+pub const CANCEL_WITHIN: Duration = Duration::from_secs(3);
 
 /// The wire's name of a signal (`POST /runs/{id}/signal {"signal": "INT"}`).
 fn wire_name(signal: Signal) -> &'static str {
@@ -20,7 +25,7 @@ fn wire_name(signal: Signal) -> &'static str {
 /// frame is on its way). Anything else (no runs endpoint, an unnamed run, no answer) is `false`: the caller falls
 /// back to cancelling.
 pub async fn deliver(
-    target: &Target,
+    target: &Endpoint,
     client: &reqwest::Client,
     settings: &CallSettings,
     id: &RunId,
@@ -37,7 +42,7 @@ pub async fn deliver(
 }
 
 /// Ctrl-Z ([`signals_as_sent::stop_both`]) over the runs API. While stopped, the run's timeout still counts.
-pub async fn stop_both(target: &Target, client: &reqwest::Client, settings: &CallSettings, id: &RunId) {
+pub async fn stop_both(target: &Endpoint, client: &reqwest::Client, settings: &CallSettings, id: &RunId) {
     // In a TTY run the shell that continues us expects its terminal cooked.
     let cooked = |stop: fn()| crate::sidecar::tty::raw_mode::cooked_while(stop);
     signals_as_sent::stop_both(|signal| deliver(target, client, settings, id, signal), cooked).await;

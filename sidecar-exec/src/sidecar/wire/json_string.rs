@@ -1,5 +1,5 @@
 //! Reading the JSON strings of a blocking reply as they arrive: the one large string a reply holds is decoded in
-//! pieces instead of built as a String (see [`crate::sidecar::reply_reader`]); protocol's `json` writes them.
+//! pieces instead of built as a String (see [`crate::sidecar::wire::reply_reader`]); protocol's `json` writes them.
 
 /// Why a JSON string could not be read: not a string, or an escape JSON does not have (a lone surrogate included).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

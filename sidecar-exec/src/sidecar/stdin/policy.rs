@@ -1,6 +1,6 @@
 //! stdin, the policy of both clients: what is forwarded (a regular file always; a pipe or terminal only when asked),
 //! and the hint when a pipe holding data is left unread. How it travels is each program's: sidecar-exec reads it
-//! into its request ([`crate::sidecar::stdin_body`]), ssh-exec hands it to ssh, which streams it.
+//! into its request ([`crate::sidecar::stdin::whole`]), ssh-exec hands it to ssh, which streams it.
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;

@@ -17,24 +17,15 @@
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Why a stream cannot be read on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SseError {
     /// A line is longer than the limit (its `\n` not counted; a `\r` before it is).
+    #[error("a line longer than {}", size(*.limit))]
     LineTooLong { limit: usize },
     /// The `data` of one event is larger than the limit.
+    #[error("an event larger than {}", size(*.limit))]
     EventTooLarge { limit: usize },
 }
-
-impl std::fmt::Display for SseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SseError::LineTooLong { limit } => write!(f, "a line longer than {}", size(*limit)),
-            SseError::EventTooLarge { limit } => write!(f, "an event larger than {}", size(*limit)),
-        }
-    }
-}
-
-impl std::error::Error for SseError {}
 
 fn size(bytes: usize) -> String {
     const MIB: usize = 1024 * 1024;

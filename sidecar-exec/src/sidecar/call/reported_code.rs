@@ -3,16 +3,16 @@
 use protocol::StartErrorKind;
 
 use crate::exit::ClientExit;
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Endpoint;
 
 /// What the server reported of a command's end.
 #[derive(Debug, Clone, Copy)]
-pub struct Outcome<'a> {
+pub struct ReportedEnd<'a> {
     pub code: i32,
     pub timed_out: bool,
     pub error: Option<&'a str>,
-    /// Why it never started, when the server says (issue 22, design §4).
+    /// Why it never started, when the server says.
     pub start_error: Option<StartErrorKind>,
 }
 
@@ -29,10 +29,10 @@ pub fn as_shell(kind: Option<StartErrorKind>, program: &str) -> Option<(i32, Str
 /// How the client ends for a finished command's reported code, with the notes already gathered (none: no message).
 /// `settings` (a forwarded call's) adds how to raise the deadline to a timeout; `program` is the command's name.
 pub fn finished(
-    target: &Target,
+    target: &Endpoint,
     settings: Option<&CallSettings>,
     program: Option<&str>,
-    outcome: &Outcome<'_>,
+    outcome: &ReportedEnd<'_>,
     mut notes: Vec<String>,
 ) -> ClientExit {
     if outcome.code == protocol::EXIT_NOT_STARTED {

@@ -1,8 +1,8 @@
-//! Transparent resume (issue 12): a named run's stream followed across lost connections until its exit frame.
+//! Transparent resume: a named run's stream followed across lost connections until its exit frame.
 //!
 //! The policy, in order:
-//! - The client names every run (`run_id`, [`crate::sidecar::run_id`]) unless SIDECAR_RESUME=0. A named run outlives its
-//!   connection on the server for the server's reattach window.
+//! - The client names every run (`run_id`, [`crate::sidecar::call::run_id`]) unless SIDECAR_RESUME=0. A named run
+//!   outlives its connection on the server for the server's reattach window.
 //! - When the connection fails before the exit frame (reset, EOF, [`Patience::silence`] without a byte), the client
 //!   reconnects with [`Backoff`] (50 ms doubling to 2 s) via `GET /runs/{id}/stream?stdout=N&stderr=M&b64_only=true`,
 //!   N and M being what it has ([`RunOutput::position`]); replayed bytes below them are trimmed, so nothing is
@@ -30,13 +30,15 @@ use std::time::{Duration, Instant};
 use protocol::{ErrorCode, RunId, StoppedBy};
 
 use crate::exit::ClientExit;
-use crate::sidecar::http::{authorized, refusal, transport_error, Patience};
-use crate::sidecar::output::{RunOutput, RunOutputError};
-use crate::sidecar::reply_head::ReplyHead;
-use crate::sidecar::reported_code;
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
-use crate::sidecar::stream::{self, ErrorFrames, ExitFrame, StreamEnd, StreamFailure};
+use crate::sidecar::call::output::{RunOutput, RunOutputError};
+use crate::sidecar::call::reported_code;
+use crate::sidecar::call::stream::{self, ErrorFrames, ExitFrame, StreamEnd, StreamFailure};
+use crate::sidecar::config::patience::Patience;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Endpoint;
+use crate::sidecar::wire::backoff::Backoff;
+use crate::sidecar::wire::http::{authorized, refusal, transport_error};
+use crate::sidecar::wire::reply_head::ReplyHead;
 use crate::terminal_safe::terminal_safe;
 
 /// A run whose output (both streams) was larger than this is forgotten on the server (`DELETE /runs/{id}`) once
@@ -52,43 +54,11 @@ fn run_not_known(body: &str) -> bool {
     serde_json::from_str::<protocol::ErrorBody>(body).is_ok_and(|body| body.code == Some(ErrorCode::RunNotKnown))
 }
 
-/// Waits between reconnects: 50 ms doubling to 2 s, back to 50 ms after a connection that worked.
-#[derive(Debug)]
-pub struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_millis(50);
-    const MAX: Duration = Duration::from_secs(2);
-
-    pub fn new() -> Self {
-        Backoff { next: Self::FIRST }
-    }
-
-    /// The wait before the next attempt.
-    pub fn next_wait(&mut self) -> Duration {
-        let wait = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        wait
-    }
-
-    pub fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 /// The run this client forwards or attached to, and what it knows of it. The client owns it: one that stops while
 /// the run may still be going cancels it ([`OwnedRun::needs_cancel`]).
 #[derive(Debug)]
 pub struct OwnedRun {
-    /// Its name; none when SIDECAR_RESUME=0 (the run then ends with its connection, as before issue 12).
+    /// Its name; none when SIDECAR_RESUME=0 (the run then ends with its connection, as without resume).
     pub id: Option<RunId>,
     /// A request that may have started it went out and its end was not seen: a client that stops now must cancel
     /// it (`DELETE /runs/{id}`) rather than leave it running until the window passes.
@@ -215,7 +185,7 @@ pub enum NextRequest {
 /// The plan [`follow`] works to: where and how to connect, and what to send (everything besides the run and its
 /// output).
 pub struct Follow<'a> {
-    pub target: &'a Target,
+    pub target: &'a Endpoint,
     /// A client with the stream read timeout.
     pub client: &'a reqwest::Client,
     pub settings: Option<&'a CallSettings>,
@@ -264,46 +234,26 @@ pub async fn follow(
             }
             tokio::time::sleep(backoff.next_wait().min(left)).await;
         }
-        let (stdout_at, stderr_at) = output.position();
+        let at = output.position();
         let was_first = std::mem::replace(&mut first_request, false);
         let response = match given.take() {
             Some(response) => Ok(response),
-            None => match build(plan, run, step, (stdout_at, stderr_at)) {
-                // A follow-up: its answer's head comes at once from a server that is there (a stream's frames
-                // then have the silence bound of their own, in stream::read).
-                Some(request) => {
-                    let within = match &lost_first {
-                        Some((since, _)) => {
-                            plan.patience.follow_up().min(reconnect_for.saturating_sub(since.elapsed()))
-                        }
-                        None => plan.patience.follow_up(),
-                    };
-                    match tokio::time::timeout(within.max(Duration::from_millis(100)), request.send()).await {
-                        Ok(sent) => sent,
-                        Err(_) => {
-                            lost = Some(format!(
-                                "sidecar at {} did not answer {} within {} s",
-                                target.url,
-                                match step {
-                                    NextRequest::Post => "the request sent again",
-                                    NextRequest::Reattach => "a reconnect",
-                                },
-                                within.as_secs_f64().ceil()
-                            ));
-                            step = NextRequest::Reattach;
-                            continue;
-                        }
-                    }
+            None => match send(plan, run, step, at, lost_first.as_ref().map(|(since, _)| *since)).await {
+                Sent::Answer(result) => result,
+                Sent::Silent(why) => {
+                    lost = Some(why);
+                    step = NextRequest::Reattach;
+                    continue;
                 }
-                None => return ClientExit::fail(lost.unwrap_or_default()),
+                Sent::Nothing => return ClientExit::fail(lost.unwrap_or_default()),
             },
         };
         let response = match response {
             Ok(response) => response,
             // Nothing reached the server: the command was never started, as without resume.
             Err(err) if was_first && err.is_connect() => return ClientExit::fail(transport_error(target, &err)),
-            // The one probe of a server that never showed it keeps runs failed too (issue 24 item 6): it is not one
-            // to resume with; the first error says what went wrong.
+            // The one probe of a server that never showed it keeps runs failed too: it is not one to resume with;
+            // the first error says what went wrong.
             Err(err) if step == NextRequest::Reattach && run.supported.is_none() => {
                 return ClientExit::fail(lost.unwrap_or_else(|| transport_error(target, &err)));
             }
@@ -314,96 +264,202 @@ pub async fn follow(
             }
         };
         let head = ReplyHead::of_response(&response);
-        let status = head.status;
-        if status.is_success() && step == NextRequest::Reattach && !head.event_stream {
-            // Not a runs endpoint (a server that answers every path alike): the id was ignored (issue 24 item 6).
-            if run.supported != Some(true) {
-                run.supported = Some(false);
-                return ClientExit::fail(lost.unwrap_or_else(|| format!("sidecar at {} keeps no runs", target.url)));
+        if !head.status.is_success() {
+            let body = crate::sidecar::wire::body::small_text(response).await;
+            let message = refusal(target, plan.settings, head.status, head.location.as_deref(), &body);
+            let seen = Seen { was_first, lost: lost.is_some(), posts: plan.body.is_some() };
+            match after_refusal(step, &head, &body, run, seen) {
+                Refused::Post => step = NextRequest::Post,
+                Refused::Retry => lost = Some(message),
+                Refused::Restarted => return restarted(target, run, output),
+                Refused::NoLongerKnown => return no_longer_known(target, run, output),
+                Refused::Fail(why) => return ClientExit::fail(why.message(lost, message, &target.url)),
             }
-        }
-        if status.is_success() {
-            if lost.take().is_some() {
-                run.resumes += 1;
-                if plan.verbose {
-                    crate::sidecar::tty::raw_mode::eprint_line(&format!(
-                        "sidecar-exec: connection lost, resumed at stdout {stdout_at}, stderr {stderr_at}"
-                    ));
-                }
-            }
-            if step == NextRequest::Reattach {
-                run.supported = Some(true);
-            }
-            if let (Some(open), true) = (plan.stdin_open, head.stdin_open) {
-                open.send_replace(true);
-            }
-            if head.terminal {
-                // The command has a terminal: from now on Ctrl-C and Ctrl-\ are its keys, not the client's signals.
-                crate::sidecar::tty::raw_mode::keys_to_the_command();
-            }
-            run.answered(&head);
-            if let Some(answered) = plan.answered {
-                answered.set(true);
-            }
-            let end = stream::read(target, response, output, errors, plan.patience.silence).await;
-            if let Some(resumable) = output.resumable() {
-                run.supported = Some(resumable);
-            }
-            // Only a connection that brought output counts as a recovery: one cut before its first frame again and
-            // again must not keep the client at the shortest wait, nor past the reconnect window.
-            if output.position() != (stdout_at, stderr_at) {
-                lost_first = None;
-                backoff.reset();
-            }
-            match end {
-                StreamEnd::Exit(exit) => {
-                    run.live = false;
-                    return finish(plan, run, output, errors, &exit);
-                }
-                StreamEnd::Failed(failure) => return failed(failure),
-                StreamEnd::Lost { why } => {
-                    lost = Some(why);
-                    step = NextRequest::Reattach;
-                    continue;
-                }
-            }
-        }
-        let body = crate::sidecar::body::small_text(response).await;
-        let message = refusal(target, plan.settings, status, head.location.as_deref(), &body);
-        if step == NextRequest::Reattach && status == reqwest::StatusCode::NOT_FOUND {
-            if !run_not_known(&body) {
-                // No runs endpoint: the server ignored the id, and the run ended with its connection.
-                run.supported = Some(false);
-                return ClientExit::fail(lost.unwrap_or(message));
-            }
-            run.supported = Some(true);
-            if head.restarted_since(run.boot.as_deref()) {
-                // Another start of the server: the run died with the one that acknowledged it, whatever was sent.
-                run.live = false;
-                return restarted(target, run, output);
-            }
-            if run.acknowledged {
-                run.live = false;
-                return no_longer_known(target, run, output);
-            }
-            if plan.body.is_some() {
-                // The POST never arrived: send it again (the id makes it start the run at most once).
-                step = NextRequest::Post;
-                continue;
-            }
-            return ClientExit::fail(message);
-        }
-        // Overloaded or restarting (503, or a proxy's 502/504): worth another try while reconnecting.
-        if !was_first && status.is_server_error() && run.supported == Some(true) {
-            lost = Some(message);
             continue;
         }
-        if let (NextRequest::Reattach, None, Some(first)) = (step, run.supported, lost) {
-            // The probe of a server that never showed it keeps runs: what failed first is what to fix.
-            return ClientExit::fail(first);
+        if let Some(why) = after_answer(step, &head, run) {
+            return ClientExit::fail(why.message(lost, String::new(), &target.url));
         }
-        return ClientExit::fail(message);
+        reading_starts(plan, run, &head, lost.take().is_some(), at);
+        let end = stream::read(target, response, output, errors, plan.patience.silence).await;
+        if let Some(resumable) = output.resumable() {
+            run.supported = Some(resumable);
+        }
+        if recovered(output, at) {
+            lost_first = None;
+            backoff.reset();
+        }
+        match end {
+            StreamEnd::Exit(exit) => {
+                run.live = false;
+                return finish(plan, run, output, errors, &exit);
+            }
+            StreamEnd::Failed(failure) => return failed(failure),
+            StreamEnd::Lost { why } => {
+                lost = Some(why);
+                step = NextRequest::Reattach;
+            }
+        }
     }
+}
+
+/// Whether the connection just read counts as a recovery: only one that brought output (past `at`, where it
+/// started) does. One cut before its first frame again and again must not keep the client at the shortest wait,
+/// nor past the reconnect window.
+fn recovered(output: &RunOutput, at: (u64, u64)) -> bool {
+    output.position() != at
+}
+
+/// What sending the next request came to.
+enum Sent {
+    /// The server's answer, or why the request failed.
+    Answer(Result<reqwest::Response, reqwest::Error>),
+    /// No answer within the follow-up bound: the loss to go on from.
+    Silent(String),
+    /// Nothing to send (no body, no id).
+    Nothing,
+}
+
+/// Sends `step` from the output's position `at`, waiting for its answer's head at most the follow-up bound (and no
+/// longer than what is left of the reconnect window begun at `reconnecting_since`): a server that is there answers
+/// a follow-up at once (a stream's frames then have the silence bound of their own, in stream::read).
+async fn send(
+    plan: &Follow<'_>,
+    run: &mut OwnedRun,
+    step: NextRequest,
+    at: (u64, u64),
+    reconnecting_since: Option<Instant>,
+) -> Sent {
+    let Some(request) = build(plan, run, step, at) else { return Sent::Nothing };
+    let within = match reconnecting_since {
+        Some(since) => plan.patience.follow_up().min(plan.patience.reconnect_for().saturating_sub(since.elapsed())),
+        None => plan.patience.follow_up(),
+    };
+    match tokio::time::timeout(within.max(Duration::from_millis(100)), request.send()).await {
+        Ok(sent) => Sent::Answer(sent),
+        Err(_) => Sent::Silent(format!(
+            "sidecar at {} did not answer {} within {} s",
+            plan.target.url,
+            match step {
+                NextRequest::Post => "the request sent again",
+                NextRequest::Reattach => "a reconnect",
+            },
+            within.as_secs_f64().ceil()
+        )),
+    }
+}
+
+/// A 2xx head for the run: the stream is about to be read. `resumed`: a lost connection came before it.
+fn reading_starts(plan: &Follow<'_>, run: &mut OwnedRun, head: &ReplyHead, resumed: bool, at: (u64, u64)) {
+    if resumed {
+        run.resumes += 1;
+        if plan.verbose {
+            let (stdout_at, stderr_at) = at;
+            crate::sidecar::tty::raw_mode::eprint_line(&format!(
+                "sidecar-exec: connection lost, resumed at stdout {stdout_at}, stderr {stderr_at}"
+            ));
+        }
+    }
+    if let (Some(open), true) = (plan.stdin_open, head.stdin_open) {
+        open.send_replace(true);
+    }
+    if head.terminal {
+        // The command has a terminal: from now on Ctrl-C and Ctrl-\ are its keys, not the client's signals.
+        crate::sidecar::tty::raw_mode::keys_to_the_command();
+    }
+    run.answered(head);
+    if let Some(answered) = plan.answered {
+        answered.set(true);
+    }
+}
+
+/// What [`follow`] knew when a reply came, besides the run: whether it was the call's first request, whether a lost
+/// connection came before it, and whether there is a body to POST again.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    was_first: bool,
+    lost: bool,
+    posts: bool,
+}
+
+/// What a refused request (a reply that is not 2xx) says to do next.
+#[derive(Debug, PartialEq, Eq)]
+enum Refused {
+    /// The POST never arrived: send it again (the id makes it start the run at most once).
+    Post,
+    /// Overloaded or restarting (503, or a proxy's 502/504): worth another try while reconnecting, the refusal
+    /// being the loss.
+    Retry,
+    /// Another start of the server: the run died with the one that acknowledged it, whatever was sent.
+    Restarted,
+    /// The run was acknowledged and is not known now: the window passed, or its end is no longer kept.
+    NoLongerKnown,
+    Fail(Why),
+}
+
+/// The one line a client that gives up prints.
+#[derive(Debug, PartialEq, Eq)]
+enum Why {
+    /// The server's refusal.
+    Refusal,
+    /// The loss that came first, when there was one (what failed first is what to fix), else the refusal.
+    LossOrRefusal,
+    /// The loss that came first, else: the server keeps no runs.
+    LossOrNoRuns,
+}
+
+impl Why {
+    fn message(self, lost: Option<String>, refusal: String, url: &str) -> String {
+        match self {
+            Why::Refusal => refusal,
+            Why::LossOrRefusal => lost.unwrap_or(refusal),
+            Why::LossOrNoRuns => lost.unwrap_or_else(|| format!("sidecar at {url} keeps no runs")),
+        }
+    }
+}
+
+/// The decider for a 2xx head to `step`: none when its stream is to be read. A reattach answered with anything but
+/// an event stream came from a server that answers every path alike: the id was ignored, unless the server had
+/// shown it keeps runs. Records in `run` what the head shows.
+fn after_answer(step: NextRequest, head: &ReplyHead, run: &mut OwnedRun) -> Option<Why> {
+    if step == NextRequest::Reattach {
+        if !head.event_stream && run.supported != Some(true) {
+            run.supported = Some(false);
+            return Some(Why::LossOrNoRuns);
+        }
+        run.supported = Some(true);
+    }
+    None
+}
+
+/// The decider for a refused request to `step` (a head that is not 2xx, and its `body`): only the server's code
+/// counts, never its text. Records in `run` what the reply shows of the server and of the run.
+fn after_refusal(step: NextRequest, head: &ReplyHead, body: &str, run: &mut OwnedRun, seen: Seen) -> Refused {
+    if step == NextRequest::Reattach && head.status == reqwest::StatusCode::NOT_FOUND {
+        if !run_not_known(body) {
+            // No runs endpoint: the server ignored the id, and the run ended with its connection.
+            run.supported = Some(false);
+            return Refused::Fail(Why::LossOrRefusal);
+        }
+        run.supported = Some(true);
+        if head.restarted_since(run.boot.as_deref()) {
+            run.live = false;
+            return Refused::Restarted;
+        }
+        if run.acknowledged {
+            run.live = false;
+            return Refused::NoLongerKnown;
+        }
+        return if seen.posts { Refused::Post } else { Refused::Fail(Why::Refusal) };
+    }
+    if !seen.was_first && head.status.is_server_error() && run.supported == Some(true) {
+        return Refused::Retry;
+    }
+    if step == NextRequest::Reattach && run.supported.is_none() && seen.lost {
+        // The probe of a server that never showed it keeps runs: what failed first is what to fix.
+        return Refused::Fail(Why::LossOrRefusal);
+    }
+    Refused::Fail(Why::Refusal)
 }
 
 /// Reconnecting did not work within the window: the one line that says what the client last knew. `first` is the
@@ -479,7 +535,7 @@ fn finish(
     run.died_of = exit.signal;
     // Streaming mode printed each error frame already; blocking mode tells it once at the end, as its reply does.
     let notes = if errors.print { Vec::new() } else { errors.last.as_deref().map(terminal_safe).into_iter().collect() };
-    let outcome = reported_code::Outcome {
+    let outcome = reported_code::ReportedEnd {
         code: exit.code,
         timed_out: exit.timed_out,
         error: errors.last.as_deref(),
@@ -490,7 +546,7 @@ fn finish(
 
 /// The sidecar stopped the run because no client was reading it: it ran until then, so the line says how much of
 /// its output arrived and never advises a blind rerun (a deploy or a publish may have been half done).
-fn window_passed(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientExit {
+fn window_passed(target: &Endpoint, run: &OwnedRun, output: &RunOutput) -> ClientExit {
     let (stdout_at, stderr_at) = output.position();
     ClientExit::fail(format!(
         "the connection to the sidecar at {} was lost for longer than its reattach window, so the sidecar stopped \
@@ -504,7 +560,7 @@ fn window_passed(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientE
 /// The same server (the same boot id, or one that sends none) no longer knows a run it acknowledged: the window
 /// passed, or the run ended and was forgotten (past `--retain`, or past the bound on what is kept of forgotten
 /// runs). Which one is not known, so the line says both and never "run it again": the command did start.
-fn no_longer_known(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientExit {
+fn no_longer_known(target: &Endpoint, run: &OwnedRun, output: &RunOutput) -> ClientExit {
     let (stdout_at, stderr_at) = output.position();
     ClientExit::fail(format!(
         "the sidecar at {} no longer knows run {}, which it had started: either the connection was lost for longer \
@@ -518,7 +574,7 @@ fn no_longer_known(target: &Target, run: &OwnedRun, output: &RunOutput) -> Clien
 
 /// The server that answers now is another start than the one that acknowledged the run (their boot ids differ):
 /// the run died with the previous start, since runs do not survive a restart.
-fn restarted(target: &Target, run: &OwnedRun, output: &RunOutput) -> ClientExit {
+fn restarted(target: &Endpoint, run: &OwnedRun, output: &RunOutput) -> ClientExit {
     let (stdout_at, stderr_at) = output.position();
     ClientExit::fail(format!(
         "the sidecar at {} restarted while run {} was running (its boot id changed), and a restarted sidecar keeps \
@@ -547,7 +603,7 @@ fn failed(failure: StreamFailure) -> ClientExit {
         StreamFailure::Output(RunOutputError::TooLarge) => ClientExit::fail(format!(
             "the command's output is larger than {} for one stream, more than blocking mode holds: set \
              SIDECAR_STREAM=1 for output this large",
-            crate::sidecar::body::mib(crate::sidecar::body::MAX_REPLY_BYTES)
+            crate::sidecar::wire::body::mib(crate::sidecar::wire::body::MAX_REPLY_BYTES)
         )),
         StreamFailure::Oversized { url, err } => ClientExit::fail(format!(
             "sidecar at {url} sent {err} in its event stream, far more than any exec-server event (under 1 MiB): \
@@ -563,13 +619,101 @@ fn failed(failure: StreamFailure) -> ClientExit {
 mod tests {
     use super::*;
 
+    fn head(status: u16, headers: &[(&str, &str)]) -> ReplyHead {
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value) in headers {
+            map.append(
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                reqwest::header::HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        ReplyHead::of(reqwest::StatusCode::from_u16(status).unwrap(), &map)
+    }
+
+    const NOT_KNOWN: &str = r#"{"error":"run r is not known","code":"run_not_known"}"#;
+    const AFTER_LOSS: Seen = Seen { was_first: false, lost: true, posts: true };
+
     #[test]
-    fn backoff_doubles_to_two_seconds_and_resets() {
-        let mut backoff = Backoff::new();
-        let waits: Vec<u64> = (0..8).map(|_| backoff.next_wait().as_millis() as u64).collect();
-        assert_eq!(waits, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
-        backoff.reset();
-        assert_eq!(backoff.next_wait(), Duration::from_millis(50));
+    fn a_reattach_answered_without_a_stream_means_the_id_was_ignored() {
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
+        assert_eq!(after_answer(NextRequest::Reattach, &head(200, &[]), &mut run), Some(Why::LossOrNoRuns));
+        assert_eq!(run.supported, Some(false));
+        let mut keeps = OwnedRun::attach(RunId::new("r").unwrap());
+        assert_eq!(after_answer(NextRequest::Reattach, &head(200, &[]), &mut keeps), None, "it showed it keeps runs");
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
+        let stream = head(200, &[("content-type", "text/event-stream")]);
+        assert_eq!(after_answer(NextRequest::Reattach, &stream, &mut run), None);
+        assert_eq!(run.supported, Some(true), "the runs endpoint answered");
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
+        assert_eq!(after_answer(NextRequest::Post, &head(200, &[]), &mut run), None);
+        assert_eq!(run.supported, None, "a POST's answer says nothing of the runs endpoint");
+    }
+
+    #[test]
+    fn a_run_not_known_is_posted_again_until_the_server_acknowledged_it() {
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
+        assert_eq!(
+            after_refusal(NextRequest::Reattach, &head(404, &[]), NOT_KNOWN, &mut run, AFTER_LOSS),
+            Refused::Post
+        );
+        assert_eq!(run.supported, Some(true));
+        let attaching = Seen { posts: false, ..AFTER_LOSS };
+        let refused = after_refusal(NextRequest::Reattach, &head(404, &[]), NOT_KNOWN, &mut run, attaching);
+        assert_eq!(refused, Refused::Fail(Why::Refusal), "nothing to post: the run is not there");
+        run.acknowledged = true;
+        run.live = true;
+        let refused = after_refusal(NextRequest::Reattach, &head(404, &[]), NOT_KNOWN, &mut run, AFTER_LOSS);
+        assert_eq!(refused, Refused::NoLongerKnown);
+        assert!(!run.live);
+    }
+
+    #[test]
+    fn a_run_not_known_to_another_start_of_the_server_died_with_it() {
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
+        run.boot = Some("a".to_owned());
+        run.live = true;
+        let restarted = head(404, &[("x-boot-id", "b")]);
+        assert_eq!(
+            after_refusal(NextRequest::Reattach, &restarted, NOT_KNOWN, &mut run, AFTER_LOSS),
+            Refused::Restarted
+        );
+        assert!(!run.live);
+    }
+
+    #[test]
+    fn a_404_without_the_code_is_no_runs_endpoint_whatever_its_text() {
+        let mut run = OwnedRun::named(RunId::new("r").unwrap());
+        let body = "run r is not known";
+        let refused = after_refusal(NextRequest::Reattach, &head(404, &[]), body, &mut run, AFTER_LOSS);
+        assert_eq!(refused, Refused::Fail(Why::LossOrRefusal));
+        assert_eq!(run.supported, Some(false));
+    }
+
+    #[test]
+    fn a_server_error_is_retried_only_while_reconnecting_to_a_server_that_keeps_runs() {
+        let mut keeps = OwnedRun::attach(RunId::new("r").unwrap());
+        assert_eq!(after_refusal(NextRequest::Reattach, &head(503, &[]), "", &mut keeps, AFTER_LOSS), Refused::Retry);
+        let first = Seen { was_first: true, lost: false, posts: true };
+        assert_eq!(
+            after_refusal(NextRequest::Post, &head(503, &[]), "", &mut keeps, first),
+            Refused::Fail(Why::Refusal)
+        );
+        let mut unknown = OwnedRun::named(RunId::new("r").unwrap());
+        let refused = after_refusal(NextRequest::Reattach, &head(503, &[]), "", &mut unknown, AFTER_LOSS);
+        assert_eq!(refused, Refused::Fail(Why::LossOrRefusal), "the probe failed: the first loss is what to fix");
+        assert_eq!(
+            after_refusal(NextRequest::Post, &head(401, &[]), "", &mut unknown, AFTER_LOSS),
+            Refused::Fail(Why::Refusal)
+        );
+    }
+
+    #[test]
+    fn the_first_loss_is_the_message_when_there_was_one() {
+        let target = "http://builder:8080";
+        assert_eq!(Why::LossOrRefusal.message(Some("lost".into()), "refused".into(), target), "lost");
+        assert_eq!(Why::LossOrRefusal.message(None, "refused".into(), target), "refused");
+        assert_eq!(Why::Refusal.message(Some("lost".into()), "refused".into(), target), "refused");
+        assert!(Why::LossOrNoRuns.message(None, String::new(), target).ends_with("keeps no runs"));
     }
 
     #[test]

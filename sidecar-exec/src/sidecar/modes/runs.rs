@@ -1,22 +1,19 @@
-//! The runs a sidecar keeps (issue 12), from this side: cancelling ours, `--runs`, `--attach RUNTIME ID`.
+//! The runs a sidecar keeps, from this side: cancelling ours, `--runs`, `--attach RUNTIME ID`.
 
 use std::time::Duration;
 
 use protocol::{RunId, RunInfo, RunList, RunState};
 
 use crate::exit::ClientExit;
-use crate::sidecar::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
-use crate::sidecar::http::{authorized, http_client, location, refusal, transport_error, ClientSetupError};
-use crate::sidecar::output::RunOutput;
-use crate::sidecar::resume::{self, First, Follow, NextRequest, OwnedRun};
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::{Sidecars, SidecarsError, Target};
-use crate::sidecar::stream::ErrorFrames;
+use crate::sidecar::call::output::RunOutput;
+use crate::sidecar::call::resume::{self, First, Follow, NextRequest, OwnedRun};
+use crate::sidecar::call::signals::CANCEL_WITHIN;
+use crate::sidecar::call::stream::ErrorFrames;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::{Endpoint, Sidecars, SidecarsError};
+use crate::sidecar::wire::body::{read_bounded, small_text, MAX_SMALL_BODY_BYTES};
+use crate::sidecar::wire::http::{authorized, http_client, location, refusal, transport_error, ClientSetupError};
 use crate::terminal_safe::terminal_safe;
-
-/// How long cancelling a run may take: the client is on its way out (a signal, a closed stdout), and a sidecar that
-/// does not answer soon stops the run itself when its reattach window passes.
-pub const CANCEL_WITHIN: Duration = Duration::from_secs(3);
 
 /// The largest `GET /runs` reply read: the server keeps at most `--max-runs` runs (256 by default), each a few
 /// hundred bytes plus its argv.
@@ -24,9 +21,9 @@ const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
 
 /// `DELETE /runs/{id}`: a run that may still be running is ended by the server's policy now rather than when the
 /// window passes; one that ended, and whose output this client has, is forgotten (see
-/// [`crate::sidecar::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
+/// [`crate::sidecar::call::resume::FORGET_ABOVE`]). Best effort, within [`CANCEL_WITHIN`]: the client exits with its own code
 /// whatever the answer, and a run not reached is stopped by the window or forgotten after `--retain`.
-pub async fn delete(target: &Target, id: &RunId) {
+pub async fn delete(target: &Endpoint, id: &RunId) {
     let Ok(client) = http_client(None, target.socket.as_deref()) else { return };
     let request = authorized(client.delete(target.endpoint(&format!("/runs/{id}"))), target, None);
     let _ = tokio::time::timeout(CANCEL_WITHIN, request.send()).await;
@@ -124,7 +121,7 @@ fn line(run: &RunInfo) -> String {
 }
 
 /// The most of a run's command line one `--runs` line shows, in bytes: a line stays a line on a terminal (a run's
-/// kept argv may hold 4 KiB, issue 24 item 13); `--attach` and the server's `/runs/{id}` still have it whole.
+/// kept argv may hold 4 KiB); `--attach` and the server's `/runs/{id}` still have it whole.
 const COMMAND_SHOWN: usize = 200;
 
 /// `command`, cut at a character boundary to at most [`COMMAND_SHOWN`] bytes, saying how much was left out.
@@ -158,9 +155,9 @@ pub enum AttachMode {
 /// at a terminal the viewer's keys would go nowhere, its Ctrl-C would still end the run it does not drive, and the
 /// kept output can be had later with `--attach` from a pipe once the run ended.
 pub async fn attach_mode(
-    target: &Target,
+    target: &Endpoint,
     id: &RunId,
-    patience: crate::sidecar::http::Patience,
+    patience: crate::sidecar::config::patience::Patience,
 ) -> Result<AttachMode, ClientExit> {
     let Ok(client) = http_client(None, target.socket.as_deref()) else { return Ok(AttachMode::Output) };
     let request =
@@ -199,7 +196,7 @@ pub async fn attach_mode(
 /// `--attach RUNTIME ID`: prints the run's output kept so far, follows it live across lost connections as a
 /// forwarded command does, and ends with its exit code. The attached client owns the run: a signal or a closed
 /// stdout cancels it, as for a command it started (`run` says whether that is still due).
-pub async fn attach(target: &Target, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
+pub async fn attach(target: &Endpoint, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
     let client = match http_client(Some(settings.patience.silence), target.socket.as_deref()) {
         Ok(client) => client,
         Err(err) => return ClientExit::fail(err.to_string()),
@@ -209,7 +206,7 @@ pub async fn attach(target: &Target, run: &mut OwnedRun, settings: &CallSettings
     resume::follow(&plan, run, &mut RunOutput::write(), &mut errors, First::Send(NextRequest::Reattach), None).await
 }
 
-fn follow_plan<'a>(target: &'a Target, client: &'a reqwest::Client, settings: &'a CallSettings) -> Follow<'a> {
+fn follow_plan<'a>(target: &'a Endpoint, client: &'a reqwest::Client, settings: &'a CallSettings) -> Follow<'a> {
     Follow {
         target,
         client,
@@ -228,9 +225,9 @@ fn follow_plan<'a>(target: &'a Target, client: &'a reqwest::Client, settings: &'
 /// size sent at once and on every change, the screen followed from the kept output. The terminal is restored before
 /// this returns. Signals to the client (SIGTERM, SIGHUP when the terminal closes) are delivered to the command, as
 /// by the client that started the run.
-pub async fn attach_terminal(target: &Target, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
-    use crate::sidecar::stdin_pump::{PumpEnd, StdinPump};
-    use crate::sidecar::stdin_source::StdinSource;
+pub async fn attach_terminal(target: &Endpoint, run: &mut OwnedRun, settings: &CallSettings) -> ClientExit {
+    use crate::sidecar::stdin::pump::{PumpEnd, StdinPump};
+    use crate::sidecar::stdin::source::StdinSource;
     use crate::sidecar::tty;
     use crate::signals_as_sent::Received;
     let (Some(id), Ok(client)) =
@@ -279,11 +276,11 @@ pub async fn attach_terminal(target: &Target, run: &mut OwnedRun, settings: &Cal
                 signal = received.recv() => match signal {
                     // As for the client that started the run: delivered to the command, which ends by itself.
                     Received::Forward(signal) => {
-                        if !crate::sidecar::signals::deliver(target, &client, settings, &id, signal).await {
+                        if !crate::sidecar::call::signals::deliver(target, &client, settings, &id, signal).await {
                             break ClientExit::code(128 + signal as i32);
                         }
                     }
-                    Received::Stop => crate::sidecar::signals::stop_both(target, &client, settings, &id).await,
+                    Received::Stop => crate::sidecar::call::signals::stop_both(target, &client, settings, &id).await,
                 },
             }
         }

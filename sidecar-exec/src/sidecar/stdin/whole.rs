@@ -1,15 +1,14 @@
 //! stdin as sidecar-exec's request carries it: read whole before the request is sent, base64 in `stdin_b64`, at most
-//! [`MAX_STDIN_BYTES`]; which stdin is forwarded is [`crate::stdin`]'s policy.
+//! [`MAX_STDIN_BYTES`]; which stdin is forwarded is [`crate::sidecar::stdin::policy`]'s policy.
 
-use std::fmt;
 use std::io::Read;
 
-use crate::stdin::{self, StdinKind};
+use crate::sidecar::stdin::policy::{self as stdin, StdinKind};
 
 /// The most stdin one request carries: 768 KiB, 3/4 of the 1 MiB body limit. stdin travels as base64
 /// (`stdin_b64`), 4 bytes for every 3 whatever they are; as JSON text a newline would cost 2 bytes and a control
 /// byte 6, so the limit would depend on the content. The rest of the request (argv, cwd, env) must fit beside it:
-/// [`crate::sidecar::request::body`] checks the whole before sending.
+/// [`crate::sidecar::wire::request::body`] checks the whole before sending.
 pub const MAX_STDIN_BYTES: usize = protocol::MAX_BODY_BYTES / 4 * 3;
 
 /// What the client does with its stdin.
@@ -38,25 +37,15 @@ pub fn read(forward_pipe: bool) -> Result<Stdin, StdinError> {
 }
 
 /// Why stdin cannot be forwarded.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum StdinError {
+    #[error("cannot read stdin: {0}")]
     Unreadable(std::io::Error),
     /// More than [`MAX_STDIN_BYTES`].
+    #[error(
+        "stdin is larger than 768 KiB ({} bytes), more than one request can carry (the body limit is 1 MiB and stdin \
+         travels as base64): write it to a file in the shared workspace and pass the file's path instead",
+        MAX_STDIN_BYTES
+    )]
     TooLarge,
 }
-
-impl fmt::Display for StdinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StdinError::Unreadable(err) => write!(f, "cannot read stdin: {err}"),
-            StdinError::TooLarge => write!(
-                f,
-                "stdin is larger than 768 KiB ({MAX_STDIN_BYTES} bytes), more than one request can carry (the body \
-                 limit is 1 MiB and stdin travels as base64): write it to a file in the shared workspace and pass the \
-                 file's path instead"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for StdinError {}

@@ -8,9 +8,8 @@ use protocol::vars;
 use crate::config_error::ConfigError;
 use crate::env::{self, Entry, Resolution};
 use crate::env_sent::{self, Allowlist};
-use crate::sidecar::config_error::SidecarConfigError;
-use crate::sidecar::cwd::{self, Cwd};
-pub use crate::sidecar::http::Patience;
+use crate::sidecar::config::cwd::{self, Cwd, SentCwdError};
+pub use crate::sidecar::config::patience::Patience;
 
 /// sidecar-exec's allowlist: the contract's SIDECAR_ENV_PASSTHROUGH (any name: the HTTP API sets it as it is).
 const ALLOWLIST: Allowlist = Allowlist {
@@ -62,7 +61,7 @@ pub struct CallSettings {
     pub trace_headers: Vec<(&'static str, String)>,
     /// SIDECAR_IDLE_TIMEOUT: seconds without output after which the server stops the command; none when unset or 0.
     pub idle_timeout_secs: Option<u64>,
-    /// Whether runs are named and resumed (everything but SIDECAR_RESUME=0; see [`crate::sidecar::resume`]).
+    /// Whether runs are named and resumed (everything but SIDECAR_RESUME=0; see [`crate::sidecar::call::resume`]).
     pub resume: bool,
     /// SIDECAR_VERBOSE=1: a line on stderr for each resume.
     pub verbose: bool,
@@ -71,11 +70,12 @@ pub struct CallSettings {
 }
 
 impl CallSettings {
-    pub fn from_env() -> Result<Self, ConfigError<SidecarConfigError>> {
+    /// The variables' mistakes, and the working directory's (the program's own kind of mistake).
+    pub fn from_env() -> Result<Self, ConfigError<SentCwdError>> {
         let timeout = env::seconds("SIDECAR_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
         let idle_timeout = env::seconds("SIDECAR_IDLE_TIMEOUT", Resolution::WholeSeconds, 0, None)?;
         let silence = env::seconds("SIDECAR_SILENCE", Resolution::WholeSeconds, 1, None)?;
-        let Cwd { path: cwd, from_env: cwd_from_env } = cwd::from_env()?;
+        let Cwd { path: cwd, from_env: cwd_from_env } = cwd::from_env().map_err(ConfigError::Program)?;
         let sent = env_sent::from_env(ALLOWLIST)?;
         Ok(CallSettings {
             timeout_secs: timeout.map_or(protocol::DEFAULT_TIMEOUT_SECS, |timeout| timeout.as_secs()),
@@ -108,7 +108,7 @@ pub enum OutputMode {
     Negotiate,
     /// SIDECAR_STREAM=1: always `POST /exec/stream`.
     Stream,
-    /// SIDECAR_STREAM=0: always the blocking `POST /exec`, exactly the client before issue 22 (stdin inline, a
+    /// SIDECAR_STREAM=0: always the blocking `POST /exec`, exactly the contract's original blocking client (stdin inline, a
     /// signal cancels).
     Blocking,
 }

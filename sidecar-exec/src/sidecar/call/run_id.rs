@@ -1,4 +1,4 @@
-//! The name sidecar-exec gives each run it starts (issue 12).
+//! The name sidecar-exec gives each run it starts.
 
 use std::io::Read;
 

@@ -1,35 +1,36 @@
 //! Forwarding one command: negotiated (`POST /exec` that takes an event stream when the server has one, the
 //! default), streaming (`POST /exec/stream`) or blocking (`POST /exec`), resumed when the connection is lost
-//! ([`crate::sidecar::resume`]), and how the client ends. In the streaming modes the client's stdin is streamed
-//! beside the output ([`crate::sidecar::stdin_pump`]) and the signals it gets are delivered as sent
-//! ([`crate::sidecar::signals`]); at a terminal, the streamed call runs on a remote one ([`on_terminal`]).
+//! ([`crate::sidecar::call::resume`]), and how the client ends. In the streaming modes the client's stdin is streamed
+//! beside the output ([`crate::sidecar::stdin::pump`]) and the signals it gets are delivered as sent
+//! ([`crate::sidecar::call::signals`]); at a terminal, the streamed call runs on a remote one ([`on_terminal`]).
 
 use std::cell::Cell;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use crate::sidecar::reply_reader::ReplyWriteError;
+use crate::sidecar::wire::reply_reader::ReplyWriteError;
 
 pub use crate::exit::ClientExit;
 use crate::exit::EXIT_BROKEN_PIPE;
-use crate::sidecar::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
-use crate::sidecar::http::{authorized, http_client, refusal, transport_error};
-use crate::sidecar::output::RunOutput;
-use crate::sidecar::reply_head::ReplyHead;
-use crate::sidecar::reported_code::{self, Outcome};
-use crate::sidecar::resume::{self, First, Follow, NextRequest, OwnedRun};
-use crate::sidecar::settings::{CallSettings, OutputMode};
-use crate::sidecar::sidecars::Target;
-use crate::sidecar::stdin_pump::{PumpEnd, StdinPump};
-use crate::sidecar::stdin_source::StdinSource;
-use crate::sidecar::stream::ErrorFrames;
-use crate::sidecar::{signals, tty};
+use crate::sidecar::call::output::RunOutput;
+use crate::sidecar::call::reported_code::{self, ReportedEnd};
+use crate::sidecar::call::resume::{self, First, Follow, NextRequest, OwnedRun};
+use crate::sidecar::call::signals;
+use crate::sidecar::call::stream::ErrorFrames;
+use crate::sidecar::config::settings::{CallSettings, OutputMode};
+use crate::sidecar::config::sidecars::Endpoint;
+use crate::sidecar::stdin::pump::{PumpEnd, StdinPump};
+use crate::sidecar::stdin::source::StdinSource;
+use crate::sidecar::tty;
+use crate::sidecar::wire::body::{mib, read_reply, small_text, BodyError, MAX_REPLY_BYTES};
+use crate::sidecar::wire::http::{authorized, http_client, refusal, transport_error};
+use crate::sidecar::wire::reply_head::ReplyHead;
 use crate::signals_as_sent::{ForwardedSignals, Received};
 use crate::terminal_safe::terminal_safe;
 
 /// One call: where it goes, with what, and what it knows of the command.
 pub struct Call<'a> {
-    pub target: &'a Target,
+    pub target: &'a Endpoint,
     pub settings: &'a CallSettings,
     /// The request (already checked against the body limit).
     pub body: Vec<u8>,
@@ -39,12 +40,13 @@ pub struct Call<'a> {
     pub stdin: StdinSource,
 }
 
-/// How long the client waits on a 503 that carries `Retry-After` before it gives up on the sidecar (issue 24
-/// item 14): a sidecar whose `--max-runs` or `--max-concurrent` is full is busy, not gone.
+/// How long the client waits on a 503 that carries `Retry-After` before it gives up on the sidecar: a sidecar whose
+/// `--max-runs` or `--max-concurrent` is full is busy, not gone.
 pub const BUSY_FOR: Duration = Duration::from_secs(60);
 
-/// The blocking call (SIDECAR_STREAM=0): `POST /exec`, one reply at the end, exactly the client before issue 22.
-/// `run` is the run the body starts (named or not; see [`crate::sidecar::resume`]): it says afterwards whether the
+/// The blocking call (SIDECAR_STREAM=0): `POST /exec`, one reply at the end, exactly the contract's original blocking
+/// client.
+/// `run` is the run the body starts (named or not; see [`crate::sidecar::call::resume`]): it says afterwards whether the
 /// client must cancel it.
 pub async fn blocking(call: &Call<'_>, run: &mut OwnedRun) -> ClientExit {
     let (target, settings) = (call.target, call.settings);
@@ -123,13 +125,13 @@ async fn streamed_with(call: &Call<'_>, run: &mut OwnedRun, mut received: Forwar
                 signal = received.recv() => {
                     let (Some(id), true) = (&id, answered.get()) else {
                         match signal {
-                            // Only this process stops, as before issue 22: no run takes the signal yet (none named,
-                            // or no reply head so far).
+                            // Only this process stops, as the blocking client does: no run takes the signal yet (none
+                            // named, or no reply head so far).
                             Received::Stop => {
                                 tty::raw_mode::cooked_while(crate::signals_as_sent::stop_self);
                                 continue;
                             }
-                            // Unnamed: the closed connection cancels the run, as before issue 22.
+                            // Unnamed: the closed connection cancels the run, as the blocking client does.
                             Received::Forward(signal) if id.is_none() => break (ClientExit::code(128 + signal as i32), None),
                             // Before the reply head the client ends as a native program the signal interrupts (it dies
                             // of it); a run the request may have started is cancelled on the way out (`release`).
@@ -140,7 +142,7 @@ async fn streamed_with(call: &Call<'_>, run: &mut OwnedRun, mut received: Forwar
                         Received::Forward(signal) => {
                             if !signals::deliver(target, &client, settings, id, signal).await {
                                 // The server takes no signals for the run (not ours, not named, gone): cancel it, as
-                                // before issue 22.
+                                // the blocking client does.
                                 break (ClientExit::code(128 + signal as i32), None);
                             }
                         }
@@ -155,7 +157,11 @@ async fn streamed_with(call: &Call<'_>, run: &mut OwnedRun, mut received: Forwar
     }
     // Only a server that answered for the run and did not open its stdin is one that does not take streamed stdin
     // (a refused request, or no answer at all, says nothing of that).
-    if answered.get() && !*open.borrow() && call.stdin == StdinSource::Stream && crate::stdin::has_data_now() {
+    if answered.get()
+        && !*open.borrow()
+        && call.stdin == StdinSource::Stream
+        && crate::sidecar::stdin::policy::has_data_now()
+    {
         tty::raw_mode::eprint_line(&format!(
             "sidecar-exec: the sidecar at {} does not take streamed stdin (an older server or the contract's): \
              stdin was not forwarded",
@@ -284,7 +290,7 @@ enum Sent {
 /// is retried after the time it asks for (1 to 10 s), for [`BUSY_FOR`] at most, with one line saying so; anything
 /// else that is not 2xx, a failure to connect or no reply head within `head_within` is the call's end.
 async fn send_when_free(
-    target: &Target,
+    target: &Endpoint,
     settings: &CallSettings,
     head_within: Duration,
     request: impl Fn() -> reqwest::RequestBuilder,
@@ -396,7 +402,7 @@ async fn resume_reply(call: &Call<'_>, run: &mut OwnedRun, lost: String, stdout_
 /// The reply of `POST /exec`, reproduced; `ended.written_all` gets the reply's size once all of it was written (it stands
 /// for the output's: escaped JSON is at least as large; see [`OwnedRun::should_forget`]). `Err` when the connection was
 /// lost while reading it: why, and how many bytes of stdout were written meanwhile (the command's first ones: see
-/// [`crate::sidecar::body::read_reply`]).
+/// [`crate::sidecar::wire::body::read_reply`]).
 async fn blocking_reply(
     call: &Call<'_>,
     response: reqwest::Response,
@@ -433,7 +439,7 @@ async fn blocking_reply(
         Err(BodyError::Unreadable(err)) => {
             return Ok(ClientExit::fail(format!("sidecar at {} sent an unreadable reply: {err}", target.url)))
         }
-        Err(BodyError::Write(_)) => return Ok(ClientExit::code(EXIT_BROKEN_PIPE)),
+        Err(BodyError::Write) => return Ok(ClientExit::code(EXIT_BROKEN_PIPE)),
     };
     // stdout's text was decoded as it arrived; the rest is read in place (see sidecar::reply_reader).
     let reply = match body.view() {
@@ -461,7 +467,7 @@ async fn blocking_reply(
     notes.extend(reply.error.as_deref().map(terminal_safe));
     ended.written_all = Some(received);
     ended.signal = reply.signal;
-    let outcome = Outcome {
+    let outcome = ReportedEnd {
         code: reply.exit_code,
         timed_out: reply.timed_out,
         error: reply.error.as_deref(),

@@ -1,5 +1,5 @@
 //! Where a command's stream frames go, and how far each stream has got: the bookkeeping that makes a resumed stream
-//! byte-for-byte the stream of a run without a break (issue 12).
+//! byte-for-byte the stream of a run without a break.
 //!
 //! Each stream's position is counted in the server's offsets: every byte a frame stands for (payload and implied
 //! newline), plus the bytes a `dropped` frame stands for; never the client's own dropped marker. A frame that starts
@@ -9,8 +9,6 @@
 use std::io::Write;
 
 use protocol::{Chunk, StreamKind};
-
-use crate::exit::EXIT_BROKEN_PIPE;
 
 /// What a [`RunOutput`] does with the bytes.
 #[derive(Debug)]
@@ -24,7 +22,7 @@ enum Delivery {
 /// Why output cannot go on.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RunOutputError {
-    /// Our stdout is closed (`| head -1`): end with [`EXIT_BROKEN_PIPE`], quietly.
+    /// Our stdout is closed (`| head -1`): end with [`crate::exit::EXIT_BROKEN_PIPE`], quietly.
     BrokenPipe,
     /// A frame's `b64` is not base64.
     BadBase64,
@@ -35,16 +33,6 @@ pub enum RunOutputError {
     /// A frame that would end past the largest offset there is (a `dropped` frame of 2^64 − 1 bytes): no stream
     /// is that long, so it is refused like a gap, never trimmed away as if it were old.
     Overflow { stream: StreamKind, at: u64, len: u64 },
-}
-
-impl RunOutputError {
-    /// The exit code for it (141 for a closed stdout, else 1).
-    pub fn code(&self) -> i32 {
-        match self {
-            RunOutputError::BrokenPipe => EXIT_BROKEN_PIPE,
-            _ => 1,
-        }
-    }
 }
 
 /// The output of one run and each stream's position.
@@ -189,7 +177,7 @@ impl RunOutput {
             }
             (Delivery::Collect { stdout, stderr }, stream) => {
                 let held = if stream == StreamKind::Stdout { stdout } else { stderr };
-                if held.len() + bytes.len() > crate::sidecar::body::MAX_REPLY_BYTES {
+                if held.len() + bytes.len() > crate::sidecar::wire::body::MAX_REPLY_BYTES {
                     return Err(RunOutputError::TooLarge);
                 }
                 held.extend_from_slice(bytes);

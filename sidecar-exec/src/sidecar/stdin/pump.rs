@@ -1,4 +1,4 @@
-//! Sending a streamed run's stdin (issue 22, design §2, §5): the reader's chunks POSTed in order to
+//! Sending a streamed run's stdin: the reader's chunks POSTed in order to
 //! `/runs/{id}/stdin?offset=N`, one in flight, the last with `eof=true`; resent from the server's `received` after a
 //! lost connection (offsets make a repeat harmless). It stops when the server says stdin is closed (the command
 //! closed it, or the run ended): the client's stdin is then no longer read.
@@ -9,12 +9,12 @@ use std::time::Instant;
 use protocol::{ErrorBody, ErrorCode, RunId, StdinReply};
 use tokio::sync::{mpsc, watch};
 
-use crate::sidecar::body::{read_bounded, MAX_SMALL_BODY_BYTES};
-use crate::sidecar::http::{authorized, transport_error};
-use crate::sidecar::resume::Backoff;
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
-use crate::sidecar::stdin_source::{self, Piece, StdinSource};
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Endpoint;
+use crate::sidecar::stdin::source::{self as stdin_source, Piece, StdinSource};
+use crate::sidecar::wire::backoff::Backoff;
+use crate::sidecar::wire::body::{read_bounded, MAX_SMALL_BODY_BYTES};
+use crate::sidecar::wire::http::{authorized, transport_error};
 use crate::terminal_safe::terminal_safe;
 
 /// How many times in a row the server may refuse stdin as a gap at the very offset it said to resend from before
@@ -23,7 +23,7 @@ pub const GAP_REFUSALS: u32 = 5;
 
 /// Where the sender sends, and what it reports back.
 pub struct StdinPump<'a> {
-    pub target: &'a Target,
+    pub target: &'a Endpoint,
     pub client: &'a reqwest::Client,
     pub settings: &'a CallSettings,
     pub id: &'a RunId,

@@ -1,15 +1,15 @@
-//! `--explain` and SIDECAR_VERBOSE=1 (issue 22, design §9): what a forwarded call sends, before it is sent.
+//! `--explain` and SIDECAR_VERBOSE=1: what a forwarded call sends, before it is sent.
 //! Variable values are shown only for the default allowlist: a passthrough value may be a secret.
 
 use std::fmt::Write;
 
-use crate::sidecar::settings::CallSettings;
-use crate::sidecar::sidecars::Target;
-use crate::sidecar::stdin_source::StdinSource;
+use crate::sidecar::config::settings::CallSettings;
+use crate::sidecar::config::sidecars::Endpoint;
+use crate::sidecar::stdin::source::StdinSource;
 use crate::terminal_safe::terminal_safe;
 
 /// The lines, each starting `sidecar-exec:`.
-pub fn explain(target: &Target, settings: &CallSettings, stdin: StdinSource, program: &str) -> String {
+pub fn explain(target: &Endpoint, settings: &CallSettings, stdin: StdinSource, program: &str) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -21,7 +21,7 @@ pub fn explain(target: &Target, settings: &CallSettings, stdin: StdinSource, pro
         settings.timeout_secs
     );
     let stdin = match stdin {
-        StdinSource::Nothing => "not streamed (/dev/null, or inline as before issue 22)",
+        StdinSource::Nothing => "not streamed (/dev/null, or inline in the request)",
         StdinSource::Stream => "streamed (a pipe or terminal)",
         StdinSource::File { .. } => "streamed from a regular file (its offset left where the command stopped)",
     };
