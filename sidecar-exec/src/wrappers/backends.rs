@@ -1,7 +1,6 @@
 //! Which backends the configuration asks for (BUILD_SIDECARS; SSH_HOST with SSH_COMMANDS) and the client binary each
 //! kind of wrapper execs: the program that runs the installer, or its sibling of the other name in the same folder.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::env::{self, Entry, VariableError};
@@ -76,30 +75,20 @@ impl Backends {
 }
 
 /// Why the configured backends cannot get wrappers.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum BackendsError {
     /// BUILD_SIDECARS is set but not valid.
+    #[error(transparent)]
     Sidecars(SidecarsError),
     /// SSH_COMMANDS names something that is not a command.
+    #[error(transparent)]
     Variable(VariableError),
     /// `variable` configures a backend whose client, `needed`, is not at `path` beside the `running` one.
+    #[error(
+        "FATAL: {variable} is set but {} does not exist: install {} beside {}, or unset {variable}",
+        .path.display(),
+        .needed.name(),
+        .running.name()
+    )]
     ClientMissing { path: PathBuf, needed: Client, running: Client, variable: &'static str },
 }
-
-impl fmt::Display for BackendsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BackendsError::Sidecars(err) => err.fmt(f),
-            BackendsError::Variable(err) => err.fmt(f),
-            BackendsError::ClientMissing { path, needed, running, variable } => write!(
-                f,
-                "FATAL: {variable} is set but {} does not exist: install {} beside {}, or unset {variable}",
-                path.display(),
-                needed.name(),
-                running.name()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for BackendsError {}

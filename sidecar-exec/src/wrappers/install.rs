@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use process_group::program;
@@ -158,26 +157,17 @@ fn unwritable(dir: &Path, err: std::io::Error) -> UnwritableFolder {
 }
 
 /// The wrapper folder cannot be created or written.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "FATAL: cannot write wrappers to {}: {err} (make the folder writable for uid {}, or pick another with \
+     --install-wrappers DIR)",
+    .dir.display(),
+    nix::unistd::getuid()
+)]
 pub struct UnwritableFolder {
     pub dir: PathBuf,
     pub err: std::io::Error,
 }
-
-impl fmt::Display for UnwritableFolder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "FATAL: cannot write wrappers to {}: {} (make the folder writable for uid {}, or pick another with \
-             --install-wrappers DIR)",
-            self.dir.display(),
-            self.err,
-            nix::unistd::getuid()
-        )
-    }
-}
-
-impl std::error::Error for UnwritableFolder {}
 
 /// `dir/command` as a symlink to `client`, put in place atomically ([`agent_files::symlink_atomic`]): the folder is
 /// writable by the agent's user, so nothing planted there may redirect the write, and a wrapper appears whole.
