@@ -93,7 +93,7 @@ async fn a_server_restarted_under_a_run_is_named_so() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.starts_with(&format!("sidecar-exec: the sidecar at {} restarted while run ", server.url())),
+        stderr.starts_with(&format!("sidecar-exec: the sidecar at {} answers as another server start", server.url())),
         "{stderr}"
     );
     assert!(stderr.contains("the command died with the previous server"), "{stderr}");
@@ -135,54 +135,58 @@ async fn a_refused_request_does_not_blame_streamed_stdin() {
 /// ever). The run goes on without more input and ends by its own exit frame.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_that_always_refuses_stdin_as_a_gap_is_given_up_on() {
-    let stdin_posts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let go = Arc::new(tokio::sync::Notify::new());
-    let (counted, end) = (stdin_posts.clone(), go.clone());
-    let server = raw_server(move |request| {
-        if request.starts_with("POST /exec/stream") {
-            let events = b"data: {\"type\":\"stdout\",\"data\":\"started\",\"offset\":0}\n\n".to_vec();
-            let exit = b"data: {\"type\":\"exit\",\"data\":0,\"stdout_bytes\":8,\"stderr_bytes\":0}\n\n".to_vec();
-            Reply::until_close(
-                "text/event-stream",
-                vec![Piece::Bytes(events), Piece::Wait(end.clone()), Piece::Bytes(exit)],
-            )
-            .with_header("x-stdin-stream", "1")
-        } else if request.starts_with("POST /runs/") && request.contains("/stdin?") {
-            counted.fetch_add(1, Ordering::SeqCst);
-            Reply::full(
-                "409 Conflict",
-                &[("content-type", "application/json")],
-                r#"{"error":"gap","code":"stdin_gap","received":0}"#,
-            )
-        } else {
-            Reply::full("404 Not Found", &[], "")
-        }
-    })
-    .await;
-    let mut shell = go_client(&server.url).env("SIDECAR_STREAM", "1").other("sh");
-    shell
-        .args(["-c", &format!("echo input | {BIN} go cat")])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = shell.spawn().unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = tokio::time::timeout(HANG, lines.next_line()).await.expect("the give-up line").unwrap().unwrap();
-    let posts = stdin_posts.load(Ordering::SeqCst);
-    go.notify_one();
-    let output = tokio::time::timeout(HANG, child.wait_with_output()).await.unwrap().unwrap();
-    assert!(
-        line.starts_with(&format!(
-            "sidecar-exec: sidecar at {} refused stdin at offset 0 as a gap 5 times",
-            server.url
-        )),
-        "{line}"
-    );
-    assert!(line.ends_with("stdin stops here (the command gets no more input)"), "{line}");
-    assert_eq!(posts, 5, "one POST per refusal, then none");
-    assert_eq!(stdin_posts.load(Ordering::SeqCst), 5, "no POST after the give-up");
-    assert_eq!((output.status.code(), stdout(&output)), (Some(0), "started\n".to_owned()));
-    assert_eq!(lines.next_line().await.unwrap(), None, "one line");
+    let cases = [
+        (
+            "409 Conflict",
+            r#"{"error":"gap","code":"stdin_gap","received":0}"#,
+            "refused stdin at offset 0 as a gap 5 times",
+            5,
+        ),
+        // A 200 that takes nothing, for ever: as broken as the gap, and given up on the same way.
+        ("200 OK", r#"{"received":0,"closed":false}"#, "took no more stdin in 5 answers in a row", 5),
+        // More taken than was sent (an overflow of the offset before): a protocol violation, at once.
+        ("200 OK", r#"{"received":18446744073709551615,"closed":false}"#, "says it took 18446744073709551615 bytes", 1),
+    ];
+    for (status, body, said, expected_posts) in cases {
+        let stdin_posts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let go = Arc::new(tokio::sync::Notify::new());
+        let (counted, end) = (stdin_posts.clone(), go.clone());
+        let server = raw_server(move |request| {
+            if request.starts_with("POST /exec/stream") {
+                let events = b"data: {\"type\":\"stdout\",\"data\":\"started\",\"offset\":0}\n\n".to_vec();
+                let exit = b"data: {\"type\":\"exit\",\"data\":0,\"stdout_bytes\":8,\"stderr_bytes\":0}\n\n".to_vec();
+                Reply::until_close(
+                    "text/event-stream",
+                    vec![Piece::Bytes(events), Piece::Wait(end.clone()), Piece::Bytes(exit)],
+                )
+                .with_header("x-stdin-stream", "1")
+            } else if request.starts_with("POST /runs/") && request.contains("/stdin?") {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Reply::full(status, &[("content-type", "application/json")], body)
+            } else {
+                Reply::full("404 Not Found", &[], "")
+            }
+        })
+        .await;
+        let mut shell = go_client(&server.url).env("SIDECAR_STREAM", "1").other("sh");
+        shell
+            .args(["-c", &format!("echo input | {BIN} go cat")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = shell.spawn().unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let line = tokio::time::timeout(HANG, lines.next_line()).await.expect("the give-up line").unwrap().unwrap();
+        let posts = stdin_posts.load(Ordering::SeqCst);
+        go.notify_one();
+        let output = tokio::time::timeout(HANG, child.wait_with_output()).await.unwrap().unwrap();
+        assert!(line.starts_with(&format!("sidecar-exec: sidecar at {} {said}", server.url)), "{line}");
+        assert!(line.contains("stdin stops here"), "{line}");
+        assert_eq!(posts, expected_posts, "{said}: one POST per answer, then none");
+        assert_eq!(stdin_posts.load(Ordering::SeqCst), expected_posts, "no POST after the give-up");
+        assert_eq!((output.status.code(), stdout(&output)), (Some(0), "started\n".to_owned()), "{said}");
+        assert_eq!(lines.next_line().await.unwrap(), None, "one line");
+    }
 }
 
 /// A sidecar URL with a password and control characters in BUILD_SIDECARS: every message shows it without the

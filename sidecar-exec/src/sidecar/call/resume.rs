@@ -577,10 +577,11 @@ fn no_longer_known(target: &Endpoint, run: &OwnedRun, output: &RunOutput) -> Cli
 fn restarted(target: &Endpoint, run: &OwnedRun, output: &RunOutput) -> ClientExit {
     let (stdout_at, stderr_at) = output.position();
     ClientExit::fail(format!(
-        "the sidecar at {} restarted while run {} was running (its boot id changed), and a restarted sidecar keeps \
-         no runs: the command died with the previous server; its output up to stdout byte {stdout_at} and stderr \
-         byte {stderr_at} arrived here, and how far it got is not known, so check what it did before running it \
-         again",
+        "the sidecar at {} answers as another server start than the one that ran run {} (its boot id changed), \
+         and that start does not know the run: the sidecar restarted and the command died with the previous server \
+         (or, behind a load balancer of several replicas, this is another replica); its output up to stdout byte \
+         {stdout_at} and stderr byte {stderr_at} arrived here, and how far it got is not known, so check what it \
+         did before running it again",
         target.url,
         run.name()
     ))

@@ -33,7 +33,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("SIDECAR_STDIN", "0: forward no stdin (the command reads /dev/null); default: a pipe, file, heredoc or terminal is streamed to the command"),
     ("SIDECAR_IDLE_TIMEOUT", "seconds the command may go without printing anything before it is stopped as timed out (124); default none"),
     ("SIDECAR_TTY", "unset: run on a remote terminal (raw keys, resize) when stdin and stdout are terminals; 1: always; 0: never (the pipe behaviour)"),
-    ("SIDECAR_SILENCE", "seconds an event stream may go without a byte, keep-alives included, before the client counts its connection lost (default 60, four of exec-server's keep-alive intervals); reconnecting then gives up after as long again, and every follow-up request (reconnect, stdin, signal, resize, cancel) waits at most 10 s for its answer, or this long when shorter"),
+    ("SIDECAR_SILENCE", "seconds an event stream may go without a byte, keep-alives included, before the client counts its connection lost (default 60, four of exec-server's keep-alive intervals; keep it above the server's --keepalive, 15 s by default, or a quiet command counts as lost); reconnecting then gives up after as long again, and every follow-up request (reconnect, stdin, signal, resize, cancel) waits at most 10 s for its answer, or this long when shorter"),
     ("SIDECAR_RESUME", "0: do not name runs, so a lost connection ends the command (default: named, resumed transparently)"),
     ("SIDECAR_VERBOSE", "1: what is sent (target, mode, variable names) before the call, and one stderr line for each resume"),
 ];

@@ -17,8 +17,9 @@ use crate::sidecar::wire::body::{read_bounded, MAX_SMALL_BODY_BYTES};
 use crate::sidecar::wire::http::{authorized, transport_error};
 use crate::terminal_safe::terminal_safe;
 
-/// How many times in a row the server may refuse stdin as a gap at the very offset it said to resend from before
-/// the sender gives up on it (a broken server; a real gap is mended by the first resend).
+/// How many answers in a row may move the server's offset no further (a gap at the very offset it said to resend
+/// from, a 200 that took nothing, a gap that sends it back) before the sender gives up on it: a broken server; a real
+/// gap is mended by the first resend.
 pub const GAP_REFUSALS: u32 = 5;
 
 /// Where the sender sends, and what it reports back.
@@ -106,13 +107,31 @@ impl StdinPump<'_> {
     /// very offset it said to resend from) after [`GAP_REFUSALS`] answers, with the backoff between them.
     async fn send(&mut self, data: &[u8], eof: bool) -> Result<bool, String> {
         let start = self.taken.get();
-        let end = start + data.len() as u64;
+        let end = start.saturating_add(data.len() as u64);
         let mut backoff = Backoff::new();
         let mut lost_since: Option<Instant> = None;
         let reconnect_for = self.settings.patience.reconnect_for();
         let mut gaps_at_one_offset = 0;
+        // Answers in a row that moved the offset no further than the one before them.
+        let mut without_progress = 0;
+        let mut furthest = start;
         loop {
             let offset = self.taken.get();
+            if offset > furthest {
+                (furthest, without_progress) = (offset, 0);
+            } else if offset < end && start < end {
+                without_progress += 1;
+                if without_progress > GAP_REFUSALS {
+                    return Err(format!(
+                        "sidecar at {} took no more stdin in {GAP_REFUSALS} answers in a row (it stays at offset \
+                         {offset}): stdin stops here (the command gets no more input)",
+                        self.target.url
+                    ));
+                }
+                if without_progress > 1 {
+                    tokio::time::sleep(backoff.next_wait()).await;
+                }
+            }
             let rest = &data[usize::try_from(offset - start).unwrap_or(data.len()).min(data.len())..];
             let path = format!("/runs/{}/stdin?offset={offset}{}", self.id, if eof { "&eof=true" } else { "" });
             let request = authorized(self.client.post(self.target.endpoint(&path)), self.target, Some(self.settings))
@@ -135,6 +154,12 @@ impl StdinPump<'_> {
                 let Ok(reply) = serde_json::from_slice::<StdinReply>(&body) else {
                     return Err(format!("sidecar at {} sent an unreadable reply to stdin", self.target.url));
                 };
+                if reply.received > end {
+                    return Err(format!(
+                        "sidecar at {} says it took {} bytes of stdin, more than the {end} sent: stdin stops here",
+                        self.target.url, reply.received
+                    ));
+                }
                 self.taken.set(reply.received.max(offset));
                 if reply.closed {
                     return Ok(true);
@@ -157,6 +182,13 @@ impl StdinPump<'_> {
                     }
                     // A gap at the offset it says to resend from: the server contradicts itself. Waited on with the
                     // backoff, then given up on.
+                    Some(received) if received > end => {
+                        return Err(format!(
+                            "sidecar at {} says it has {received} bytes of stdin, more than the {end} sent: stdin \
+                             stops here",
+                            self.target.url
+                        ))
+                    }
                     Some(received) if received >= offset => {
                         gaps_at_one_offset += 1;
                         if gaps_at_one_offset >= GAP_REFUSALS {
@@ -173,6 +205,15 @@ impl StdinPump<'_> {
                     Some(received) => self.taken.set(received),
                     None => return Err(format!("sidecar at {} refused stdin as a gap", self.target.url)),
                 },
+                // Another client of the run sent its stdin while this request waited: that client has the
+                // input now, and two writers would only interleave keys.
+                Some(ErrorCode::StdinSuperseded) => {
+                    return Err(format!(
+                        "another client of run {} sent it input while this one waited (stdin_superseded): this \
+                         client's stdin stops here",
+                        self.id
+                    ))
+                }
                 // Closed by an EOF already taken, the run is gone or never took input: nothing more to send.
                 // A terminal has no EOF (the hung-up local terminal read one): what came before it was taken.
                 Some(
