@@ -94,12 +94,25 @@ impl Sidecars {
 /// A sidecar URL as a message shows it: the userinfo (`user:password@`) replaced by `…@`, since a message lands in
 /// logs and an agent's context, and every control or reordering character escaped ([`terminal_safe`]), since
 /// BUILD_SIDECARS is text anyone who sets the environment chose.
+///
+/// The userinfo is looked for where an HTTP client finds it, not only after `scheme://`: `http:///user:pw@host` and
+/// `http:/user:pw@host` reach `host` with those credentials (the URL standard skips any slashes after a special
+/// scheme), so their text is redacted too, whatever the slashes and backslashes before the authority.
 pub fn shown_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let redacted = match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://…@{}", &rest[at + 1..]),
-        None => url.to_owned(),
+    let (scheme, rest) = match url.split_once(':') {
+        Some((scheme, rest))
+            if !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
+        {
+            (Some(scheme), rest)
+        }
+        _ => (None, url),
+    };
+    let authority = rest.trim_start_matches(['/', '\\']);
+    let authority_end = authority.find(['/', '\\', '?', '#']).unwrap_or(authority.len());
+    let redacted = match (scheme, authority[..authority_end].rfind('@')) {
+        (Some(scheme), Some(at)) => format!("{scheme}://…@{}", &authority[at + 1..]),
+        (None, Some(at)) => format!("…@{}", &authority[at + 1..]),
+        (_, None) => url.to_owned(),
     };
     terminal_safe(&redacted)
 }
@@ -208,6 +221,12 @@ mod tests {
     fn a_shown_url_has_no_password_and_no_control_character() {
         assert_eq!(shown_url("http://b:1"), "http://b:1");
         assert_eq!(shown_url("http://user:pa@ss@b:1/x@y"), "http://…@b:1/x@y");
+        // The spellings an HTTP client reads as the same credentials.
+        assert_eq!(shown_url("http:///user:s3cretpw@127.0.0.1:1"), "http://…@127.0.0.1:1");
+        assert_eq!(shown_url("http:/user:s3cretpw@127.0.0.1:1/p"), "http://…@127.0.0.1:1/p");
+        assert_eq!(shown_url("http:\\\\user:s3cretpw@b:1"), "http://…@b:1");
+        assert_eq!(shown_url("user:s3cretpw@b:1"), "user://…@b:1");
+        assert_eq!(shown_url("http://b:1/a@b"), "http://b:1/a@b");
         assert_eq!(shown_url("http://b\x1b[31m\0:1"), "http://b\\x1b[31m\\x00:1");
         let sidecars = Sidecars::parse(r#"{"go":{"internal_url":"http://u:secret@b:1\u001b]0;x\u0007"}}"#).unwrap();
         let target = sidecars.target("go").unwrap();
