@@ -150,79 +150,32 @@ impl StdinPump<'_> {
             };
             let status = response.status();
             let body = read_bounded(response, MAX_SMALL_BODY_BYTES).await.unwrap_or_default();
-            if status.is_success() {
-                let Ok(reply) = serde_json::from_slice::<StdinReply>(&body) else {
-                    return Err(format!("sidecar at {} sent an unreadable reply to stdin", self.target.url));
-                };
-                if reply.received > end {
-                    return Err(format!(
-                        "sidecar at {} says it took {} bytes of stdin, more than the {end} sent: stdin stops here",
-                        self.target.url, reply.received
-                    ));
+            match answer(status, &body, start..end, offset) {
+                Answer::Taken { received, closed } => {
+                    self.taken.set(received.max(offset));
+                    if closed {
+                        return Ok(true);
+                    }
+                    if self.taken.get() >= end {
+                        return Ok(false);
+                    }
                 }
-                self.taken.set(reply.received.max(offset));
-                if reply.closed {
-                    return Ok(true);
-                }
-                if self.taken.get() >= end {
-                    return Ok(false);
-                }
-                continue;
-            }
-            let refusal = serde_json::from_slice::<ErrorBody>(&body).ok();
-            match refusal.as_ref().and_then(|body| body.code) {
-                Some(ErrorCode::StdinGap) => match refusal.and_then(|body| body.received) {
-                    // The server has less than we think it took: those bytes are gone from here.
-                    Some(received) if received < start => {
+                Answer::ResendFrom(received) => self.taken.set(received),
+                Answer::GapAtOffset(received) => {
+                    gaps_at_one_offset += 1;
+                    if gaps_at_one_offset >= GAP_REFUSALS {
                         return Err(format!(
-                            "sidecar at {} has {received} bytes of stdin, fewer than it acknowledged: stdin stops \
-                             here",
+                            "sidecar at {} refused stdin at offset {offset} as a gap {GAP_REFUSALS} times, saying it \
+                             has {received} bytes, which is where it was sent from: stdin stops here (the command \
+                             gets no more input)",
                             self.target.url
-                        ))
+                        ));
                     }
-                    // A gap at the offset it says to resend from: the server contradicts itself. Waited on with the
-                    // backoff, then given up on.
-                    Some(received) if received > end => {
-                        return Err(format!(
-                            "sidecar at {} says it has {received} bytes of stdin, more than the {end} sent: stdin \
-                             stops here",
-                            self.target.url
-                        ))
-                    }
-                    Some(received) if received >= offset => {
-                        gaps_at_one_offset += 1;
-                        if gaps_at_one_offset >= GAP_REFUSALS {
-                            return Err(format!(
-                                "sidecar at {} refused stdin at offset {offset} as a gap {GAP_REFUSALS} times, \
-                                 saying it has {received} bytes, which is where it was sent from: stdin stops here \
-                                 (the command gets no more input)",
-                                self.target.url
-                            ));
-                        }
-                        self.taken.set(received);
-                        tokio::time::sleep(backoff.next_wait()).await;
-                    }
-                    Some(received) => self.taken.set(received),
-                    None => return Err(format!("sidecar at {} refused stdin as a gap", self.target.url)),
-                },
-                // Another client of the run sent its stdin while this request waited: that client has the
-                // input now, and two writers would only interleave keys.
-                Some(ErrorCode::StdinSuperseded) => {
-                    return Err(format!(
-                        "another client of run {} sent it input while this one waited (stdin_superseded): this \
-                         client's stdin stops here",
-                        self.id
-                    ))
+                    self.taken.set(received);
+                    tokio::time::sleep(backoff.next_wait()).await;
                 }
-                // Closed by an EOF already taken, the run is gone or never took input: nothing more to send.
-                // A terminal has no EOF (the hung-up local terminal read one): what came before it was taken.
-                Some(
-                    ErrorCode::StdinClosed
-                    | ErrorCode::RunNotKnown
-                    | ErrorCode::StdinNotOpen
-                    | ErrorCode::StdinIsATerminal,
-                ) => return Ok(true),
-                _ if status.is_server_error() => {
+                Answer::Closed => return Ok(true),
+                Answer::ServerError => {
                     if lost_since.get_or_insert_with(Instant::now).elapsed() >= reconnect_for {
                         return Err(format!(
                             "stdin could not be sent: sidecar at {} answered {status} for {} s",
@@ -232,15 +185,136 @@ impl StdinPump<'_> {
                     }
                     tokio::time::sleep(backoff.next_wait()).await;
                 }
-                _ => {
-                    let text = refusal.map_or_else(|| String::from_utf8_lossy(&body).into_owned(), |body| body.error);
-                    return Err(format!(
-                        "sidecar at {} refused stdin ({status}): {}",
-                        self.target.url,
-                        terminal_safe(text.trim())
-                    ));
-                }
+                Answer::Broken(why) => return Err(why.line(&self.target.url, self.id, status)),
             }
         }
+    }
+}
+
+/// What an answer to a stdin POST of the bytes `sent` (at `offset`) means, decided from its status and body alone.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    /// A 2xx: the server has `received` bytes (and stdin is `closed`).
+    Taken { received: u64, closed: bool },
+    /// A gap below the offset sent from (a lost request's bytes): resend from there.
+    ResendFrom(u64),
+    /// A gap at the very offset (or past it) the server said to resend from: it contradicts itself.
+    GapAtOffset(u64),
+    /// Nothing more to send: closed by an EOF already taken, the run is gone or never took input, or a terminal
+    /// (which has no EOF) took what came before the hung-up local terminal's.
+    Closed,
+    /// A 5xx: retried for the reconnect window.
+    ServerError,
+    /// Stdin stops here, for this reason.
+    Broken(Broken),
+}
+
+/// Why stdin stops on an answer.
+#[derive(Debug, PartialEq)]
+enum Broken {
+    /// A 2xx whose body is not the stdin reply.
+    Unreadable,
+    /// The server says it has `received` bytes, more than were sent (`end`).
+    MoreThanSent { received: u64, end: u64 },
+    /// The server has `received` bytes, fewer than it acknowledged before (`start`).
+    FewerThanAcknowledged { received: u64 },
+    /// A gap without the offset to resend from.
+    GapWithoutOffset,
+    /// Another client of the run sent its input while this request waited.
+    Superseded,
+    /// Any other refusal, with the server's words.
+    Refused(String),
+}
+
+impl Broken {
+    /// The line that ends stdin.
+    fn line(&self, url: &str, id: &RunId, status: reqwest::StatusCode) -> String {
+        match self {
+            Broken::Unreadable => format!("sidecar at {url} sent an unreadable reply to stdin"),
+            Broken::MoreThanSent { received, end } => {
+                format!("sidecar at {url} says it took {received} bytes of stdin, more than the {end} sent: stdin stops here")
+            }
+            Broken::FewerThanAcknowledged { received } => {
+                format!("sidecar at {url} has {received} bytes of stdin, fewer than it acknowledged: stdin stops here")
+            }
+            Broken::GapWithoutOffset => format!("sidecar at {url} refused stdin as a gap"),
+            Broken::Superseded => format!(
+                "another client of run {id} sent it input while this one waited (stdin_superseded): this client's \
+                 stdin stops here"
+            ),
+            Broken::Refused(text) => {
+                format!("sidecar at {url} refused stdin ({status}): {}", terminal_safe(text.trim()))
+            }
+        }
+    }
+}
+
+/// The decider of [`StdinPump::send`]: what the answer `status`, `body` to the bytes `sent` POSTed at `offset` means.
+fn answer(status: reqwest::StatusCode, body: &[u8], sent: std::ops::Range<u64>, offset: u64) -> Answer {
+    let (start, end) = (sent.start, sent.end);
+    if status.is_success() {
+        return match serde_json::from_slice::<StdinReply>(body) {
+            Err(_) => Answer::Broken(Broken::Unreadable),
+            // A protocol violation, which a wrapping addition would have hidden.
+            Ok(reply) if reply.received > end => Answer::Broken(Broken::MoreThanSent { received: reply.received, end }),
+            Ok(reply) => Answer::Taken { received: reply.received, closed: reply.closed },
+        };
+    }
+    let refusal = serde_json::from_slice::<ErrorBody>(body).ok();
+    match refusal.as_ref().and_then(|body| body.code) {
+        Some(ErrorCode::StdinGap) => match refusal.and_then(|body| body.received) {
+            // The server has less than we think it took: those bytes are gone from here.
+            Some(received) if received < start => Answer::Broken(Broken::FewerThanAcknowledged { received }),
+            Some(received) if received > end => Answer::Broken(Broken::MoreThanSent { received, end }),
+            Some(received) if received >= offset => Answer::GapAtOffset(received),
+            Some(received) => Answer::ResendFrom(received),
+            None => Answer::Broken(Broken::GapWithoutOffset),
+        },
+        // Another client of the run sent its stdin while this request waited: that client has the input now, and
+        // two writers would only interleave keys.
+        Some(ErrorCode::StdinSuperseded) => Answer::Broken(Broken::Superseded),
+        Some(
+            ErrorCode::StdinClosed | ErrorCode::RunNotKnown | ErrorCode::StdinNotOpen | ErrorCode::StdinIsATerminal,
+        ) => Answer::Closed,
+        _ if status.is_server_error() => Answer::ServerError,
+        _ => Answer::Broken(Broken::Refused(
+            refusal.map_or_else(|| String::from_utf8_lossy(body).into_owned(), |body| body.error),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::StatusCode;
+
+    #[test]
+    fn answers_are_read_by_their_status_code_and_offsets() {
+        let ok = |body: &str| answer(StatusCode::OK, body.as_bytes(), 10..20, 10);
+        assert_eq!(ok(r#"{"received":15,"closed":false}"#), Answer::Taken { received: 15, closed: false });
+        assert_eq!(ok(r#"{"received":20,"closed":true}"#), Answer::Taken { received: 20, closed: true });
+        assert_eq!(
+            ok(r#"{"received":21,"closed":false}"#),
+            Answer::Broken(Broken::MoreThanSent { received: 21, end: 20 })
+        );
+        assert_eq!(ok("not json"), Answer::Broken(Broken::Unreadable));
+        let refused = |status, body: &str| answer(status, body.as_bytes(), 10..20, 14);
+        let gap = |received: u64| format!(r#"{{"error":"gap","code":"stdin_gap","received":{received}}}"#);
+        assert_eq!(refused(StatusCode::CONFLICT, &gap(12)), Answer::ResendFrom(12));
+        assert_eq!(refused(StatusCode::CONFLICT, &gap(14)), Answer::GapAtOffset(14));
+        assert_eq!(
+            refused(StatusCode::CONFLICT, &gap(9)),
+            Answer::Broken(Broken::FewerThanAcknowledged { received: 9 })
+        );
+        assert_eq!(
+            refused(StatusCode::CONFLICT, &gap(u64::MAX)),
+            Answer::Broken(Broken::MoreThanSent { received: u64::MAX, end: 20 })
+        );
+        let code = |code: &str| format!(r#"{{"error":"x","code":"{code}"}}"#);
+        assert_eq!(refused(StatusCode::CONFLICT, &code("stdin_superseded")), Answer::Broken(Broken::Superseded));
+        assert_eq!(refused(StatusCode::CONFLICT, &code("stdin_closed")), Answer::Closed);
+        assert_eq!(refused(StatusCode::NOT_FOUND, &code("run_not_known")), Answer::Closed);
+        assert_eq!(refused(StatusCode::SERVICE_UNAVAILABLE, "busy"), Answer::ServerError);
+        assert_eq!(refused(StatusCode::FORBIDDEN, r#"{"error":"no"}"#), Answer::Broken(Broken::Refused("no".into())));
     }
 }
