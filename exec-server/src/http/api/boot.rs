@@ -3,8 +3,6 @@
 //! finds its run unknown tells from the id whether the server restarted under it (the run died with the previous
 //! start) or the same server let the run go (its reattach window passed, or it forgot an ended run).
 
-use std::io::Read;
-
 use axum::extract::{Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
@@ -15,9 +13,8 @@ use super::AppState;
 /// A fresh boot id: 32 hex digits from /dev/urandom, or, where that cannot be read, the pid and the start time in
 /// nanoseconds (unique per start on one machine, which is all a client compares).
 pub fn new_boot_id() -> String {
-    let mut bytes = [0u8; 16];
-    match std::fs::File::open("/dev/urandom").and_then(|mut random| random.read_exact(&mut bytes)) {
-        Ok(()) => bytes.iter().map(|byte| format!("{byte:02x}")).collect(),
+    match protocol::random_hex(16) {
+        Ok(id) => id,
         Err(_) => {
             let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
             format!("{:08x}{:024x}", std::process::id(), since.as_nanos())

@@ -1,7 +1,5 @@
 //! The name sidecar-exec gives each run it starts.
 
-use std::io::Read;
-
 use protocol::RunId;
 
 /// A fresh run id: 32 hex digits (128 bits) from /dev/urandom.
@@ -10,10 +8,7 @@ use protocol::RunId;
 /// retry of the *same* call is recognised because this process re-sends the very same id, not because the command
 /// looks alike. 128 bits make a collision with any other run the server keeps as unlikely as a UUID's.
 pub fn new_run_id() -> std::io::Result<RunId> {
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-    Ok(RunId::new(hex).expect("32 hex digits are a valid run id"))
+    Ok(RunId::new(protocol::random_hex(16)?).expect("32 hex digits are a valid run id"))
 }
 
 #[cfg(test)]
