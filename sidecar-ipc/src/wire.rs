@@ -31,7 +31,7 @@ pub struct PromptResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(default)]
-    pub metrics: Metrics,
+    pub metrics: TokenUsage,
 }
 
 pub const SUCCESS: &str = "success";
@@ -49,14 +49,14 @@ impl PromptResult {
             content: None,
             parsed: None,
             error: Some(error.into()),
-            metrics: Metrics::default(),
+            metrics: TokenUsage::default(),
         }
     }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Metrics {
+pub struct TokenUsage {
     #[serde(default)]
     pub input_tokens: u64,
     #[serde(default)]
@@ -84,7 +84,7 @@ mod tests {
                            "metrics": {"inputTokens": 3, "outputTokens": 4}});
         let result: PromptResult = serde_json::from_value(agent).unwrap();
         assert!(result.is_success());
-        assert_eq!(result.metrics, Metrics { input_tokens: 3, output_tokens: 4 });
+        assert_eq!(result.metrics, TokenUsage { input_tokens: 3, output_tokens: 4 });
         let error: PromptResult = serde_json::from_value(json!({"requestId": "1", "status": "error",
                                                                  "error": "x", "metrics": {}}))
         .unwrap();

@@ -17,13 +17,13 @@ pub struct TerminalJob {
     pub cols: u16,
     /// The request's `tty.modes`: laid over the pty's before the command starts ([`TerminalJob::set_modes`]).
     pub modes: Option<protocol::TerminalModes>,
-    pub handle: Arc<Terminal>,
+    pub handle: Arc<TerminalHandle>,
 }
 
 /// The terminal of a running command, for its transport: resize it, ask its foreground group. Set when the
 /// command starts, let go when it has ended (the master is then closed once the output is read).
 #[derive(Debug, Default)]
-pub struct Terminal {
+pub struct TerminalHandle {
     /// A descriptor of the master (a duplicate: the engine's halves read and write).
     master: Mutex<Option<OwnedFd>>,
 }
@@ -32,7 +32,7 @@ pub struct Terminal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TerminalGone;
 
-impl Terminal {
+impl TerminalHandle {
     pub fn new() -> Arc<Self> {
         Arc::default()
     }

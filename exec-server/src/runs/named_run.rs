@@ -14,7 +14,7 @@ use super::input::RunInput;
 use super::kept_argv::KeptArgv;
 use super::log::{Found, Pending, Read, StreamLog, MEMORY_PER_STREAM};
 use crate::ending::Ending;
-use crate::engine::terminal::Terminal;
+use crate::engine::terminal::TerminalHandle;
 
 /// A named run, shared by the task that runs it, its readers and the registry.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ pub struct NamedRun {
     /// Its stdin, when it asked for `stdin_stream` (issue 22): set before the run is started.
     input: OnceLock<RunInput>,
     /// Its terminal, when it asked for `tty` (issue 23): set before the run is started.
-    terminal: OnceLock<Arc<Terminal>>,
+    terminal: OnceLock<Arc<TerminalHandle>>,
     /// Bumped on every change a reader may wait for (output, the end).
     changed: watch::Sender<u64>,
     /// Bumped when a follower moves or leaves: the command may go on (see [`NamedRun::paced`]).
@@ -225,12 +225,12 @@ impl NamedRun {
     }
 
     /// Gives the run its terminal (before its command starts; a second one is ignored).
-    pub fn open_terminal(&self, terminal: Arc<Terminal>) {
+    pub fn open_terminal(&self, terminal: Arc<TerminalHandle>) {
         let _ = self.terminal.set(terminal);
     }
 
     /// Its terminal, if it runs on one.
-    pub fn terminal(&self) -> Option<&Terminal> {
+    pub fn terminal(&self) -> Option<&TerminalHandle> {
         self.terminal.get().map(Arc::as_ref)
     }
 

@@ -22,7 +22,7 @@ use crate::changes::Changes;
 use crate::exit::ExitError;
 use crate::ipc::{self, Ipc};
 use crate::schema::{self, SchemaSpec};
-use crate::wire::{ClearContextRequest, Metrics, PromptRequest, PromptResult, ERROR};
+use crate::wire::{ClearContextRequest, PromptRequest, PromptResult, TokenUsage, ERROR};
 use audit::Audit;
 use history::History;
 
@@ -43,7 +43,7 @@ pub enum BackendArgs {
 #[derive(Debug)]
 pub struct Reply {
     pub text: String,
-    pub metrics: Metrics,
+    pub metrics: TokenUsage,
 }
 
 enum Backend {

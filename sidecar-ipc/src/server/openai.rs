@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::history::Message;
 use super::Reply;
 use crate::schema::SchemaSpec;
-use crate::wire::Metrics;
+use crate::wire::TokenUsage;
 use agent_files::excerpt;
 
 /// Why `--openai-url` cannot be used: a usage error, found at start.
@@ -199,7 +199,7 @@ fn endpoint(base: &str) -> Result<String, EndpointError> {
 /// The text and token counts of a chat-completions answer.
 fn reply_from(body: &Value) -> Result<Reply, AnswerProblem> {
     let usage = &body["usage"];
-    let metrics = Metrics {
+    let metrics = TokenUsage {
         input_tokens: usage["prompt_tokens"].as_u64().unwrap_or_default(),
         output_tokens: usage["completion_tokens"].as_u64().unwrap_or_default(),
     };
@@ -258,7 +258,7 @@ mod tests {
         let body = json!({"choices": [{"message": {"role": "assistant", "content": "hi"}}],
                           "usage": {"prompt_tokens": 7, "completion_tokens": 2}});
         let reply = reply_from(&body).unwrap();
-        assert_eq!((reply.text.as_str(), reply.metrics), ("hi", Metrics { input_tokens: 7, output_tokens: 2 }));
+        assert_eq!((reply.text.as_str(), reply.metrics), ("hi", TokenUsage { input_tokens: 7, output_tokens: 2 }));
         let err = reply_from(&json!({"choices": []})).unwrap_err();
         assert!(matches!(err, AnswerProblem::NoChoices { .. }) && err.to_string().contains("no choices"), "{err}");
         let refused = json!({"choices": [{"message": {"refusal": "no"}}]});

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::Reply;
-use crate::wire::Metrics;
+use crate::wire::TokenUsage;
 
 /// Why a `--replay` file cannot be used: a usage error, found at start.
 #[derive(Debug)]
@@ -95,7 +95,7 @@ struct Canned {
     line: usize,
     pattern: Option<String>,
     reply: CannedReply,
-    metrics: Metrics,
+    metrics: TokenUsage,
     used: bool,
 }
 
@@ -189,7 +189,7 @@ fn parse_line(value: Value, line: usize) -> Result<Option<Canned>, LineProblem> 
     };
     let metrics = match object.get("metrics") {
         Some(metrics) => serde_json::from_value(metrics.clone()).map_err(LineProblem::BadMetrics)?,
-        None => Metrics::default(),
+        None => TokenUsage::default(),
     };
     Ok(Some(Canned { line, pattern, reply, metrics, used: false }))
 }

@@ -15,7 +15,7 @@ use super::preparers;
 use super::trace::RequestContext;
 use super::{AppError, AppState};
 use crate::engine::stdin::{stdin_stream, StdinFeed};
-use crate::engine::terminal::{Terminal, TerminalJob};
+use crate::engine::terminal::{TerminalHandle, TerminalJob};
 use crate::engine::{Job, StartError};
 use crate::workspace::{resolve_cwd, CwdError};
 
@@ -40,7 +40,7 @@ pub struct Controls {
     /// With `stdin_stream` (or `tty`): the feed of the job's stdin (`POST /runs/{id}/stdin`).
     pub input: Option<StdinFeed>,
     /// With `tty`: the terminal's handle (`POST /runs/{id}/resize`, signals to its foreground group).
-    pub terminal: Option<Arc<Terminal>>,
+    pub terminal: Option<Arc<TerminalHandle>>,
 }
 
 /// A request whose command cannot start (its cwd is missing): the failure, and the command it named (a named
@@ -203,7 +203,7 @@ fn prepare(state: &AppState, body: &[u8], traceparent: Option<&str>) -> Result<R
         }
         false => (None, None),
     };
-    let handle = request.tty.as_ref().map(|_| Terminal::new());
+    let handle = request.tty.as_ref().map(|_| TerminalHandle::new());
     let terminal = request.tty.as_ref().zip(handle.clone()).map(|(tty, handle)| TerminalJob {
         rows: tty.rows,
         cols: tty.cols,

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Expiry, InFlight, Timeouts};
 use super::connection_io::ConnectionIo;
-use super::refusal::Refusal;
+use super::refusal::ServerRefusal;
 use super::socket::Stream;
 use crate::metrics::HttpMetrics;
 
@@ -117,7 +117,7 @@ async fn expire(connection: Connection, expiry: Expiry, timeouts: Timeouts) {
     }
     let Some(stream) = connection.into_parts().io.into_inner().into_clean_stream() else { return };
     let seconds = timeouts.header.unwrap_or_default().as_secs_f64();
-    let reply = Refusal::new(
+    let reply = ServerRefusal::new(
         axum::http::StatusCode::REQUEST_TIMEOUT,
         format!(
             "the request head did not arrive within {seconds} s (--header-timeout): send the request line and \
@@ -194,7 +194,7 @@ impl hyper::service::Service<Request<Incoming>> for Service {
 /// The reply to a request whose connection was evicted before it could start: nothing ran, retry on a new
 /// connection.
 fn evicted_reply() -> Response<TrackedBody> {
-    let reply = Refusal::new(
+    let reply = ServerRefusal::new(
         axum::http::StatusCode::SERVICE_UNAVAILABLE,
         "this connection was closed to make room for a new one (--max-connections) before the request started; \
          nothing was run: retry on a new connection",

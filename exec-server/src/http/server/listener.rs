@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, Timeouts};
 use super::connection::{self, CONNECTION};
-use super::refusal::Refusal;
+use super::refusal::ServerRefusal;
 use super::socket::{Listener, Stream};
 use crate::metrics::HttpMetrics;
 
@@ -88,7 +88,7 @@ fn is_about_the_connection(err: &std::io::Error) -> bool {
 fn refuse(stream: Stream, refusing: &Arc<Semaphore>, tasks: &mut JoinSet<()>, cap: usize) {
     let Ok(permit) = refusing.clone().try_acquire_owned() else { return };
     tracing::warn!(cap, "connection refused: every open connection has a request in flight");
-    let reply = Refusal::new(
+    let reply = ServerRefusal::new(
         StatusCode::SERVICE_UNAVAILABLE,
         format!(
             "too many open connections (limit {cap}, set by --max-connections), each with a request in flight; \

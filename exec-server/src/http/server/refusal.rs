@@ -8,14 +8,14 @@ use protocol::ErrorBody;
 
 /// A reply that refuses a request or a connection: its status and what to tell the client.
 #[derive(Debug, Clone)]
-pub struct Refusal {
+pub struct ServerRefusal {
     pub status: StatusCode,
     pub body: ErrorBody,
 }
 
-impl Refusal {
+impl ServerRefusal {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Refusal { status, body: ErrorBody::message(message) }
+        ServerRefusal { status, body: ErrorBody::message(message) }
     }
 
     fn body_bytes(&self) -> Vec<u8> {
@@ -65,12 +65,12 @@ mod tests {
             code: Some(protocol::ErrorCode::RunNotKnown),
             received: None,
         };
-        let refusal = Refusal { status: StatusCode::NOT_FOUND, body };
+        let refusal = ServerRefusal { status: StatusCode::NOT_FOUND, body };
         let raw = refusal.to_http1_bytes();
         let raw = String::from_utf8_lossy(&raw);
         assert!(raw.starts_with("HTTP/1.1 404 Not Found\r\n"), "{raw}");
         assert!(raw.ends_with(r#""code":"run_not_known"}"#), "{raw}");
-        let plain = Refusal::new(StatusCode::BAD_REQUEST, "x");
+        let plain = ServerRefusal::new(StatusCode::BAD_REQUEST, "x");
         assert!(!plain.to_http1_bytes().windows(6).any(|w| w == b"\"code\""));
         let response = plain.into_response();
         assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
