@@ -9,7 +9,7 @@ trap 'rm -f "$out"' EXIT
 {
     echo "## A/B: hand-written against the crate"
     echo
-    echo "Each hand-written part against the crate the design card names for its job, on the same workload (issue 16:"
+    echo "Each hand-written part against the crate the design card names for its job, on the same workload (the rule:"
     echo "a gap under 5% is no reason to keep hand-written code). Rerun one with its script, all with \`bench/ab.sh\`."
     for script in bench/ab-*.sh; do
         [ -e "$script" ] || continue

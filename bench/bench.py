@@ -99,7 +99,7 @@ def p1_overhead(tmp, results):
         "native `true`": ([true], env),
         "`sidecar-exec python true` (blocking)": ([CLIENT, "python", "true"], env),
         "`sidecar-exec python true` (SIDECAR_STREAM=1)": ([CLIENT, "python", "true"], dict(env, SIDECAR_STREAM="1")),
-        # The baseline for what naming a run costs (issue 12): the same calls without `run_id`.
+        # The baseline for what naming a run (for resume) costs: the same calls without `run_id`.
         UNNAMED_BLOCKING: ([CLIENT, "python", "true"], dict(env, SIDECAR_RESUME="0")),
         UNNAMED_STREAM: ([CLIENT, "python", "true"], dict(env, SIDECAR_STREAM="1", SIDECAR_RESUME="0")),
         "generated wrapper `python3` (runs `true` remotely)": ([os.path.join(wrappers, "python3")], env),
@@ -141,9 +141,9 @@ def p2_throughput(tmp, results):
     log("P2: throughput")
     workspace = os.path.join(tmp, "p2")
     os.makedirs(workspace)
-    # 224 MiB, not 256: a client that holds the whole reply (sidecar-exec before issue 16, or one talking to a server
-    # without `x-b64-only`) refuses one over 256 MiB (MAX_REPLY_BYTES), and 256 MiB of text is a 262 MiB reply; the
-    # smaller input keeps before and after measurable with the same script.
+    # 224 MiB, not 256: a client that holds the whole reply (sidecar-exec before it read a blocking reply as it arrives,
+    # or one talking to a server without `x-b64-only`) refuses one over 256 MiB (MAX_REPLY_BYTES), and 256 MiB of text
+    # is a 262 MiB reply; the smaller input keeps before and after measurable with the same script.
     text_size = (32 if QUICK else 224) * MiB
     binary_size = (16 if QUICK else 64) * MiB
     write_text_file(os.path.join(workspace, "text.txt"), text_size)
@@ -415,20 +415,20 @@ def report(results):
         ("blocking", "`sidecar-exec python true` (blocking)", UNNAMED_BLOCKING),
         ("streaming", "`sidecar-exec python true` (SIDECAR_STREAM=1)", UNNAMED_STREAM)]]
     lines += ["", f"Goal: within 3 ms of native at the median: {met(worst <= 0.003)} (largest: +{ms(worst)}).",
-              f"Goal (issue 16): a forwarded call (blocking) ≤ native + 1.0 ms: {met(blocking <= 0.001)} "
+              f"Goal: a forwarded call (blocking) ≤ native + 1.0 ms: {met(blocking <= 0.001)} "
               f"(+{ms(blocking)}).",
-              "Goal (issue 12): naming a run (the client's default, for resume) costs < 0.2 ms: "
+              "Goal: naming a run (the client's default, for resume) costs < 0.2 ms: "
               + met(all(cost < 0.0002 for _, cost in naming)) + " ("
               + ", ".join(f"{what} {'+' if cost >= 0 else '−'}{ms(abs(cost))}" for what, cost in naming)
               + " against the same call with SIDECAR_RESUME=0).", "",
-              "What was tried for the issue-16 goal (+1.0 ms): the pipes are read in the command's own task (two "
+              "What was tried for the +1.0 ms goal: the pipes are read in the command's own task (two "
               "task spawns and wake-ups less per command), adopted zombies are reaped on a 200 ms timer instead of on "
               "every SIGCHLD, and the static client is built without httparse's CPU probe: about −0.12 to −0.25 ms "
               "measured interleaved. What is left: the client's start and connect (+0.18 ms), the server's "
               "keep-alive `/exec` of `true` (+0.46–0.51 ms over a native spawn and wait, of which the escapee sweep "
               "reading every `/proc/<pid>/environ` is 9% of its CPU) and glibc's start-up CPU probe in both "
               "processes; a musl client and a single worker thread were measured or weighed and left. Since then "
-              "(issue 22) the client ships as a static executable (not static-pie) and the sweep reads `/proc` once "
+              "the client ships as a static executable (not static-pie) and the sweep reads `/proc` once "
               "per batch: see \"P1: where a forwarded call's time goes\".", "",
               "![per-call latency, native vs forwarded](bench/latency.svg)", "",
               "## P2: throughput", "",
@@ -447,12 +447,12 @@ def report(results):
     lines += [""] + [f"Goal: {what} ≥ 25% of the native pipe: {met(value >= 0.25)} ({value * 100:.0f}%)."
                      for what, value in goals]
     named_cost = [(name, ratio(name, "/exec/stream") / ratio(name, UNNAMED_P2)) for name in ("text.txt", "binary.bin")]
-    lines.append("Goal (issue 12): naming a run costs the stream < 10%: "
+    lines.append("Goal: naming a run costs the stream < 10%: "
                  + met(all(share > 0.9 for _, share in named_cost)) + " ("
                  + ", ".join(f"{name} named at {share * 100:.0f}% of unnamed" for name, share in named_cost) + ").")
     blocking_cost = [(name, ratio(name, "/exec (blocking") / ratio(name, UNNAMED_P2_BLOCKING))
                      for name in ("text.txt", "binary.bin")]
-    lines.append("What was done for the issue-12 goal: a named run keeps its output in a log so that a lost "
+    lines.append("What was done for that goal: a named run keeps its output in a log so that a lost "
                  "connection can be resumed; an unnamed stream keeps nothing. The command goes at the pace of the "
                  "readers following it, as an unnamed stream goes at its client's (before, it ran ahead, and a "
                  "reader that fell 32 MiB behind lost the middle), so they are served from memory. The log keeps the "

@@ -7,7 +7,7 @@ installs the tools and runs it; release binaries come from $BENCH_BIN_DIR (defau
 Each round runs, in this order (so a noisy neighbour slows all modes of a round alike):
   first    native, no daemon, no build outputs
   second   native, one source changed, the daemon of `first` alive: the baseline every ratio is against
-  ended    `sidecar-exec build <tool…>` to an exec-server started with `--daemons end` (the sweep before issue 22:
+  ended    `sidecar-exec build <tool…>` to an exec-server started with `--daemons end` (the former default:
            every escapee ends with its command), after a forwarded build whose daemon that server ended
   kept     the same to an exec-server with the default policy (`--daemons keep`), after a forwarded build whose
            daemon that server kept

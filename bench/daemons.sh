@@ -1,6 +1,6 @@
 #!/bin/sh
 # Build daemons (bench/daemons.py): a second Gradle and Bazel build native, against the same build forwarded to a
-# release exec-server that ends the daemon (--daemons end, the sweep before issue 22) and to one that keeps it (the
+# release exec-server that ends the daemon (--daemons end, the former default) and to one that keeps it (the
 # default). Prints the table of BENCHMARKS.md's "Build daemons" section. Measures $BENCH_BIN_DIR (bench/run.sh sets
 # it), else what images/binaries.sh builds. No containers.
 #

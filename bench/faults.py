@@ -83,7 +83,7 @@ def http_bytes(method, path, body=b"", headers=()):
 
 def abuse(tmp):
     """1000 mixed timeouts, cancels (client killed), disconnects and setsid escapes; then count what is left. The
-    client names its runs (issue 12), so a run whose client was killed with SIGKILL lives on for the reattach window:
+    client names its runs (for resume), so a run whose client was killed with SIGKILL lives on for the reattach window:
     1 s here, so that its end is part of what is counted."""
     workspace = os.path.join(tmp, "abuse")
     os.makedirs(workspace)
@@ -788,7 +788,7 @@ def spill_files(server, state):
 
 
 def named_runs_abuse(tmp):
-    """Named runs (issue 12) against their bounds: 1000 named runs, a tenth of them 1 MB (spilled to disk), keep the
+    """Named runs against their bounds: 1000 named runs, a tenth of them 1 MB (spilled to disk), keep the
     registry and the state folder within --max-runs and the server's memory flat; 20 named runs whose clients
     vanish are all stopped after the reattach window; 300 hostile run ids are all refused; the state folder goes
     at exit."""
@@ -804,7 +804,7 @@ def named_runs_abuse(tmp):
         status, body = server.post("/exec", json.dumps({"cmd": ["sh", "-c", cmd], "run_id": f"faults-{i}"}))
         if status != 200 or json.loads(body)["exit_code"] != 0:
             failed += 1
-        # Spill files have no name (issue 24, item 4): count the server's descriptors that lead into the folder.
+        # Spill files have no name (docs/operations.md): count the server's descriptors that lead into the folder.
         most_files = max(most_files, spill_files(server, state))
     rss_after = server.status("VmRSS")
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
@@ -943,7 +943,7 @@ def flaky_network(tmp):
 
 
 def b64_only_hostile_replies(tmp):
-    """A server that sends `x-b64-only` (issue 16: the client then writes stdout while the reply arrives) cannot make
+    """A server that sends `x-b64-only` (the client then writes stdout while the reply arrives) cannot make
     the client hold its reply: 600 MiB of stdout pass through a client whose peak RSS stays small (before, the client
     held every reply and refused one over 256 MiB). And one that sends the header with a lossy `output` beside
     `output_b64` anyway gets an error exit, not the lossy text passed off as the output."""
@@ -1020,7 +1020,7 @@ def get_json(port, path, timeout=10):
 
 
 def stuck_follower(tmp):
-    """Issue 24, item 2: a named run (`yes`, timeout 2) whose owner left, followed by a reader with a 4 KiB receive
+    """A stuck follower: a named run (`yes`, timeout 2) whose owner left, followed by a reader with a 4 KiB receive
     buffer that never reads. The run ends, and gives back its --max-concurrent 1 slot, within timeout + grace + 1 s
     (before: the processes died at 2 s, but the run stayed `running`, kept the slot, and the next command got 503
     until the stuck reader left)."""
@@ -1070,7 +1070,7 @@ class HoldingProxy(CuttingProxy):
 
 
 def forgotten_result(tmp):
-    """Issue 24, item 3: --max-runs 3, a streaming client cut off (window 30 s) while its run ends with exit 0 and
+    """A forgotten result: --max-runs 3, a streaming client cut off (window 30 s) while its run ends with exit 0 and
     three quick named runs take the room; then it reconnects. It exits 1 saying the run ended and its result is no
     longer kept, never "run it again", and the command ran once (before: 404 run_not_known, and the client said the
     sidecar "stopped the command … run it again")."""
@@ -1107,7 +1107,7 @@ def forgotten_result(tmp):
 
 
 def spill_file_privacy(tmp):
-    """Issue 24, item 4: as user nobody (root reads everything), a run spills a secret to disk; later commands of
+    """Spill file privacy: as user nobody (root reads everything), a run spills a secret to disk; later commands of
     the same user look for it: the state folder lists no file, grep finds nothing there, /proc/<server>/fd,
     environ and mem are closed, no spill file can be rewritten through /proc, and the replay is the run's exact
     output (before: `ls` showed the spill file, a command read the secret, and a same-length rewrite was served

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a forwarded call's time goes (issue 22's P1 goal): its parts measured apart, interleaved in one run.
+"""Where a forwarded call's time goes (P1's +1.0 ms goal): its parts measured apart, interleaved in one run.
 
     python3 bench/p1_breakdown.py [--client BIN] [--server BIN] [--runs 400] [--section]
 
@@ -48,10 +48,10 @@ from ssh import write_section  # noqa: E402
 SECTION = "## P1: where a forwarded call's time goes"
 
 
-# What the issue-22 work on this goal cut and measured, and what it left (perf stat, perf record, perf sched, strace
+# What the work on this goal cut and measured, and what it left (perf stat, perf record, perf sched, strace
 # -c and the A/Bs named; 2026-12-01, 2 shared cores). Constant text: those sessions' measurements, not this run's.
 WHAT_WAS_DONE = [
-    "What was cut for issue 22's goal (a call through a wrapper ≤ native + 1.0 ms), each measured apart:",
+    "What was cut for the goal of a call through a wrapper ≤ native + 1.0 ms, each measured apart:",
     "",
     "- The escapee sweep read every process's `/proc/<pid>/environ` once per finished command that may keep its "
     "daemons and once more per batch; it now reads them once per batch (`Tagged::find_by_tag`), and a second time "

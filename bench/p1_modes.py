@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The default path (issue 22) against the old blocking call, measured in the same run.
+"""The default path (docs/client.md, "The default path") against the old blocking call, measured in the same run.
 
     python3 bench/p1_modes.py --client BIN --server BIN [--runs 400] [--section]
 
@@ -25,7 +25,7 @@ from bench import spawn_wait  # noqa: E402
 from p1_pair import start  # noqa: E402
 from ssh import write_section  # noqa: E402
 
-SECTION = "## Default path (issue 22): negotiated streaming and streamed stdin"
+SECTION = "## Default path: negotiated streaming and streamed stdin"
 P7_BYTES = 100 * 1024 * 1024
 
 
@@ -110,13 +110,13 @@ def main():
                 f"By `bench/p1_modes.py`, {options.runs} runs per arm, interleaved, against one release exec-server "
                 "(`python true` forwarded, started with `posix_spawn`).", "",
                 *p1, "",
-                f"Goal (issue 22): streaming by default costs P1 at most 0.1 ms against the blocking call: "
+                f"Goal: streaming by default costs P1 at most 0.1 ms against the blocking call: "
                 f"{'met' if default - blocking <= 0.0001 else '**not met**'} ({(default - blocking) * 1000:+.2f} ms).",
                 "",
                 f"P7: {P7_BYTES // 2**20} MiB of random bytes piped into `sha256sum`, {options.p7_runs} runs each, "
                 "interleaved; the digests agree.", "",
                 *p7, "",
-                f"Goal (issue 22): ≥ 25% of the native pipe's throughput: "
+                f"Goal: ≥ 25% of the native pipe's throughput: "
                 f"{'met' if forwarded_share >= 25 else '**not met**'} ({forwarded_share:.0f}%).", "",
                 f"Load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: under load the p90s",
                 "are mostly the neighbours'; the medians of arms measured in turn are what the goals compare.",

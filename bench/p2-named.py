@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What naming a run costs a stream (issue 12), measured more finely than bench.py's P2: the same 224 MiB text and
+"""What naming a run costs a stream, measured more finely than bench.py's P2: the same 224 MiB text and
 64 MiB random binary through `sidecar-exec` with SIDECAR_STREAM=1, named (the default) and unnamed
 (SIDECAR_RESUME=0) alternating for ROUNDS rounds (default 21) against one release exec-server with default flags
 per binary given, so a noisy neighbour slows both alike. Prints the medians, the median of the paired ratios (each

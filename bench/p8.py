@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""P8 (issue 23): keystroke -> echo round trip in TTY mode, sidecar-exec against a release exec-server on loopback,
+"""P8: keystroke -> echo round trip in TTY mode, sidecar-exec against a release exec-server on loopback,
 with `ssh -tt` to a private sshd on 127.0.0.1 measured in the same run as the anchor (bench/pty_latency.py does the
 measuring: it is the terminal). Run through bench/p8.sh. Extra arguments go to pty_latency.py (--keys, --json)."""
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# P8 (issue 23): keystroke -> echo round trip through sidecar-exec in TTY mode against a release exec-server on
+# P8: keystroke -> echo round trip through sidecar-exec in TTY mode against a release exec-server on
 # 127.0.0.1, with `ssh -tt` to a private sshd on 127.0.0.1 in the same run as the anchor (bench/p8.py, which uses
 # bench/pty_latency.py). Prints one line per case (p50/p90/p99 in µs) for BENCHMARKS.md's "P8" section. Measures
 # $BENCH_BIN_DIR (bench/run.sh sets it), else what images/binaries.sh builds. Needs openssh-server for the anchor

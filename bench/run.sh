@@ -13,7 +13,7 @@ python3 bench/bench.py
 # P1 over a UNIX socket against TCP, same server (appends its own section).
 python3 bench/p1_pair.py --client "$BENCH_BIN_DIR/sidecar-exec" --runs "$p1_runs" \
     --section tcp="$BENCH_BIN_DIR/exec-server" unix="$BENCH_BIN_DIR/exec-server,unix"
-# The default path (issue 22): P1 in each mode against the old blocking call, and P7 (100 MiB piped in), measured in
+# The default path: P1 in each mode against the old blocking call, and P7 (100 MiB piped in), measured in
 # the same run (appends its own section).
 python3 bench/p1_modes.py --client "$BENCH_BIN_DIR/sidecar-exec" --server "$BENCH_BIN_DIR/exec-server" \
     --runs "$p1_runs" --p7-runs "$(bench_count 5 2)" --section

@@ -99,7 +99,7 @@ def main():
         "",
         f"The link saves {(sh - link) * 1000:.2f} ms against the `#!/bin/sh` wrapper and costs "
         f"{(link - direct) * 1000:+.2f} ms against calling sidecar-exec directly.",
-        f"Goal (issue 22): a call through a generated wrapper ≤ native `true` + 1.0 ms at the median: {verdict} "
+        f"Goal: a call through a generated wrapper ≤ native `true` + 1.0 ms at the median: {verdict} "
         f"({(link - native) * 1000:+.2f} ms). What is left is the forwarded call itself (the direct row): see "
         "\"P1: where a forwarded call's time goes\".",
     ]

@@ -1,5 +1,6 @@
-//! Which commands exist (issue 22): `/info` lists the runtime's commands the server's PATH holds (looked up again
-//! after at most 10 s), and a command that never started says why in `start_error`, in the reply and the stream.
+//! Which commands exist (docs/exec-server.md, "Which commands exist"): `/info` lists the runtime's commands the
+//! server's PATH holds (looked up again after at most 10 s), and a command that never started says why in
+//! `start_error`, in the reply and the stream.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};

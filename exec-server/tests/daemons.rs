@@ -1,7 +1,7 @@
-//! Build daemons (issue 22): a session a command left behind that looks like a daemon (its own session, a
-//! listening socket, none of the command's pipes, a command that ended by itself) is kept, as a native build leaves
-//! its Gradle server running; anything else is swept as before, and every way a command is stopped, the bounds on
-//! kept daemons and the shutdown still leave nothing behind.
+//! Build daemons (docs/exec-server.md, "Daemons"): a session a command left behind that looks like a daemon (its own
+//! session, a listening socket, none of the command's pipes, a command that ended by itself) is kept, as a native build
+//! leaves its Gradle server running; anything else is swept as before, and every way a command is stopped, the bounds
+//! on kept daemons and the shutdown still leave nothing behind.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -1,5 +1,5 @@
-//! Named runs (issue 12): they outlive their connection for the reattach window, are never started twice, keep
-//! their output for replay from any offset, and are bounded in number, memory and disk.
+//! Named runs (docs/exec-server.md, "Runs"): they outlive their connection for the reattach window, are never started
+//! twice, keep their output for replay from any offset, and are bounded in number, memory and disk.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -838,7 +838,7 @@ async fn unnamed_requests_are_unchanged() {
     server.stop().await;
 }
 
-/// `b64_only` belongs to the reader, not the run (issue 16 with issue 12): a named run's frames with offsets, its
+/// `b64_only` belongs to the reader, not the run, named runs included: a named run's frames with offsets, its
 /// replay (`GET /runs/{id}/stream?b64_only=true`) and its stored `/exec` reply carry binary output as base64 alone
 /// for a reader that asked, and with its lossy twin for one that did not; offsets and bytes are the same either way.
 #[tokio::test(flavor = "multi_thread")]

@@ -1,6 +1,6 @@
-//! Signals as sent (issue 22): `POST /runs/{id}/signal` delivers INT, TERM, HUP, QUIT, USR1, USR2, TSTP, STOP, CONT
-//! and WINCH to the run's group with no cancel policy, so the command ends by itself, with its own exit code and all
-//! its output, exactly as the same command signalled natively.
+//! Signals as sent (docs/exec-server.md, "Runs"): `POST /runs/{id}/signal` delivers INT, TERM, HUP, QUIT, USR1, USR2,
+//! TSTP, STOP, CONT and WINCH to the run's group with no cancel policy, so the command ends by itself, with its own
+//! exit code and all its output, exactly as the same command signalled natively.
 
 use std::time::Duration;
 

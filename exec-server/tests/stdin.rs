@@ -1,6 +1,6 @@
-//! Streamed stdin (issue 22): `stdin_stream` opens a named run's stdin for `POST /runs/{id}/stdin`, which takes
-//! chunks in order by offset (repeats ignored, gaps refused), holds a sender back while the command has not read,
-//! closes on EOF, and reports what the command consumed.
+//! Streamed stdin (docs/exec-server.md, "Streamed stdin"): `stdin_stream` opens a named run's stdin for
+//! `POST /runs/{id}/stdin`, which takes chunks in order by offset (repeats ignored, gaps refused), holds a sender back
+//! while the command has not read, closes on EOF, and reports what the command consumed.
 
 use std::io::{Read, Write};
 use std::time::Duration;

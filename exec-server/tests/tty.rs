@@ -1,6 +1,7 @@
-//! TTY runs (issue 23): a request with `tty` runs its command on a pseudo-terminal of that size, as its controlling
-//! terminal, its output one stream sent as it comes, its keystrokes through `POST /runs/{id}/stdin`, its size
-//! changed by `POST /runs/{id}/resize`; and everything a run has (the policy, timeouts, exit codes, replay) holds.
+//! TTY runs (docs/exec-server.md, "TTY runs"): a request with `tty` runs its command on a pseudo-terminal of that size,
+//! as its controlling terminal, its output one stream sent as it comes, its keystrokes through `POST /runs/{id}/stdin`,
+//! its size changed by `POST /runs/{id}/resize`; and everything a run has (the policy, timeouts, exit codes, replay)
+//! holds.
 //! "As native" means: the same program on a pty opened here, its bytes compared.
 
 use std::time::Duration;

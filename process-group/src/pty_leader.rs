@@ -1,4 +1,4 @@
-//! A command's leader on a pseudo-terminal (exec-server's TTY runs, issue 23): the pty opened, the leader spawned
+//! A command's leader on a pseudo-terminal (exec-server's TTY runs): the pty opened, the leader spawned
 //! on it as its controlling terminal by the `pty-process` crate (setsid and TIOCSCTTY happen in that crate, not in
 //! our code), and recorded as owned by tokio in the same step as any leader.
 //!

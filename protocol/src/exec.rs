@@ -407,7 +407,7 @@ mod tests {
         assert_eq!(serde_json::from_str::<ExecReply>(&json).unwrap(), with);
     }
 
-    /// The issue-22/23 fields are all optional: absent, a request and an info body are the bytes they were.
+    /// The parity and TTY fields are all optional: absent, a request and an info body are the bytes they were.
     #[test]
     fn absent_parity_fields_leave_the_contracts_bytes() {
         let request =

@@ -155,7 +155,7 @@ pub fn seconds(value: &Value) -> Option<f64> {
 mod tests {
     use super::*;
 
-    /// Issue 24, item 9: deep flow nesting (here under a key sidecarctl ignores) is refused before the YAML reader
+    /// Deep flow nesting (here under a key sidecarctl ignores) is refused before the YAML reader
     /// sees it, and an endless file ends at the cap.
     #[test]
     fn deep_nesting_and_endless_files_are_refused_with_a_reason() {

@@ -120,7 +120,7 @@ fn pips_cache_works_for_root_and_for_the_images_uid(engine: &TestEngine) {
     engine.remove_volume(&volume);
 }
 
-/// Issue 25, item 4: a cache volume is named as the profile names it, by `up` and in the compose file (whose
+/// A cache volume is named as the profile names it, by `up` and in the compose file (whose
 /// `name:` keeps docker-compose from naming it `<project>_<name>`), so the two share it. `up`'s builder writes a file
 /// into the cache (the agent's `python3`, forwarded); the compose file's builder, started by docker-compose under a
 /// project name of its own, reads it back; and no `<project>_<name>` volume exists afterwards.

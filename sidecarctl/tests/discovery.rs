@@ -37,7 +37,7 @@ fn without_docker_host(engine: &TestEngine, config: &Path, runtime_dir: &Path, a
     command
 }
 
-/// Issue 25, item 4: `DOCKER_HOST` unset, the current docker context points at the engine under test: `ps` lists a
+/// `DOCKER_HOST` unset, the current docker context points at the engine under test: `ps` lists a
 /// run started there, and `down` removes it (found through the context, ahead of the machine's default sockets).
 fn the_current_docker_context_finds_the_engine(engine: &TestEngine) {
     let workspace = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! A terminal opened by a test (issue 23): a pty pair whose slave is a program's controlling terminal, the test
+//! A terminal opened by a test (for TTY runs): a pty pair whose slave is a program's controlling terminal, the test
 //! typing on the master and reading the screen from it, resizing it, and reading the slave's modes. The same pair
 //! runs a program natively (to compare against) and a client (to drive it as a user at a terminal would).
 

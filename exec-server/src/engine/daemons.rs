@@ -1,5 +1,5 @@
-//! Build daemons a command leaves behind (issue 22): which of its escaped descendants are kept, the list of kept
-//! sessions with its bounds (`--max-daemons`, `--daemon-idle`), and how they end.
+//! Build daemons a command leaves behind (docs/exec-server.md, "Daemons"): which of its escaped descendants are kept,
+//! the list of kept sessions with its bounds (`--max-daemons`, `--daemon-idle`), and how they end.
 //!
 //! *Decision* (measured in BENCHMARKS.md, "Build daemons"): a second Gradle build forwarded took 5.5× and 4.3× a
 //! native one, Bazel 15.0×, because the sweep ended the daemon each build starts; with the daemon alive both were at parity. So a

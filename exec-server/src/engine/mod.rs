@@ -57,9 +57,9 @@ pub struct Job {
     pub env: Vec<(OsString, OsString)>,
     /// Bytes for stdin; `None` means `/dev/null` (unless `stdin_stream`).
     pub stdin: Option<Vec<u8>>,
-    /// Stdin fed while the command runs (issue 22): wins over `stdin`. A terminal's input (issue 23).
+    /// Stdin fed while the command runs (`stdin_stream`): wins over `stdin`. A TTY run's terminal input too.
     pub stdin_stream: Option<stdin::StdinStream>,
-    /// Run the command on a pseudo-terminal (issue 23): stdin, stdout and stderr on it, its output one stream
+    /// Run the command on a pseudo-terminal (a TTY run): stdin, stdout and stderr on it, its output one stream
     /// (stdout's), its input `stdin_stream`.
     pub terminal: Option<terminal::TerminalJob>,
     pub timeout: Duration,

@@ -1,7 +1,7 @@
 //! Starting a command: the program looked up on the command's own PATH, the leader spawned in a new process group
 //! with exactly the job's environment (and the tag that finds its escaped descendants), its stdin fed; and, when it
-//! cannot start, why, in the user's terms. The place to add another kind of start (a terminal, issue 23) or another
-//! stdin source (a stream, issue 22).
+//! cannot start, why, in the user's terms. The place to add another kind of start (a terminal) or another
+//! stdin source (a stream).
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
@@ -46,7 +46,7 @@ impl std::fmt::Display for StartError {
 impl std::error::Error for StartError {}
 
 impl StartError {
-    /// The kind the wire names (issue 22), for a client to answer as a shell does without reading the text.
+    /// The kind the wire names, for a client to answer as a shell does without reading the text.
     pub fn kind(&self) -> protocol::StartErrorKind {
         match self {
             StartError::NotFound { .. } => protocol::StartErrorKind::NotFound,

@@ -1,6 +1,6 @@
-//! A command's stdin fed while it runs (issue 22): the transport holds a [`StdinFeed`] and sends chunks; the engine
-//! holds the [`StdinStream`] and writes them into the command's stdin pipe (or its terminal, issue 23) as fast as the
-//! command reads. Dropping the feed's sender is the EOF. Both sides share what the pipe has taken and whether it is
+//! A command's stdin fed while it runs (`stdin_stream`): the transport holds a [`StdinFeed`] and sends chunks; the
+//! engine holds the [`StdinStream`] and writes them into the command's stdin pipe (or a TTY run's terminal) as fast as
+//! the command reads. Dropping the feed's sender is the EOF. Both sides share what the pipe has taken and whether it is
 //! closed, so that the transport can bound what it holds and stop taking input once nothing more can go in.
 //!
 //! When the command ends, the bytes it took from its pipe are known exactly: the bytes written into it less those
@@ -159,7 +159,7 @@ pub async fn feed_pipe(stream: StdinStream, pipe: tokio::process::ChildStdin, st
     Fed { written, unread_probe }
 }
 
-/// Writes the stream's chunks into a terminal (issue 23) until `stop`. A terminal has no EOF; a failed write means
+/// Writes the stream's chunks into a TTY run's terminal until `stop`. A terminal has no EOF; a failed write means
 /// the terminal is gone. What a terminal's reader took is not counted: the line discipline reads the bytes.
 pub async fn feed_terminal<W: AsyncWrite + Unpin>(stream: StdinStream, terminal: W, stop: CancellationToken) -> Fed {
     let StdinStream { chunks, shared } = stream;

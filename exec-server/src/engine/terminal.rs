@@ -1,6 +1,6 @@
-//! A command on a pseudo-terminal (issue 23): what a job asks for, the handle a transport keeps to resize the
-//! terminal and to find its foreground group while the command runs, and the master's output as a stream that ends
-//! where a pty's ends (EIO, not a zero read).
+//! A command on a pseudo-terminal (docs/exec-server.md, "TTY runs"): what a job asks for, the handle a transport keeps
+//! to resize the terminal and to find its foreground group while the command runs, and the master's output as a stream
+//! that ends where a pty's ends (EIO, not a zero read).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;

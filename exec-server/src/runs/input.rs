@@ -1,6 +1,6 @@
-//! A named run's stdin as its clients send it (issue 22): chunks at offsets, so that a chunk resent after a lost
-//! reply is taken once and a chunk after a hole is refused; the EOF; and the bound on input the command has not yet
-//! read, which holds a sender back (its request waits) rather than telling it to retry.
+//! A named run's stdin as its clients send it (docs/exec-server.md, "Streamed stdin"): chunks at offsets, so that a
+//! chunk resent after a lost reply is taken once and a chunk after a hole is refused; the EOF; and the bound on input
+//! the command has not yet read, which holds a sender back (its request waits) rather than telling it to retry.
 
 use std::sync::Mutex;
 

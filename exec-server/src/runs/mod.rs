@@ -1,6 +1,6 @@
-//! Named runs (issue 12): commands a client named with `run_id`, which outlive their connection for the reattach
-//! window, keep their output for replay (memory, then a spill file, then head + tail), and are kept for `--retain`
-//! after they end. The registry here is transport-free; `http::api::runs` serves it.
+//! Named runs (docs/exec-server.md, "Runs"): commands a client named with `run_id`, which outlive their connection for
+//! the reattach window, keep their output for replay (memory, then a spill file, then head + tail), and are kept for
+//! `--retain` after they end. The registry here is transport-free; `http::api::runs` serves it.
 
 mod input;
 mod kept_argv;

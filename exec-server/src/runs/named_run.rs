@@ -29,9 +29,9 @@ pub struct NamedRun {
     pub cancel: CancellationToken,
     /// The command's process group once it started (for signals).
     pub group: Arc<OnceLock<Pgid>>,
-    /// Its stdin, when it asked for `stdin_stream` (issue 22): set before the run is started.
+    /// Its stdin, when it asked for `stdin_stream`: set before the run is started.
     input: OnceLock<RunInput>,
-    /// Its terminal, when it asked for `tty` (issue 23): set before the run is started.
+    /// Its terminal, when it asked for `tty`: set before the run is started.
     terminal: OnceLock<Arc<TerminalHandle>>,
     /// Bumped on every change a reader may wait for (output, the end).
     changed: watch::Sender<u64>,

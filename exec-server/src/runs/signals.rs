@@ -1,7 +1,7 @@
 //! The signals `POST /runs/{id}/signal` sends: a fixed list of names a client may use, so that no request can send
-//! SIGSEGV or a number this server does not know the meaning of. The list is what a terminal and a shell deliver to
-//! a foreground job (issue 22: a forwarded command gets the signals its client got, as sent): the stop signals,
-//! the job-control ones (TSTP, STOP, CONT) and WINCH, besides KILL and the two user signals.
+//! SIGSEGV or a number this server does not know the meaning of. The list is what a terminal and a shell deliver to a
+//! foreground job (the default path's rule: a forwarded command gets the signals its client got, as sent): the stop
+//! signals, the job-control ones (TSTP, STOP, CONT) and WINCH, besides KILL and the two user signals.
 
 use nix::sys::signal::Signal;
 

@@ -270,7 +270,7 @@ fn ulimits_from_profile_and_flags() {
             format!("ulimit '{bad}' is not NAME=SOFT[:HARD] with numbers (e.g. nofile=4096:4096)")
         );
     }
-    // Issue 24, item 16: an unknown name and a limit no container can start with were accepted, and failed only
+    // Before, an unknown name and a limit no container can start with were accepted, and failed only
     // when the engine started a container (after the builders); -1 is unlimited, as with `docker run`.
     let cases = [
         ("nofiles=4096", "names no limit the engines know (one of: core, cpu, data, fsize, locks, memlock, "),
@@ -289,7 +289,7 @@ fn ulimits_from_profile_and_flags() {
     assert_eq!((run.ulimits[0].soft, run.ulimits[1].hard), (-1, -1));
 }
 
-/// Issue 24, item 16: a profile's env names became `NAME=value` entries unchecked (`A=B` set another variable).
+/// Before, a profile's env names became `NAME=value` entries unchecked (`A=B` set another variable).
 #[test]
 fn env_and_passthrough_names_are_variable_names() {
     let base = "tool_backends:\n  sidecars:\n    - {runtime: node, image: x, ";

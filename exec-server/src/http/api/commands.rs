@@ -1,7 +1,7 @@
-//! Which of its runtime's commands the server has (issue 22): `/info`'s `commands`, those of
-//! [`protocol::commands_for`] found on the PATH commands start with. Looked up when the server starts, and again when
-//! `/info` is asked and the last look is more than [`REFRESH`] old: a `pip install` or an `npm i -g` in the builder
-//! can add one, and a client installing its wrappers should see it without a restart.
+//! Which of its runtime's commands the server has (docs/exec-server.md, "Which commands exist"): `/info`'s `commands`,
+//! those of [`protocol::commands_for`] found on the PATH commands start with. Looked up when the server starts, and
+//! again when `/info` is asked and the last look is more than [`REFRESH`] old: a `pip install` or an `npm i -g` in the
+//! builder can add one, and a client installing its wrappers should see it without a restart.
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! The API: the router, its middleware (request ids and trace context, request counts, the body limit, the bearer
 //! token), the endpoints' handlers, and what they share ([`AppState`]).
 //!
-//! The layers are axum's and ours, not tower-http's, layer by layer for a reason (decided in issue 14):
+//! The layers are axum's and ours, not tower-http's, layer by layer for a reason:
 //! - body limit: axum's `DefaultBodyLimit` is the same bound and lets the body extractor answer 413 with our JSON
 //!   error; tower-http's `RequestBodyLimitLayer` answers with its own plain-text body.
 //! - request ids and trace context (`trace`): tower-http's request-id layers take any incoming id as is, and an id

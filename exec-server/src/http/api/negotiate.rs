@@ -1,6 +1,6 @@
-//! Content negotiation on `POST /exec` (issue 22): a client that prefers server-sent events gets the stream of
-//! `POST /exec/stream` from the same request, so it learns whether the server streams from the reply's
-//! `content-type`, without a probe or a second round trip.
+//! Content negotiation on `POST /exec` (docs/exec-server.md, "Content negotiation"): a client that prefers server-sent
+//! events gets the stream of `POST /exec/stream` from the same request, so it learns whether the server streams from
+//! the reply's `content-type`, without a probe or a second round trip.
 //!
 //! *Rule:* each of the two types gets the q-value of the most specific range that matches it, as HTTP (RFC 9110
 //! §12.5.1) has it: `application/json` before `application/*` before `*/*`; no match is q 0, not acceptable. The

@@ -25,7 +25,7 @@ pub struct RequestedJob {
     /// The job to run, or the contract's start failure (a missing cwd) to report as a command that did not start.
     /// The granted timeout is the job's own `timeout` (whole seconds): the messages read it there.
     pub job: Result<Job, Unstarted>,
-    /// The run's name, when the request gave one (a named run, issue 12).
+    /// The run's name, when the request gave one (a named run).
     pub run_id: Option<RunId>,
     /// The request's `b64_only`: how the reply or frames carry output that is not UTF-8 (a wire matter, not the
     /// job's).

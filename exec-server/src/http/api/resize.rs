@@ -1,6 +1,6 @@
-//! `POST /runs/{id}/resize` `{"rows": R, "cols": C}`: a TTY run's new window size (issue 23). The kernel sends the
-//! command SIGWINCH (none when the size did not change, so a client may send its size whenever, e.g. after every
-//! reconnect).
+//! `POST /runs/{id}/resize` `{"rows": R, "cols": C}`: a TTY run's new window size (docs/exec-server.md, "TTY runs").
+//! The kernel sends the command SIGWINCH (none when the size did not change, so a client may send its size whenever,
+//! e.g. after every reconnect).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -1,6 +1,7 @@
-//! `POST /runs/{id}/stdin?offset=N[&eof=true]`: the next bytes of a named run's stdin (the raw body), issue 22. The
-//! request is held while the run holds [`crate::runs::MAX_UNWRITTEN`] bytes its command has not read, so a sender waits instead
-//! of retrying; it is answered once its bytes are taken, or once stdin closes.
+//! `POST /runs/{id}/stdin?offset=N[&eof=true]`: the next bytes of a named run's stdin (the raw body);
+//! docs/exec-server.md, "Streamed stdin". The request is held while the run holds [`crate::runs::MAX_UNWRITTEN`] bytes
+//! its command has not read, so a sender waits instead of retrying; it is answered once its bytes are taken, or once
+//! stdin closes.
 
 use axum::extract::{Path, State};
 use axum::Json;

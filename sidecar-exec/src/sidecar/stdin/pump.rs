@@ -252,6 +252,9 @@ impl Broken {
 /// The decider of [`StdinPump::send`]: what the answer `status`, `body` to the bytes `sent` POSTed at `offset` means.
 fn answer(status: reqwest::StatusCode, body: &[u8], sent: std::ops::Range<u64>, offset: u64) -> Answer {
     let (start, end) = (sent.start, sent.end);
+    // An empty POST asks where the run's stdin is (a client taking over a run another typed into): any offset
+    // from the one this client knows on is an answer, not more than was sent.
+    let end = if start == end { u64::MAX } else { end };
     if status.is_success() {
         return match serde_json::from_slice::<StdinReply>(body) {
             Err(_) => Answer::Broken(Broken::Unreadable),
@@ -298,6 +301,9 @@ mod tests {
             Answer::Broken(Broken::MoreThanSent { received: 21, end: 20 })
         );
         assert_eq!(ok("not json"), Answer::Broken(Broken::Unreadable));
+        // Asking where stdin is (nothing sent): the server's offset, however far on.
+        let asked = answer(StatusCode::OK, br#"{"received":4,"closed":false}"#, 0..0, 0);
+        assert_eq!(asked, Answer::Taken { received: 4, closed: false });
         let refused = |status, body: &str| answer(status, body.as_bytes(), 10..20, 14);
         let gap = |received: u64| format!(r#"{{"error":"gap","code":"stdin_gap","received":{received}}}"#);
         assert_eq!(refused(StatusCode::CONFLICT, &gap(12)), Answer::ResendFrom(12));
