@@ -111,27 +111,13 @@ impl StdinPump<'_> {
         let mut backoff = Backoff::new();
         let mut lost_since: Option<Instant> = None;
         let reconnect_for = self.settings.patience.reconnect_for();
-        let mut gaps_at_one_offset = 0;
-        // Answers in a row that moved the offset no further than the one before them.
-        let mut without_progress = 0;
+        // Answers in a row that took the server's offset no further than it had been (a 200 that took nothing, a gap
+        // at the offset it said to resend from, a gap that sends it back): a broken server, given up on after
+        // GAP_REFUSALS. Transport failures and 5xx are bounded by the reconnect window instead.
+        let mut stalled = 0;
         let mut furthest = start;
         loop {
             let offset = self.taken.get();
-            if offset > furthest {
-                (furthest, without_progress) = (offset, 0);
-            } else if offset < end && start < end {
-                without_progress += 1;
-                if without_progress > GAP_REFUSALS {
-                    return Err(format!(
-                        "sidecar at {} took no more stdin in {GAP_REFUSALS} answers in a row (it stays at offset \
-                         {offset}): stdin stops here (the command gets no more input)",
-                        self.target.url
-                    ));
-                }
-                if without_progress > 1 {
-                    tokio::time::sleep(backoff.next_wait()).await;
-                }
-            }
             let rest = &data[usize::try_from(offset - start).unwrap_or(data.len()).min(data.len())..];
             let path = format!("/runs/{}/stdin?offset={offset}{}", self.id, if eof { "&eof=true" } else { "" });
             let request = authorized(self.client.post(self.target.endpoint(&path)), self.target, Some(self.settings))
@@ -150,7 +136,7 @@ impl StdinPump<'_> {
             };
             let status = response.status();
             let body = read_bounded(response, MAX_SMALL_BODY_BYTES).await.unwrap_or_default();
-            match answer(status, &body, start..end, offset) {
+            let stall = match answer(status, &body, start..end, offset) {
                 Answer::Taken { received, closed } => {
                     self.taken.set(received.max(offset));
                     if closed {
@@ -159,20 +145,15 @@ impl StdinPump<'_> {
                     if self.taken.get() >= end {
                         return Ok(false);
                     }
+                    Stall::NothingTaken
                 }
-                Answer::ResendFrom(received) => self.taken.set(received),
-                Answer::GapAtOffset(received) => {
-                    gaps_at_one_offset += 1;
-                    if gaps_at_one_offset >= GAP_REFUSALS {
-                        return Err(format!(
-                            "sidecar at {} refused stdin at offset {offset} as a gap {GAP_REFUSALS} times, saying it \
-                             has {received} bytes, which is where it was sent from: stdin stops here (the command \
-                             gets no more input)",
-                            self.target.url
-                        ));
-                    }
+                Answer::ResendFrom(received) => {
                     self.taken.set(received);
-                    tokio::time::sleep(backoff.next_wait()).await;
+                    Stall::NothingTaken
+                }
+                Answer::GapAtOffset(received) => {
+                    self.taken.set(received);
+                    Stall::GapAt { offset, received }
                 }
                 Answer::Closed => return Ok(true),
                 Answer::ServerError => {
@@ -184,9 +165,42 @@ impl StdinPump<'_> {
                         ));
                     }
                     tokio::time::sleep(backoff.next_wait()).await;
+                    continue;
                 }
                 Answer::Broken(why) => return Err(why.line(&self.target.url, self.id, status)),
+            };
+            if self.taken.get() > furthest {
+                (furthest, stalled) = (self.taken.get(), 0);
+                continue;
             }
+            stalled += 1;
+            if stalled >= GAP_REFUSALS {
+                return Err(stall.line(&self.target.url));
+            }
+            tokio::time::sleep(backoff.next_wait()).await;
+        }
+    }
+}
+
+/// The last of the answers that took the offset no further: what the give-up line says.
+enum Stall {
+    /// The server took nothing, or sent the offset back.
+    NothingTaken,
+    /// A gap at (or past) the very offset the server had said to resend from.
+    GapAt { offset: u64, received: u64 },
+}
+
+impl Stall {
+    fn line(&self, url: &str) -> String {
+        match self {
+            Stall::NothingTaken => format!(
+                "sidecar at {url} took no more stdin in {GAP_REFUSALS} answers in a row: stdin stops here (the command \
+                 gets no more input)"
+            ),
+            Stall::GapAt { offset, received } => format!(
+                "sidecar at {url} refused stdin at offset {offset} as a gap {GAP_REFUSALS} times, saying it has \
+                 {received} bytes, which is where it was sent from: stdin stops here (the command gets no more input)"
+            ),
         }
     }
 }
