@@ -158,6 +158,19 @@ fn kube_sandbox_kinds_hold_the_run_with_a_token_per_sandbox() {
     }
     assert!(tokens[0].trim().len() >= 43 && tokens[0] != tokens[1], "{tokens:?}");
 
+    // The flags' variables say the same.
+    let by_env = Command::new(env!("CARGO_BIN_EXE_sidecarctl"))
+        .args(["kube"])
+        .args(EXAMPLE_ARGS)
+        .env("SIDECARCTL_KUBE_KIND", "warm-pool")
+        .env("SIDECARCTL_KUBE_REPLICAS", "3")
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(by_env.status.success(), "{}", String::from_utf8_lossy(&by_env.stderr));
+    let by_env = documents(&String::from_utf8(by_env.stdout).unwrap()).unwrap();
+    assert_eq!((&by_env[1]["kind"], &by_env[1]["spec"]["replicas"]), (&"SandboxWarmPool".into(), &3.into()));
+
     let wrong = Command::new(env!("CARGO_BIN_EXE_sidecarctl"))
         .args(["kube", "--replicas", "3", "--", "agent:1"])
         .output()
