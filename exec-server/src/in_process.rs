@@ -24,7 +24,7 @@ impl InProcessServer {
     pub async fn start(config: Config) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
-        let started = crate::Started::start(config, Some(listener))?;
+        let started = crate::ExecServer::start(config, Some(listener))?;
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(started.serve(async move {
             let _ = stopped.await;

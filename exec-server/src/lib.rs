@@ -49,19 +49,19 @@ pub async fn serve(
 }
 
 /// Serves HTTP on `listener` when given, and the file protocol when `config.ipc_dir` is set, on one engine, until
-/// `shutdown` resolves or the IPC `done` file appears: [`Started::start`], then [`Started::serve`].
+/// `shutdown` resolves or the IPC `done` file appears: [`ExecServer::start`], then [`ExecServer::serve`].
 pub async fn run(
     config: Config,
     listener: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    Started::start(config, listener)?.serve(shutdown).await
+    ExecServer::start(config, listener)?.serve(shutdown).await
 }
 
 /// A server whose every socket is bound (TCP and `--listen unix:`) and whose file-protocol folder is taken, not yet
-/// serving: a caller that must know it listens (a test, an embedding) waits for [`Started::start`], not for a
+/// serving: a caller that must know it listens (a test, an embedding) waits for [`ExecServer::start`], not for a
 /// spawned task.
-pub struct Started {
+pub struct ExecServer {
     config: Config,
     engine: ProcessEngine,
     http: Option<http::Server>,
@@ -69,7 +69,7 @@ pub struct Started {
     named_runs: Option<runs::Runs>,
 }
 
-impl Started {
+impl ExecServer {
     /// Makes the server's shared parts and hands them out: the metrics (each part gets its own handle), the engine,
     /// the environment commands start from, and, when HTTP is served, the named-run registry; binds the UNIX
     /// sockets and takes the file-protocol folder. Must be called inside a tokio runtime.
@@ -106,14 +106,14 @@ impl Started {
             }
             None => None,
         };
-        Ok(Started { config, engine, http, ipc, named_runs })
+        Ok(ExecServer { config, engine, http, ipc, named_runs })
     }
 
     /// Serves until `shutdown` resolves or the IPC `done` file appears. Then it stops accepting work, cancels every
     /// running command by the policy (SIGTERM, grace, SIGKILL to its group) and returns within the grace period
     /// plus a second.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-        let Started { config, engine, http, ipc, named_runs } = self;
+        let ExecServer { config, engine, http, ipc, named_runs } = self;
         let stop = CancellationToken::new();
         let mut http_task = http.map(|server| tokio::spawn(server.serve(stop.clone())));
         let mut ipc_task = ipc.map(|transport| tokio::spawn(transport.serve(stop.clone())));

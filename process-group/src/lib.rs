@@ -28,7 +28,7 @@ use std::process::ExitStatus;
 
 pub use leader::{spawn_leader, Leader};
 pub use pgid::Pgid;
-pub use policy::{ask_to_stop, settle, stop_group, terminate, terminate_group, Members};
+pub use policy::{ask_to_stop, signal_then_kill_group, term_then_kill, term_then_kill_group, wait_then_kill, Members};
 pub use pty_leader::{open_pty, spawn_pty_leader, Pty};
 pub use reaper::{reap_adopted, reap_adopted_among, reap_adopted_forever};
 pub use seconds::{parse_seconds, SecondsError};

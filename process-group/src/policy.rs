@@ -31,7 +31,7 @@ impl Members for Pgid {
         Pgid::signal(*self, signal);
     }
 
-    /// Group members only: the policy is applied to a group once its leader is reaped (see [`terminate_group`]).
+    /// Group members only: the policy is applied to a group once its leader is reaped (see [`term_then_kill_group`]).
     fn reap(&mut self) {
         self.reap_members();
     }
@@ -50,7 +50,7 @@ pub fn ask_to_stop(members: &mut impl Members) {
 /// Waits until `kill_at` for the members to leave, then SIGKILLs whatever is left — again on every look, for what
 /// was forked meanwhile — for up to `give_up` more. False when members were still there then (uninterruptible, or
 /// another user's and deaf to our signals); the caller says so in its own log.
-pub async fn settle(members: &mut impl Members, kill_at: Instant, give_up: Duration) -> bool {
+pub async fn wait_then_kill(members: &mut impl Members, kill_at: Instant, give_up: Duration) -> bool {
     let mut killed_at = None;
     loop {
         members.reap();
@@ -70,26 +70,30 @@ pub async fn settle(members: &mut impl Members, kill_at: Instant, give_up: Durat
 }
 
 /// Members without a leader to wait for (leftovers of a group whose leader exited by itself, escapees): SIGTERM,
-/// up to `grace`, SIGKILL. False as for [`settle`].
-pub async fn terminate(members: &mut impl Members, grace: Duration) -> bool {
+/// up to `grace`, SIGKILL. False as for [`wait_then_kill`].
+pub async fn term_then_kill(members: &mut impl Members, grace: Duration) -> bool {
     members.reap();
     if members.is_empty() {
         return true;
     }
     ask_to_stop(members);
-    settle(members, Instant::now() + grace, KILL_WAIT).await
+    wait_then_kill(members, Instant::now() + grace, KILL_WAIT).await
 }
 
 /// Timeout or cancellation of a running command: SIGTERM to its whole group, up to `grace` for it to go, then
 /// SIGKILL to the whole group. Returns the leader's status once the leader and every other member are gone (or,
-/// see [`settle`], given up on).
-pub async fn terminate_group(leader: &mut Leader, grace: Duration) -> std::io::Result<ExitStatus> {
-    stop_group(leader, Signal::SIGTERM, grace).await
+/// see [`wait_then_kill`], given up on).
+pub async fn term_then_kill_group(leader: &mut Leader, grace: Duration) -> std::io::Result<ExitStatus> {
+    signal_then_kill_group(leader, Signal::SIGTERM, grace).await
 }
 
-/// As [`terminate_group`], with `signal` in place of SIGTERM: a supervisor passes on the signal it received
+/// As [`term_then_kill_group`], with `signal` in place of SIGTERM: a supervisor passes on the signal it received
 /// (SIGINT, SIGHUP), and the group has the same grace period before SIGKILL.
-pub async fn stop_group(leader: &mut Leader, signal: Signal, grace: Duration) -> std::io::Result<ExitStatus> {
+pub async fn signal_then_kill_group(
+    leader: &mut Leader,
+    signal: Signal,
+    grace: Duration,
+) -> std::io::Result<ExitStatus> {
     let deadline = Instant::now() + grace;
     let mut group = leader.pgid();
     group.signal(signal);
@@ -101,6 +105,6 @@ pub async fn stop_group(leader: &mut Leader, signal: Signal, grace: Duration) ->
             leader.wait().await?
         }
     };
-    settle(&mut group, deadline, KILL_WAIT).await;
+    wait_then_kill(&mut group, deadline, KILL_WAIT).await;
     Ok(status)
 }

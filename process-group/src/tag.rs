@@ -207,7 +207,7 @@ mod tests {
         leader.child().start_kill().unwrap();
         leader.wait().await.unwrap();
 
-        assert!(crate::terminate(&mut escaped, Duration::from_millis(200)).await);
+        assert!(crate::term_then_kill(&mut escaped, Duration::from_millis(200)).await);
         assert_eq!(escaped.find(), Vec::<i32>::new());
         until("the escapee to be reaped", || state(escapee).is_none()).await;
     }

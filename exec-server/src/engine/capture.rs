@@ -1,7 +1,12 @@
 //! Where a command's output goes: each pipe's bytes go to a sink its transport supplies ([`Capture`]), which keeps
 //! what that transport needs or passes the bytes on. Two transport-free ones are here: a capped prefix
-//! ([`Collect`]) and a bounded channel of chunks ([`Stream`]); a transport with its own rule (HTTP's reply budget)
+//! ([`Collect`]) and a bounded channel of chunks ([`Relay`]); a transport with its own rule (HTTP's reply budget)
 //! brings its own.
+//!
+//! *Names:* in this server "stream" means one thing, an output pipe as the wire names it ([`StreamKind`]: stdout or
+//! stderr), and what carries them (`/exec/stream`'s events, a named run's [`crate::runs::OutputLog`] per pipe).
+//! `StreamKind` stays the protocol's: the clients match on it and the frames' `"stream"` field is its name. The
+//! capture that hands chunks on is a [`Relay`]; an accepted connection is the HTTP layer's `Accepted`.
 
 use std::future::Future;
 
@@ -78,23 +83,23 @@ impl Sink for Prefix {
     }
 }
 
-/// Chunks in flight between a command's pipes and the consumer of a [`Stream`]: with [`READ_SIZE`] reads this bounds
+/// Chunks in flight between a command's pipes and the consumer of a [`Relay`]: with [`READ_SIZE`] reads this bounds
 /// what a stream holds in memory.
 pub const CHUNKS_IN_FLIGHT: usize = 4;
 
 /// Send every chunk as it is read, over a bounded channel: when the receiver is slow, reading stops, the pipe fills
 /// and the command blocks in `write`, so memory stays bounded whatever the command prints.
 #[derive(Debug, Clone)]
-pub struct Stream {
+pub struct Relay {
     chunks: mpsc::Sender<OutputChunk>,
 }
 
-impl Stream {
+impl Relay {
     /// The capture, and the receiver of its chunks (both pipes', in the order they were read). The channel closes
     /// once both pipes have ended.
-    pub fn channel() -> (Stream, mpsc::Receiver<OutputChunk>) {
+    pub fn channel() -> (Relay, mpsc::Receiver<OutputChunk>) {
         let (chunks, receiver) = mpsc::channel(CHUNKS_IN_FLIGHT);
-        (Stream { chunks }, receiver)
+        (Relay { chunks }, receiver)
     }
 }
 
@@ -105,14 +110,14 @@ pub struct OutputChunk {
     pub bytes: Vec<u8>,
 }
 
-/// [`Stream`]'s sink for one pipe: its own sender, dropped when the pipe ends, so no sender outlives the pipes.
+/// [`Relay`]'s sink for one pipe: its own sender, dropped when the pipe ends, so no sender outlives the pipes.
 #[derive(Debug)]
 pub struct Forward {
     kind: StreamKind,
     chunks: mpsc::Sender<OutputChunk>,
 }
 
-impl Capture for Stream {
+impl Capture for Relay {
     type Sink = Forward;
 
     fn sink(&self, kind: StreamKind) -> Forward {
@@ -241,7 +246,7 @@ mod tests {
         let (mut writer, pipe) = tokio::io::duplex(total);
         writer.write_all(&vec![b'x'; total]).await.unwrap();
         drop(writer);
-        let (stream, mut rx) = Stream::channel();
+        let (stream, mut rx) = Relay::channel();
         let stop = CancellationToken::new();
         let sink = stream.sink(StreamKind::Stdout);
         drop(stream);

@@ -173,7 +173,7 @@ impl Sweeper {
             let count = escaped.seen().len();
             tracing::info!(?jobs, count, "terminating processes that left their command's group");
             metrics.escaped_ended(count);
-            if !process_group::terminate(&mut escaped, grace).await {
+            if !process_group::term_then_kill(&mut escaped, grace).await {
                 tracing::warn!(?jobs, "tagged processes survive SIGKILL; giving up on them");
             }
         }
@@ -202,7 +202,7 @@ impl Sweeper {
             let tags = sessions.iter().map(|kept| tag(kept.job)).collect();
             let ids: Vec<i32> = sessions.iter().map(|kept| kept.session).collect();
             let mut members = Tagged::new(tags).with_sessions(ids.clone()).outside_sessions(sweeper.daemons.sessions());
-            if !process_group::terminate(&mut members, grace).await {
+            if !process_group::term_then_kill(&mut members, grace).await {
                 tracing::warn!(sessions = ?ids, "kept daemons survive SIGKILL; giving up on them");
             }
             sweeper.jobs.lock().unwrap().ending.retain(|kept| !ids.contains(&kept.session));

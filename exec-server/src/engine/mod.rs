@@ -26,7 +26,7 @@ use tokio::io::AsyncRead;
 use tokio::process::ChildStderr;
 use tokio_util::sync::CancellationToken;
 
-pub use capture::{Capture, Collect, Collected, OutputChunk, Sink, Stream, READ_SIZE};
+pub use capture::{Capture, Collect, Collected, OutputChunk, Relay, Sink, READ_SIZE};
 use capture::{LastOutput, Piped};
 
 use crate::metrics::{CommandMetrics, CommandOutcome};
@@ -206,7 +206,7 @@ impl ProcessEngine {
     pub async fn finish_shutdown(&self) {
         let started = *self.inner.shutdown_at.get_or_init(tokio::time::Instant::now);
         let mut unfinished = self.unfinished();
-        if !group::settle(&mut unfinished, started + self.inner.policy.grace, SHUTDOWN_KILL_WAIT).await {
+        if !group::wait_then_kill(&mut unfinished, started + self.inner.policy.grace, SHUTDOWN_KILL_WAIT).await {
             tracing::warn!(left = unfinished.find().len(), "processes survive SIGKILL at shutdown; leaving them");
         }
         self.kill_all();
@@ -354,13 +354,13 @@ impl ProcessEngine {
         capture: C,
         last_output: &Arc<LastOutput>,
     ) -> Result<(Running, Readers<Kept<C>>), StartError> {
-        let spawn::Started { mut leader, terminal } = spawn::start_leader(id, job, program)?;
+        let spawn::Spawned { mut leader, terminal } = spawn::start_leader(id, job, program)?;
         let guard = GroupGuard::register(self.clone(), leader.pgid(), id);
         if let Some(group) = &job.group {
             let _ = group.set(leader.pgid());
         }
         let stop = CancellationToken::new();
-        let Some(spawn::StartedTerminal { master, slave_path }) = terminal else {
+        let Some(spawn::SpawnedTerminal { master, slave_path }) = terminal else {
             // What no daemon the command leaves may hold: its pipes (before they are taken and, later, closed).
             let descriptors = spawn::pipe_identities(leader.child());
             let feeder = spawn::feed_stdin(job, &mut leader);
@@ -418,7 +418,7 @@ impl ProcessEngine {
         if let Ok(Some(status)) = leader.child().try_wait() {
             return LeaderEnd::exited(Ok(status));
         }
-        let status = group::terminate_group(leader, grace).await;
+        let status = group::term_then_kill_group(leader, grace).await;
         LeaderEnd {
             status,
             timed_out: stop != Stop::Cancelled,
@@ -468,7 +468,7 @@ impl ProcessEngine {
             guard.release();
         };
         // The common case, a group that ended with its leader, is settled here and now: the same first look as
-        // `terminate` (reap, then is it empty?), without a task whose start would wake another worker thread while
+        // `term_then_kill` (reap, then is it empty?), without a task whose start would wake another worker thread while
         // the reply is being made.
         let mut group = pgid;
         if group_stopped || {
@@ -479,7 +479,7 @@ impl ProcessEngine {
             return;
         }
         tokio::spawn(async move {
-            if !group::terminate(&mut group, grace).await {
+            if !group::term_then_kill(&mut group, grace).await {
                 tracing::warn!(%pgid, "process group still has members after SIGKILL; giving up on it");
             }
             finished(guard);

@@ -58,13 +58,13 @@ impl StartError {
 }
 
 /// A started leader, and the master of its terminal when it runs on one.
-pub struct Started {
+pub struct Spawned {
     pub leader: group::Leader,
-    pub terminal: Option<StartedTerminal>,
+    pub terminal: Option<SpawnedTerminal>,
 }
 
 /// The master of a TTY run's terminal, and the slave's path (which no daemon it leaves may hold).
-pub struct StartedTerminal {
+pub struct SpawnedTerminal {
     pub master: pty_process::Pty,
     pub slave_path: String,
 }
@@ -72,7 +72,7 @@ pub struct StartedTerminal {
 /// The leader of job `id` (its argv, working directory, environment and the job tag): spawned in a new process
 /// group with its stdout and stderr piped and its stdin piped when the job has any; or, for a job with a terminal,
 /// in a new session on a new pty as its controlling terminal. `program`: the name messages use.
-pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<Started, StartError> {
+pub fn start_leader(id: u64, job: &Job, program: &str) -> Result<Spawned, StartError> {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|runtime| runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if multi_thread && spawn_bytes(job) > LARGE_SPAWN_BYTES {
@@ -93,7 +93,7 @@ fn spawn_bytes(job: &Job) -> usize {
     argv + job.env.iter().map(|(name, value)| name.len() + value.len() + 2).sum::<usize>()
 }
 
-fn start_leader_now(id: u64, job: &Job, program: &str) -> Result<Started, StartError> {
+fn start_leader_now(id: u64, job: &Job, program: &str) -> Result<Spawned, StartError> {
     let first = job.argv.first().ok_or_else(|| StartError::Other("empty command".into()))?;
     let resolved = resolve_program(first, job).ok_or_else(|| start_error(job, program, None))?;
     let mut command = Command::new(resolved);
@@ -110,14 +110,14 @@ fn start_leader_now(id: u64, job: &Job, program: &str) -> Result<Started, StartE
         terminal.set_modes(&pty.master);
         let slave_path = pty.path.display().to_string();
         let leader = group::spawn_pty_leader(command, pty.slave).map_err(failed)?;
-        return Ok(Started { leader, terminal: Some(StartedTerminal { master: pty.master, slave_path }) });
+        return Ok(Spawned { leader, terminal: Some(SpawnedTerminal { master: pty.master, slave_path }) });
     }
     command
         .stdin(if job.stdin.is_some() || job.stdin_stream.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let leader = group::spawn_leader(&mut command).map_err(failed)?;
-    Ok(Started { leader, terminal: None })
+    Ok(Spawned { leader, terminal: None })
 }
 
 /// Feeds the job's stdin (taken from `job`) to the leader in the background: its bytes, or its stream, whose

@@ -83,7 +83,7 @@ enum Store {
 /// made outside that lock ([`Pending`], [`FileRead`]), so that the command's output and its readers never wait for
 /// each other's disk access or encoding.
 #[derive(Debug)]
-pub struct StreamLog {
+pub struct OutputLog {
     store: Store,
     /// Every byte the stream produced, kept or not.
     total: u64,
@@ -110,7 +110,7 @@ pub struct StreamLog {
     head_chunks: VecDeque<(u64, Bytes)>,
     /// Bytes of the spill file given disk space so far.
     allocated: u64,
-    /// Writes to the spill file not yet taken by the writer ([`StreamLog::take_writes`]).
+    /// Writes to the spill file not yet taken by the writer ([`OutputLog::take_writes`]).
     unwritten: Vec<(u64, Bytes)>,
 }
 
@@ -129,7 +129,7 @@ pub enum Read {
 #[derive(Debug)]
 pub enum Found {
     Now(Read),
-    /// Read it with [`FileRead::read`], then check [`StreamLog::still_kept`]: the rolling tail may have overwritten
+    /// Read it with [`FileRead::read`], then check [`OutputLog::still_kept`]: the rolling tail may have overwritten
     /// it meanwhile.
     File(FileRead),
 }
@@ -156,8 +156,8 @@ impl FileRead {
     }
 }
 
-/// The spill-file writes of the chunks appended since the last ones ([`StreamLog::take_writes`]), made by the run's
-/// only writer outside its lock, in one `pwritev` per run of adjacent positions; then [`StreamLog::written`] says
+/// The spill-file writes of the chunks appended since the last ones ([`OutputLog::take_writes`]), made by the run's
+/// only writer outside its lock, in one `pwritev` per run of adjacent positions; then [`OutputLog::written`] says
 /// they are done.
 #[derive(Debug, Default)]
 #[must_use = "the bytes are only kept once written"]
@@ -231,13 +231,13 @@ fn write_all_vectored_at(file: &File, mut position: u64, writes: &[(u64, Bytes)]
     Ok(())
 }
 
-impl StreamLog {
+impl OutputLog {
     /// A log capped at `cap` bytes (≥ 2) that keeps its chunks in memory while `budget` allows, then spills to
     /// `spill_path`.
     pub fn new(cap: u64, budget: Arc<Budget>, spill_path: PathBuf) -> Self {
         let cap = cap.max(2);
         let head = cap / 2;
-        StreamLog {
+        OutputLog {
             store: Store::Memory,
             total: 0,
             written: 0,
@@ -305,8 +305,8 @@ impl StreamLog {
     }
 
     /// Appends the stream's next chunk. In memory it is kept as it is, while the budget allows; the chunk that
-    /// would pass the budget spills the stream: every kept byte then waits for [`StreamLog::take_writes`] (made
-    /// outside the lock), and until [`StreamLog::written`] readers take it from memory. An error (the spill file
+    /// would pass the budget spills the stream: every kept byte then waits for [`OutputLog::take_writes`] (made
+    /// outside the lock), and until [`OutputLog::written`] readers take it from memory. An error (the spill file
     /// cannot be made) keeps the count and says what was not kept.
     pub fn append(&mut self, chunk: Bytes) -> std::io::Result<()> {
         let start = self.total;
@@ -368,7 +368,7 @@ impl StreamLog {
         Pending { file: Some(file.clone()), allocate, writes, end: self.total }
     }
 
-    /// The writes of [`StreamLog::take_writes`] up to stream offset `end` are done (`ok`) or failed: chunks beyond
+    /// The writes of [`OutputLog::take_writes`] up to stream offset `end` are done (`ok`) or failed: chunks beyond
     /// the memory share leave the recent window.
     pub fn written(&mut self, end: u64, ok: bool) {
         if !ok {
@@ -465,7 +465,7 @@ fn slice_of(chunks: &VecDeque<(u64, Bytes)>, offset: u64, len: u64) -> Option<By
     Some(chunk.slice(from..to))
 }
 
-impl Drop for StreamLog {
+impl Drop for OutputLog {
     /// Gives its memory back to the budget and removes the spill file (it has no name: closing it frees it). Its
     /// pages, which closing a large file frees from the page cache (milliseconds for a large one), go on a blocking thread
     /// when there is a runtime: not in the request that forgot the run, nor under the registry's lock when the
@@ -484,7 +484,7 @@ mod tests {
     use super::*;
 
     /// Everything a reader from `offset` gets: bytes, and a marker for each gap.
-    fn replay(log: &StreamLog, mut offset: u64) -> (Vec<u8>, u64) {
+    fn replay(log: &OutputLog, mut offset: u64) -> (Vec<u8>, u64) {
         let (mut out, mut dropped) = (Vec::new(), 0);
         loop {
             let read = match log.read(offset, 7).unwrap() {
@@ -510,7 +510,7 @@ mod tests {
     }
 
     /// Appends as a run does: the writes outside, then done.
-    fn append(log: &mut StreamLog, bytes: &[u8]) -> std::io::Result<()> {
+    fn append(log: &mut OutputLog, bytes: &[u8]) -> std::io::Result<()> {
         log.append(Bytes::copy_from_slice(bytes))?;
         let pending = log.take_writes();
         let written = pending.write();
@@ -521,7 +521,7 @@ mod tests {
     fn check(cap: u64, memory: u64, pieces: &[usize]) {
         let dir = std::env::temp_dir().join(format!("runlog-test-{}-{cap}-{memory}", std::process::id()));
         let _ = std::fs::remove_file(&dir);
-        let mut log = StreamLog::new(cap, Budget::new(memory), dir.clone());
+        let mut log = OutputLog::new(cap, Budget::new(memory), dir.clone());
         let mut all = Vec::new();
         let mut counter = 0u8;
         for &len in pieces {
@@ -546,7 +546,7 @@ mod tests {
         let (kept, dropped) = replay(&log, 0);
         assert_eq!(kept, expected, "cap {cap} memory {memory} pieces {pieces:?}");
         // Once the run ends the recent chunks go: the same bytes, from the store alone.
-        let mut sealed = StreamLog::new(cap, Budget::new(memory), dir.with_extension("sealed"));
+        let mut sealed = OutputLog::new(cap, Budget::new(memory), dir.with_extension("sealed"));
         for piece in all.chunks(pieces.iter().copied().max().unwrap_or(1)) {
             append(&mut sealed, piece).unwrap();
         }
@@ -575,7 +575,7 @@ mod tests {
     #[test]
     fn a_spill_that_fails_is_an_error_for_writer_and_reader_never_a_panic() {
         // The first chunk fits the budget (5 + 96 bytes), the second does not: the spill is tried, and fails.
-        let mut log = StreamLog::new(1000, Budget::new(200), PathBuf::from("/nonexistent-folder/x.stdout"));
+        let mut log = OutputLog::new(1000, Budget::new(200), PathBuf::from("/nonexistent-folder/x.stdout"));
         append(&mut log, b"12345").unwrap();
         assert!(append(&mut log, b"6789012345").is_err());
         assert_eq!(log.total(), 15, "the bytes still count");
@@ -584,9 +584,9 @@ mod tests {
     }
 
     /// A log (capped at `cap`) that spilled `bytes` at once, all written, its run ended.
-    fn spilled(name: &str, cap: u64, bytes: &[u8]) -> StreamLog {
+    fn spilled(name: &str, cap: u64, bytes: &[u8]) -> OutputLog {
         let path = std::env::temp_dir().join(format!("runlog-test-{}-{name}", std::process::id()));
-        let mut log = StreamLog::new(cap, Budget::new(0), path);
+        let mut log = OutputLog::new(cap, Budget::new(0), path);
         append(&mut log, bytes).unwrap();
         log.seal();
         log
@@ -619,21 +619,21 @@ mod tests {
         let dir = std::env::temp_dir();
         let budget = Budget::new(300);
         let path = |name: &str| dir.join(format!("runlog-test-{}-budget-{name}", std::process::id()));
-        let mut a = StreamLog::new(1000, budget.clone(), path("a"));
+        let mut a = OutputLog::new(1000, budget.clone(), path("a"));
         append(&mut a, &[b'a'; 150]).unwrap();
         assert_eq!((!a.spilled(), budget.used()), (true, 150 + CHUNK_OVERHEAD));
-        let mut b = StreamLog::new(1000, budget.clone(), path("b"));
+        let mut b = OutputLog::new(1000, budget.clone(), path("b"));
         append(&mut b, &[b'b'; 100]).unwrap();
         assert!(b.spilled(), "the budget is full: b spills");
         assert_eq!(budget.used(), 150 + CHUNK_OVERHEAD);
         assert_eq!(replay(&b, 0).0, vec![b'b'; 100]);
         drop(a);
         assert_eq!(budget.used(), 0);
-        let mut c = StreamLog::new(1000, budget.clone(), path("c"));
+        let mut c = OutputLog::new(1000, budget.clone(), path("c"));
         append(&mut c, &[b'c'; 100]).unwrap();
         assert!(!c.spilled(), "a's share came back");
         // The dropped middle's chunks are let go in memory too.
-        let mut d = StreamLog::new(20, Budget::new(10_000), path("d"));
+        let mut d = OutputLog::new(20, Budget::new(10_000), path("d"));
         for _ in 0..10 {
             append(&mut d, &[b'd'; 10]).unwrap();
         }

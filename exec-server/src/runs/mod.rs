@@ -15,7 +15,7 @@ mod writer;
 
 pub use input::{InputRefusal, RunInput, Taken, MAX_UNWRITTEN};
 pub use kept_argv::KeptArgv;
-pub use log::{Budget, Read, StreamLog};
+pub use log::{Budget, OutputLog, Read};
 pub use named_run::{Attachment, Follower, NamedRun};
 pub use tombstone::Tombstone;
 pub use writer::SpillWriter;
@@ -164,7 +164,7 @@ impl Runs {
         let log = |stream: &str| {
             let number = self.inner.next_file.fetch_add(1, Ordering::Relaxed);
             let path = self.inner.state_path.join(format!("{id}.{number}.{stream}"));
-            StreamLog::new(settings.run_log_max, self.inner.budget.clone(), path)
+            OutputLog::new(settings.run_log_max, self.inner.budget.clone(), path)
         };
         let run = Arc::new(NamedRun::new(
             id.clone(),

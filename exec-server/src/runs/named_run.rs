@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::input::RunInput;
 use super::kept_argv::KeptArgv;
-use super::log::{Found, Pending, Read, StreamLog, MEMORY_PER_STREAM};
+use super::log::{Found, OutputLog, Pending, Read, MEMORY_PER_STREAM};
 use crate::ending::Ending;
 use crate::engine::terminal::TerminalHandle;
 
@@ -42,8 +42,8 @@ pub struct NamedRun {
 
 #[derive(Debug)]
 struct Inner {
-    stdout: StreamLog,
-    stderr: StreamLog,
+    stdout: OutputLog,
+    stderr: OutputLog,
     end: Option<Ending>,
     /// When it ended (for retention).
     ended_at: Option<Instant>,
@@ -60,14 +60,14 @@ struct Inner {
 }
 
 impl Inner {
-    fn log(&self, kind: StreamKind) -> &StreamLog {
+    fn log(&self, kind: StreamKind) -> &OutputLog {
         match kind {
             StreamKind::Stdout => &self.stdout,
             StreamKind::Stderr => &self.stderr,
         }
     }
 
-    fn log_mut(&mut self, kind: StreamKind) -> &mut StreamLog {
+    fn log_mut(&mut self, kind: StreamKind) -> &mut OutputLog {
         match kind {
             StreamKind::Stdout => &mut self.stdout,
             StreamKind::Stderr => &mut self.stderr,
@@ -82,7 +82,7 @@ impl Inner {
 }
 
 impl NamedRun {
-    pub fn new(id: RunId, command: KeptArgv, cwd: PathBuf, stdout: StreamLog, stderr: StreamLog) -> Self {
+    pub fn new(id: RunId, command: KeptArgv, cwd: PathBuf, stdout: OutputLog, stderr: OutputLog) -> Self {
         let started_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));

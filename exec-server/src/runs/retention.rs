@@ -128,13 +128,13 @@ mod tests {
     use std::path::Path;
 
     use super::super::kept_argv::KeptArgv;
-    use super::super::log::{Budget, StreamLog};
+    use super::super::log::{Budget, OutputLog};
     use super::*;
     use crate::ending::Ending;
 
     fn run(id: &str) -> (RunId, Arc<NamedRun>) {
         let id = RunId::new(id).unwrap();
-        let log = || StreamLog::new(1024, Budget::new(1 << 20), std::env::temp_dir().join("never-written"));
+        let log = || OutputLog::new(1024, Budget::new(1 << 20), std::env::temp_dir().join("never-written"));
         let run = NamedRun::new(id.clone(), KeptArgv::new(&["true".into()], Path::new("/")), "/".into(), log(), log());
         (id, Arc::new(run))
     }

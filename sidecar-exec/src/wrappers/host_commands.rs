@@ -90,8 +90,8 @@ pub async fn ask(ssh: &SshHostBackend, names: &[String]) -> Answer {
     .await;
     let Ok((listed, said, status)) = ended else {
         // ssh-exec first, so that it starts nothing more; then what it started outside its group.
-        let _ = process_group::terminate_group(&mut leader, STOP_GRACE).await;
-        process_group::terminate(&mut Tagged::new(vec![Tag::new(PROBE_TAG, &tag_value)]), STOP_GRACE).await;
+        let _ = process_group::term_then_kill_group(&mut leader, STOP_GRACE).await;
+        process_group::term_then_kill(&mut Tagged::new(vec![Tag::new(PROBE_TAG, &tag_value)]), STOP_GRACE).await;
         return Answer::Unknown(ProbeFailed::TimedOut);
     };
     let status = match status {

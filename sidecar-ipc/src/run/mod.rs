@@ -145,13 +145,15 @@ async fn supervise(ipc: &Ipc, args: &RunArgs, config: &str, signals: Option<&mut
     // in its group goes too: a background `sidecar-ipc prompt` has nobody to answer to.
     let (status, received, timed_out) = match ended {
         WaitEnded::Exited(status) => {
-            if !group::terminate(&mut pgid.clone(), args.grace).await {
+            if !group::term_then_kill(&mut pgid.clone(), args.grace).await {
                 eprintln!("sidecar-ipc: process group {pgid} still has members after SIGKILL; not waiting for them");
             }
             (status, None, false)
         }
-        WaitEnded::Signal(signal) => (group::stop_group(&mut leader, signal, args.grace).await, Some(signal), false),
-        WaitEnded::Timeout => (group::terminate_group(&mut leader, args.grace).await, None, true),
+        WaitEnded::Signal(signal) => {
+            (group::signal_then_kill_group(&mut leader, signal, args.grace).await, Some(signal), false)
+        }
+        WaitEnded::Timeout => (group::term_then_kill_group(&mut leader, args.grace).await, None, true),
     };
 
     let (code, signal) = match status {

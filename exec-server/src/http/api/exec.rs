@@ -21,7 +21,7 @@ pub async fn exec(
     requested: RequestedJob,
 ) -> Result<Response, AppError> {
     if prefers_stream {
-        return super::stream::exec_stream(State(state), requested).await;
+        return super::exec_stream::exec_stream(State(state), requested).await;
     }
     let RequestedJob { job, run_id, b64_only, controls } = requested;
     let job = match request_run(&state, job, run_id, controls)? {

@@ -20,6 +20,7 @@ mod commands;
 mod cut_cost;
 mod error;
 mod exec;
+mod exec_stream;
 mod metrics;
 mod named;
 mod negotiate;
@@ -34,7 +35,6 @@ mod run_stream;
 mod runs;
 mod sse;
 mod stdin;
-mod stream;
 mod trace;
 
 use std::ffi::OsString;
@@ -122,7 +122,7 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health))
         .route("/info", get(info))
         .route("/exec", post(exec::exec))
-        .route("/exec/stream", post(stream::exec_stream))
+        .route("/exec/stream", post(exec_stream::exec_stream))
         .route("/runs", get(runs::list))
         .route("/runs/{id}", get(runs::show).delete(runs::delete))
         .route("/runs/{id}/stream", get(runs::stream))

@@ -15,7 +15,7 @@ use super::reply_budget::{HeadTail, ReplyOutput};
 use super::request::{Controls, Unstarted};
 use super::{reply, run_stream, AppError, AppState};
 use crate::ending::Ending;
-use crate::engine::{Job, ProcessEngine, Stream, READ_SIZE};
+use crate::engine::{Job, ProcessEngine, Relay, READ_SIZE};
 use crate::runs::{Attachment, Claim, ClaimError, NamedRun, Read, RunInput, SpillWriter};
 
 /// What a `POST /exec` or `POST /exec/stream` replies about, decided once for both ([`request_run`]).
@@ -135,7 +135,7 @@ fn start(engine: ProcessEngine, run: Arc<NamedRun>, mut job: Job, permit: OwnedS
     let timeout = job.timeout;
     let task = async move {
         let _permit = permit;
-        let (capture, mut chunks) = Stream::channel();
+        let (capture, mut chunks) = Relay::channel();
         let command = engine.run(job, capture, run.cancel.clone());
         let log = async {
             let mut progress = run.follower_progress();

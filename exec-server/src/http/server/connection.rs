@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::activity::{Activity, Expiry, InFlight, Timeouts};
 use super::connection_io::ConnectionIo;
 use super::refusal::ServerRefusal;
-use super::socket::Stream;
+use super::socket::Accepted;
 use crate::metrics::HttpMetrics;
 
 /// The largest request head (request line and headers): a request's data travels in its body; a head this large
@@ -38,7 +38,7 @@ pub const CONNECTION: &str = "connection";
 /// Serves `stream` until the client closes it, a timeout closes it, the connection cap evicts it, or `stop` (graceful:
 /// a request in flight is finished first; the caller aborts what lingers).
 pub async fn serve(
-    stream: Stream,
+    stream: Accepted,
     router: Router,
     activity: Arc<Activity>,
     timeouts: Timeouts,
@@ -149,7 +149,7 @@ async fn refuse_http2(connection: Connection) {
 }
 
 /// Writes a last reply on a connection outside hyper and closes it, within a second whatever the client does.
-pub async fn farewell(mut stream: Stream, reply: Vec<u8>) {
+pub async fn farewell(mut stream: Accepted, reply: Vec<u8>) {
     let farewell = async {
         stream.write_all(&reply).await?;
         stream.shutdown().await?;

@@ -23,12 +23,12 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::activity::Activity;
-use super::socket::Stream;
+use super::socket::Accepted;
 
 /// A connection's socket as hyper reads and writes it: reads mark the connection active, and hyper's automatic error
 /// replies are rewritten with a JSON body.
 pub struct ConnectionIo {
-    stream: Stream,
+    stream: Accepted,
     activity: Arc<Activity>,
     /// The largest request head hyper accepts, for the 431 message.
     max_head: usize,
@@ -39,12 +39,12 @@ pub struct ConnectionIo {
 }
 
 impl ConnectionIo {
-    pub fn new(stream: Stream, activity: Arc<Activity>, max_head: usize) -> Self {
+    pub fn new(stream: Accepted, activity: Arc<Activity>, max_head: usize) -> Self {
         ConnectionIo { stream, activity, max_head, pending: Vec::new(), clean: true }
     }
 
     /// The socket, if every byte written to it is out (no response, or part of one, is left unsent).
-    pub fn into_clean_stream(self) -> Option<Stream> {
+    pub fn into_clean_stream(self) -> Option<Accepted> {
         (self.clean && self.pending.is_empty()).then_some(self.stream)
     }
 

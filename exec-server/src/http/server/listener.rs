@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::activity::{Activity, Timeouts};
 use super::connection::{self, CONNECTION};
 use super::refusal::ServerRefusal;
-use super::socket::{Listener, Stream};
+use super::socket::{Accepted, Listener};
 use crate::metrics::HttpMetrics;
 
 /// Connections being refused at once (each for at most a second); beyond that a refused connection is closed
@@ -85,7 +85,7 @@ fn is_about_the_connection(err: &std::io::Error) -> bool {
 }
 
 /// Answers a connection the cap has no room for with 503, or closes it at once when many are being answered.
-fn refuse(stream: Stream, refusing: &Arc<Semaphore>, tasks: &mut JoinSet<()>, cap: usize) {
+fn refuse(stream: Accepted, refusing: &Arc<Semaphore>, tasks: &mut JoinSet<()>, cap: usize) {
     let Ok(permit) = refusing.clone().try_acquire_owned() else { return };
     tracing::warn!(cap, "connection refused: every open connection has a request in flight");
     let reply = ServerRefusal::new(

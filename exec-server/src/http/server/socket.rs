@@ -24,12 +24,12 @@ pub enum Listener {
 
 impl Listener {
     /// Accepts from any of `listeners`, the first ready first.
-    pub async fn accept_any(listeners: &[Listener]) -> std::io::Result<Stream> {
+    pub async fn accept_any(listeners: &[Listener]) -> std::io::Result<Accepted> {
         std::future::poll_fn(|cx| {
             for listener in listeners {
                 let polled = match listener {
-                    Listener::Tcp(tcp) => tcp.poll_accept(cx).map_ok(|(stream, _)| Stream::Tcp(stream)),
-                    Listener::Unix(unix) => unix.listener.poll_accept(cx).map_ok(|(stream, _)| Stream::Unix(stream)),
+                    Listener::Tcp(tcp) => tcp.poll_accept(cx).map_ok(|(stream, _)| Accepted::Tcp(stream)),
+                    Listener::Unix(unix) => unix.listener.poll_accept(cx).map_ok(|(stream, _)| Accepted::Unix(stream)),
                 };
                 if polled.is_ready() {
                     return polled;
@@ -215,25 +215,25 @@ pub fn parse_listen(text: &str) -> Result<PathBuf, SocketError> {
 
 /// One accepted connection.
 #[derive(Debug)]
-pub enum Stream {
+pub enum Accepted {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
 
-impl AsyncRead for Stream {
+impl AsyncRead for Accepted {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            Stream::Tcp(stream) => Pin::new(stream).poll_read(cx, buf),
-            Stream::Unix(stream) => Pin::new(stream).poll_read(cx, buf),
+            Accepted::Tcp(stream) => Pin::new(stream).poll_read(cx, buf),
+            Accepted::Unix(stream) => Pin::new(stream).poll_read(cx, buf),
         }
     }
 }
 
-impl AsyncWrite for Stream {
+impl AsyncWrite for Accepted {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
-            Stream::Tcp(stream) => Pin::new(stream).poll_write(cx, buf),
-            Stream::Unix(stream) => Pin::new(stream).poll_write(cx, buf),
+            Accepted::Tcp(stream) => Pin::new(stream).poll_write(cx, buf),
+            Accepted::Unix(stream) => Pin::new(stream).poll_write(cx, buf),
         }
     }
 
@@ -243,29 +243,29 @@ impl AsyncWrite for Stream {
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
-            Stream::Tcp(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
-            Stream::Unix(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+            Accepted::Tcp(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+            Accepted::Unix(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            Stream::Tcp(stream) => stream.is_write_vectored(),
-            Stream::Unix(stream) => stream.is_write_vectored(),
+            Accepted::Tcp(stream) => stream.is_write_vectored(),
+            Accepted::Unix(stream) => stream.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            Stream::Tcp(stream) => Pin::new(stream).poll_flush(cx),
-            Stream::Unix(stream) => Pin::new(stream).poll_flush(cx),
+            Accepted::Tcp(stream) => Pin::new(stream).poll_flush(cx),
+            Accepted::Unix(stream) => Pin::new(stream).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            Stream::Tcp(stream) => Pin::new(stream).poll_shutdown(cx),
-            Stream::Unix(stream) => Pin::new(stream).poll_shutdown(cx),
+            Accepted::Tcp(stream) => Pin::new(stream).poll_shutdown(cx),
+            Accepted::Unix(stream) => Pin::new(stream).poll_shutdown(cx),
         }
     }
 }

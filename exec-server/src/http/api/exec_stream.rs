@@ -1,5 +1,5 @@
 //! `POST /exec/stream`: output as server-sent events while the command runs, then the error and exit frames. The
-//! source of the frames is the command's pipes (the engine's [`Stream`] capture); [`super::sse`] pumps them. The
+//! source of the frames is the command's pipes (the engine's [`Relay`] capture); [`super::sse`] pumps them. The
 //! source holds the command's cancellation: when the client goes away the pump ends, and with it the command.
 
 use axum::extract::State;
@@ -15,7 +15,7 @@ use super::request::RequestedJob;
 use super::sse::{self, FrameSource, Head, Step};
 use super::{AppError, AppState};
 use crate::ending::Ending;
-use crate::engine::{Job, Outcome, OutputChunk, StartError, Stream, READ_SIZE};
+use crate::engine::{Job, Outcome, OutputChunk, Relay, StartError, READ_SIZE};
 
 pub async fn exec_stream(
     State(state): State<AppState>,
@@ -55,7 +55,7 @@ impl CommandOutput {
     fn start(state: &AppState, job: Job, permit: OwnedSemaphorePermit) -> Self {
         let timeout = job.timeout;
         let cancel = CancellationToken::new();
-        let (capture, chunks) = Stream::channel();
+        let (capture, chunks) = Relay::channel();
         let engine = state.engine.clone();
         let command = cancel.clone();
         let run = tokio::spawn(
